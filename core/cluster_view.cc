@@ -1,0 +1,45 @@
+#include "core/cluster_view.h"
+
+#include "core/names.h"
+#include "core/quantity.h"
+
+namespace podshaper {
+
+bool ClusterView::hasPodshaperLabels() const {
+  for (const auto& node : nodes) {
+    if (node.labels.contains(std::string(names::kTopologyValidated))) return true;
+  }
+  return false;
+}
+
+Labels labelsFromJson(const nlohmann::json& object) {
+  Labels labels;
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return labels;
+  auto l = metadata->find("labels");
+  if (l == metadata->end() || !l->is_object()) return labels;
+  for (const auto& [key, value] : l->items()) {
+    if (value.is_string()) labels[key] = value.get<std::string>();
+  }
+  return labels;
+}
+
+ClusterView::Node nodeFromJson(const nlohmann::json& node) {
+  ClusterView::Node out;
+  if (!node.is_object()) return out;
+  out.name = node.value("/metadata/name"_json_pointer, std::string());
+  out.labels = labelsFromJson(node);
+  auto quantityAt = [&](const nlohmann::json::json_pointer& ptr) -> std::optional<int64_t> {
+    if (!node.contains(ptr) || !node.at(ptr).is_string()) return std::nullopt;
+    auto q = parseQuantity(node.at(ptr).get<std::string>());
+    if (!q) return std::nullopt;
+    return *q;
+  };
+  if (auto gpus = quantityAt("/status/allocatable/nvidia.com~1gpu"_json_pointer)) {
+    out.gpus = static_cast<uint64_t>(*gpus);
+  }
+  out.memoryBytes = quantityAt("/status/capacity/memory"_json_pointer);
+  return out;
+}
+
+}  // namespace podshaper

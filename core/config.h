@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+
+namespace podshaper {
+
+// What to do with a node-exclusive pod that asks for fewer GPUs than its node class has.
+enum class PartialNodePolicy { kDeny, kWarn, kExpand };
+// What to do when the pod's namespace enforces a Pod Security level that forbids
+// hostIPC and IPC_LOCK.
+enum class PodSecurityPolicy { kDeny, kWarn };
+
+// The webhook's configuration file (YAML). Every key is optional; see README "Config".
+struct Config {
+  uint64_t workers = 4;
+  uint64_t prefetchFactor = 2;
+  uint64_t headroomPercent = 20;
+  int64_t ncclShmReservePerRank = 64LL * 1024 * 1024;
+  uint64_t gpusPerNode = 8;
+  // Memory of a GPU node when the cluster does not say (no --kubeconfig, or no
+  // matching Node); unset means the shm cap is checked only against known nodes.
+  std::optional<int64_t> nodeMemory;
+  uint64_t maxShmPercentOfNodeMemory = 50;
+  PartialNodePolicy partialNode = PartialNodePolicy::kDeny;
+  PodSecurityPolicy podSecurity = PodSecurityPolicy::kDeny;
+
+  // Stable hash of the effective settings, shown in podshaper.io/shaped-by.
+  std::string hash() const;
+};
+
+// Parses the YAML text. Unknown keys are errors (a typo must not silently
+// fall back to a default); messages name the key: "config: defaults.workers: ...".
+Result<Config> parseConfig(std::string_view yamlText);
+
+std::string_view toString(PartialNodePolicy p);
+std::string_view toString(PodSecurityPolicy p);
+
+}  // namespace podshaper

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <string_view>
+
+// One name for one thing: every annotation, label, volume and resource name
+// podshaper reads or writes is spelled here and nowhere else.
+namespace podshaper::names {
+
+// Pod annotations read by the webhook.
+inline constexpr std::string_view kWorkers = "podshaper.io/dataloader-workers";
+inline constexpr std::string_view kPrefetchFactor = "podshaper.io/prefetch-factor";
+inline constexpr std::string_view kBatchBytes = "podshaper.io/batch-bytes";
+inline constexpr std::string_view kBatchShape = "podshaper.io/batch-shape";
+inline constexpr std::string_view kBatchDtype = "podshaper.io/batch-dtype";
+inline constexpr std::string_view kRanksPerPod = "podshaper.io/ranks-per-pod";
+inline constexpr std::string_view kPlacement = "podshaper.io/placement";
+
+// Pod annotations written by the webhook.
+inline constexpr std::string_view kShmSize = "podshaper.io/shm-size";
+inline constexpr std::string_view kShmFormula = "podshaper.io/shm-formula";
+inline constexpr std::string_view kShapedBy = "podshaper.io/shaped-by";
+// NRI ulimit-adjuster (containerd/nri plugins/ulimit-adjuster) per-container key prefix.
+inline constexpr std::string_view kUlimitAnnotationPrefix = "ulimits.noderesource.dev/container.";
+
+// Labels.
+inline constexpr std::string_view kInjectLabel = "podshaper.io/inject";
+inline constexpr std::string_view kPlacementLabel = "podshaper.io/placement";
+inline constexpr std::string_view kTopologyValidated = "podshaper.io/topology-validated";
+inline constexpr std::string_view kGpuCount = "podshaper.io/gpu-count";
+inline constexpr std::string_view kInterconnect = "podshaper.io/interconnect";
+inline constexpr std::string_view kP2P = "podshaper.io/p2p";
+inline constexpr std::string_view kMemlock = "podshaper.io/memlock";
+inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
+inline constexpr std::string_view kPodSecurityEnforce = "pod-security.kubernetes.io/enforce";
+
+// Values.
+inline constexpr std::string_view kNodeExclusive = "node-exclusive";
+inline constexpr std::string_view kShared = "shared";
+
+// Pod spec pieces.
+inline constexpr std::string_view kShmVolume = "podshaper-dshm";
+inline constexpr std::string_view kShmMountPath = "/dev/shm";
+inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";
+inline constexpr std::string_view kNprocEnv = "PET_NPROC_PER_NODE";
+inline constexpr std::string_view kIpcLock = "IPC_LOCK";
+
+}  // namespace podshaper::names

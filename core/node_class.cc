@@ -1,0 +1,87 @@
+#include "core/node_class.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/names.h"
+#include "core/quantity.h"
+
+namespace podshaper {
+namespace {
+
+std::string label(const ClusterView::Node& node, std::string_view key) {
+  auto it = node.labels.find(std::string(key));
+  return it == node.labels.end() ? std::string() : it->second;
+}
+
+// The GPU count a node offers to placement: the operator's label once it has
+// judged the node, else the allocatable count.
+std::optional<uint64_t> nodeGpus(const ClusterView::Node& node, bool byLabels) {
+  if (!byLabels) return node.gpus > 0 ? std::optional<uint64_t>(node.gpus) : std::nullopt;
+  if (label(node, names::kTopologyValidated) != "true") return std::nullopt;
+  auto count = parseCount(label(node, names::kGpuCount));
+  if (!count || *count == 0) return std::nullopt;
+  return *count;
+}
+
+}  // namespace
+
+NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus,
+                           const Config& config, const ClusterView* cluster) {
+  NodeClass nc;
+  if (cluster == nullptr) {
+    nc.gpus = requestedGpus.value_or(config.gpusPerNode);
+    nc.memoryBytes = config.nodeMemory;
+    nc.source = requestedGpus ? "the pod's nodeSelector " + std::string(names::kGpuCount)
+                              : "config defaults.gpusPerNode";
+    return nc;
+  }
+
+  bool byLabels = cluster->hasPodshaperLabels();
+  nc.placeByLabels = byLabels;
+  if (!byLabels) {
+    nc.warnings.push_back("no node carries " + std::string(names::kTopologyValidated) +
+                          " yet (is podshaper-operator running?): node affinity to validated "
+                          "nodes left out");
+  }
+
+  std::set<uint64_t> classes;
+  for (const auto& node : cluster->nodes) {
+    if (auto g = nodeGpus(node, byLabels)) classes.insert(*g);
+  }
+
+  if (requestedGpus) {
+    nc.gpus = *requestedGpus;
+    nc.source = "the pod's nodeSelector " + std::string(names::kGpuCount);
+  } else if (classes.empty()) {
+    nc.gpus = config.gpusPerNode;
+    nc.source = "config defaults.gpusPerNode (no " +
+                std::string(byLabels ? "validated GPU node" : "GPU node") + " in the cluster)";
+    nc.warnings.push_back("no " + std::string(byLabels ? "validated " : "") +
+                          "GPU node found: assuming " + std::to_string(nc.gpus) +
+                          " GPUs per node from config defaults.gpusPerNode");
+  } else if (classes.contains(podGpus)) {
+    nc.gpus = podGpus;
+    nc.source = "the cluster's " + std::to_string(podGpus) + "-GPU nodes";
+  } else {
+    auto larger = classes.upper_bound(podGpus);
+    nc.gpus = larger != classes.end() ? *larger : *classes.rbegin();
+    nc.source = "the cluster's " + std::to_string(nc.gpus) + "-GPU nodes";
+  }
+
+  bool anyTarget = false;
+  bool allP2P = true;
+  for (const auto& node : cluster->nodes) {
+    if (nodeGpus(node, byLabels) != nc.gpus) continue;
+    anyTarget = true;
+    if (node.memoryBytes && (!nc.memoryBytes || *node.memoryBytes < *nc.memoryBytes)) {
+      nc.memoryBytes = node.memoryBytes;
+    }
+    if (label(node, names::kP2P) != "all") allP2P = false;
+  }
+  if (!nc.memoryBytes) nc.memoryBytes = config.nodeMemory;
+  nc.p2pAllPairs = byLabels && anyTarget && allP2P;
+  return nc;
+}
+
+}  // namespace podshaper

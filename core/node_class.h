@@ -1,0 +1,31 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cluster_view.h"
+#include "core/config.h"
+
+namespace podshaper {
+
+// The kind of node a training pod will land on: how many GPUs it has (G), how
+// much memory, and whether podshaper's operator validated P2P between all its GPUs.
+struct NodeClass {
+  uint64_t gpus = 0;
+  std::optional<int64_t> memoryBytes;
+  bool p2pAllPairs = false;
+  // Write node affinity to podshaper's node labels? False while no node carries
+  // them yet (operator not installed), so pods stay schedulable.
+  bool placeByLabels = true;
+  std::string source;  // where G came from, in words
+  std::vector<std::string> warnings;
+};
+
+// podGpus: the pod's nvidia.com/gpu. requestedGpus: the pod's own nodeSelector
+// podshaper.io/gpu-count, if any. cluster: null when deciding from config only.
+NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus,
+                           const Config& config, const ClusterView* cluster);
+
+}  // namespace podshaper

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs podshaper's build and test dependencies from Debian's packages.
+# Idempotent: when every package is already installed it only checks and returns.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config make
+  libcpprest-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libspdlog-dev
+  libboost-dev libboost-system-dev
+  libgtest-dev libgmock-dev googletest
+  openssl curl ca-certificates python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+sudo_cmd=()
+[[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

@@ -1,0 +1,375 @@
+#include "core/pod_shaper.h"
+
+#include <gtest/gtest.h>
+
+#include "pod_builder.h"
+
+namespace podshaper {
+namespace {
+
+using nlohmann::json;
+using testing::TrainingPod;
+using testing::gpuNode;
+
+constexpr const char* kMemlock =
+    "- type: RLIMIT_MEMLOCK\n  soft: 18446744073709551615\n  hard: 18446744073709551615\n";
+
+ShapeOutcome shapeNoCluster(const json& pod, Config config = {}) {
+  AdmissionContext ctx;
+  ctx.namespaceName = "ml";
+  return shapePod(pod, config, ctx);
+}
+
+ShapeOutcome shapeWith(const json& pod, const ClusterView& cluster, Config config = {}) {
+  AdmissionContext ctx;
+  ctx.namespaceName = "ml";
+  ctx.cluster = &cluster;
+  return shapePod(pod, config, ctx);
+}
+
+bool hasWarning(const ShapeOutcome& out, const std::string& part) {
+  for (const auto& w : out.warnings) {
+    if (w.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs5822Mi) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("h100-a", 8), gpuNode("h100-b", 8)};
+  auto out = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& pod = out.pod;
+  EXPECT_EQ(pod["metadata"]["annotations"]["podshaper.io/shm-size"], "5822Mi");
+  EXPECT_EQ(pod["spec"]["volumes"][0],
+            json({{"name", "podshaper-dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "5822Mi"}}}}));
+  const json& c = pod["spec"]["containers"][0];
+  EXPECT_EQ(c["volumeMounts"][0], json({{"name", "podshaper-dshm"}, {"mountPath", "/dev/shm"}}));
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "108222Mi");  // 100Gi + 5822Mi
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "108222Mi");
+  EXPECT_EQ(c["securityContext"]["capabilities"]["add"], json({"IPC_LOCK"}));
+  EXPECT_EQ(c["env"], json({{{"name", "PET_NPROC_PER_NODE"}, {"value", "8"}}}));
+  EXPECT_EQ(pod["spec"]["hostIPC"], true);
+  EXPECT_EQ(pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"], kMemlock);
+  EXPECT_EQ(pod["metadata"]["labels"]["podshaper.io/placement"], "node-exclusive");
+  const json& anti = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  ASSERT_EQ(anti.size(), 1u);
+  EXPECT_EQ(anti[0]["topologyKey"], "kubernetes.io/hostname");
+  EXPECT_EQ(anti[0]["labelSelector"]["matchExpressions"][0]["key"], "podshaper.io/placement");
+  const json& terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1u);
+  EXPECT_EQ(terms[0]["matchExpressions"],
+            json::parse(R"([{"key":"podshaper.io/topology-validated","operator":"In","values":["true"]},
+                            {"key":"podshaper.io/memlock","operator":"In","values":["unlimited"]},
+                            {"key":"podshaper.io/gpu-count","operator":"In","values":["8"]}])"));
+  std::string formula = pod["metadata"]["annotations"]["podshaper.io/shm-formula"];
+  EXPECT_NE(formula.find("8 ranks × (8 workers × prefetch 4 + 1) × 19267584 B"), std::string::npos) << formula;
+  EXPECT_NE(formula.find("no NCCL shm reserve"), std::string::npos) << formula;
+  std::string shapedBy = pod["metadata"]["annotations"]["podshaper.io/shaped-by"];
+  EXPECT_EQ(shapedBy, "podshaper-webhook/dev config=" + Config().hash());
+}
+
+TEST(PodShaper, WithoutClusterTheNcclReserveApplies) {
+  auto out = shapeNoCluster(TrainingPod());
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6334Mi");  // 5822 + 8×64
+  EXPECT_TRUE(hasWarning(out, "node memory unknown"));
+}
+
+TEST(PodShaper, PartialP2PNodesKeepTheNcclReserve) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8, "all"), gpuNode("b", 8, "partial")};
+  auto out = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6334Mi");
+}
+
+TEST(PodShaper, ShapingAShapedPodChangesNothing) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto first = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(first.allowed);
+  auto second = shapeWith(first.pod, cluster);
+  EXPECT_TRUE(second.allowed);
+  EXPECT_EQ(second.pod, first.pod);
+  EXPECT_TRUE(second.warnings.empty());
+  // Even with the explanation annotations stripped, our volume marks the pod as shaped.
+  json stripped = first.pod;
+  stripped["metadata"]["annotations"].erase("podshaper.io/shaped-by");
+  EXPECT_EQ(shapeWith(stripped, cluster).pod, stripped);
+}
+
+TEST(PodShaper, ContainersWithoutGpusAreUntouched) {
+  json sidecar = {{"name", "logger"}, {"image", "busybox"}, {"resources", {{"limits", {{"memory", "1Gi"}}}}}};
+  auto out = shapeNoCluster(TrainingPod().withContainer(sidecar));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["spec"]["containers"][1], sidecar);
+  EXPECT_FALSE(out.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container.logger"));
+}
+
+TEST(PodShaper, PodWithoutGpusIsLeftAsItIs) {
+  TrainingPod pod;
+  pod.without("/spec/containers/0/resources/limits/nvidia.com~1gpu");
+  auto out = shapeNoCluster(pod);
+  EXPECT_TRUE(out.allowed);
+  EXPECT_EQ(out.pod, pod.json());
+  EXPECT_TRUE(hasWarning(out, "no container requests nvidia.com/gpu"));
+}
+
+TEST(PodShaper, ContainerWithoutMemoryLimitKeepsNone) {
+  auto out = shapeNoCluster(TrainingPod().without("/spec/containers/0/resources/limits/memory")
+                                .without("/spec/containers/0/resources/requests"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& resources = out.pod["spec"]["containers"][0]["resources"];
+  EXPECT_FALSE(resources["limits"].contains("memory"));
+  EXPECT_FALSE(resources.contains("requests"));
+}
+
+TEST(PodShaper, MemoryShareFollowsEachContainersGpus) {
+  // 6 + 2 GPUs: shares are ceil_MiB(shm × 6/8) and ceil_MiB(shm × 2/8) of 6334Mi.
+  json second = {{"name", "eval"},
+                 {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"memory", "10Gi"}}}}}};
+  auto out = shapeNoCluster(TrainingPod().withGpus(6).withContainer(second));
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& cs = out.pod["spec"]["containers"];
+  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "107151Mi");  // 102400 + ceil(6334×6/8 = 4750.5)
+  EXPECT_EQ(cs[1]["resources"]["limits"]["memory"], "11824Mi");   // 10240 + ceil(6334×2/8 = 1583.5)
+  EXPECT_EQ(cs[1]["volumeMounts"][0]["mountPath"], "/dev/shm");
+  EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
+  EXPECT_TRUE(out.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container.eval"));
+}
+
+TEST(PodShaper, UsersOwnShmMountIsKeptWithAWarningWhenSmall) {
+  TrainingPod pod;
+  pod.at("/spec/volumes", json::array({{{"name", "shm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}}}));
+  pod.at("/spec/containers/0/volumeMounts", json::array({{{"name", "shm"}, {"mountPath", "/dev/shm"}}}));
+  auto out = shapeNoCluster(pod);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
+  EXPECT_EQ(out.pod["spec"]["containers"][0]["volumeMounts"].size(), 1u);
+  EXPECT_EQ(out.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "100Gi");
+  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm volume \"shm\" of 1Gi, smaller than the 6334Mi"));
+  // Large enough: no warning.
+  pod.at("/spec/volumes/0/emptyDir/sizeLimit", "64Gi");
+  EXPECT_FALSE(hasWarning(shapeNoCluster(pod), "own /dev/shm"));
+}
+
+TEST(PodShaper, IpcLockAddedOnceAndUserEnvKept) {
+  TrainingPod pod;
+  pod.at("/spec/containers/0/securityContext", {{"capabilities", {{"add", {"SYS_PTRACE", "IPC_LOCK"}}}}});
+  pod.at("/spec/containers/0/env", json::array({{{"name", "PET_NPROC_PER_NODE"}, {"value", "4"}}}));
+  auto out = shapeNoCluster(pod.annotate("podshaper.io/ranks-per-pod", "4"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& c = out.pod["spec"]["containers"][0];
+  EXPECT_EQ(c["securityContext"]["capabilities"]["add"], json({"SYS_PTRACE", "IPC_LOCK"}));
+  EXPECT_EQ(c["env"], json({{{"name", "PET_NPROC_PER_NODE"}, {"value", "4"}}}));
+}
+
+TEST(PodShaper, UsersUlimitAnnotationIsKept) {
+  auto out = shapeNoCluster(TrainingPod().annotate("ulimits.noderesource.dev/container.trainer", "- type: nofile\n  soft: 1\n  hard: 2\n"));
+  ASSERT_TRUE(out.allowed);
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"],
+            "- type: nofile\n  soft: 1\n  hard: 2\n");
+}
+
+TEST(PodShaper, NodeAffinityIsAddedToEveryExistingTerm) {
+  TrainingPod pod;
+  pod.at("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
+         json::parse(R"([{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]},
+                         {"matchFields":[{"key":"metadata.name","operator":"In","values":["n1"]}]}])"));
+  auto out = shapeNoCluster(pod);
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& terms = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_EQ(terms[0]["matchExpressions"].size(), 4u);
+  EXPECT_EQ(terms[0]["matchExpressions"][0]["key"], "zone");
+  EXPECT_EQ(terms[1]["matchExpressions"].size(), 3u);
+  EXPECT_EQ(terms[1]["matchFields"].size(), 1u);
+}
+
+TEST(PodShaper, SharedPlacementHasNoAntiAffinityNorGpuCount) {
+  auto out = shapeNoCluster(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_FALSE(out.pod["spec"]["affinity"].contains("podAntiAffinity"));
+  EXPECT_FALSE(out.pod["metadata"]["labels"].contains("podshaper.io/placement"));
+  const json& exprs = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"];
+  EXPECT_EQ(exprs.size(), 2u);
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1584Mi");  // 2 ranks: 1456 + 128
+}
+
+TEST(PodShaper, ClusterWithoutPodshaperLabelsLeavesNodeAffinityOut) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8, "all", /*validated=*/false)};
+  auto out = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_FALSE(out.pod["spec"]["affinity"].contains("nodeAffinity"));
+  EXPECT_TRUE(out.pod["spec"]["affinity"].contains("podAntiAffinity"));
+  EXPECT_TRUE(hasWarning(out, "no node carries podshaper.io/topology-validated yet"));
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6334Mi");
+}
+
+TEST(PodShaper, GpuCountComesFromTheClustersNodeClasses) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("l40s", 4), gpuNode("h100", 8)};
+  auto four = shapeWith(TrainingPod().withGpus(4), cluster);
+  ASSERT_TRUE(four.allowed) << four.message;
+  EXPECT_NE(four.pod.dump().find(R"({"key":"podshaper.io/gpu-count","operator":"In","values":["4"]})"), std::string::npos);
+  auto two = shapeWith(TrainingPod().withGpus(2), cluster);
+  EXPECT_FALSE(two.allowed);
+  EXPECT_NE(two.message.find("whole 4-GPU nodes"), std::string::npos) << two.message;
+  auto sixteen = shapeWith(TrainingPod().withGpus(16), cluster);
+  EXPECT_FALSE(sixteen.allowed);
+  EXPECT_NE(sixteen.message.find("split the job into pods of 8 GPUs"), std::string::npos) << sixteen.message;
+}
+
+TEST(PodShaper, PartialNodePolicies) {
+  Config config;
+  auto denied = shapeNoCluster(TrainingPod().withGpus(4), config);
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.message,
+            "podshaper: the pod asks 4 nvidia.com/gpu but node-exclusive pods own whole 8-GPU nodes "
+            "(config defaults.gpusPerNode): request 8 GPUs (one rank per GPU), or set "
+            "podshaper.io/placement: shared to share the node");
+
+  config.partialNode = PartialNodePolicy::kWarn;
+  auto warned = shapeNoCluster(TrainingPod().withGpus(4), config);
+  ASSERT_TRUE(warned.allowed);
+  EXPECT_TRUE(hasWarning(warned, "the other GPUs stay idle"));
+  EXPECT_EQ(warned.pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "4");
+
+  config.partialNode = PartialNodePolicy::kExpand;
+  TrainingPod pod = TrainingPod().withGpus(4);
+  pod.at("/spec/containers/0/env", json::array({{{"name", "PET_NPROC_PER_NODE"}, {"value", "4"}}}));
+  auto expanded = shapeNoCluster(pod, config);
+  ASSERT_TRUE(expanded.allowed) << expanded.message;
+  const json& c = expanded.pod["spec"]["containers"][0];
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "8");
+  EXPECT_FALSE(c["resources"]["requests"].contains("nvidia.com/gpu"));
+  EXPECT_EQ(c["env"][0]["value"], "8");
+  EXPECT_EQ(expanded.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6334Mi");
+}
+
+TEST(PodShaper, PodSecurityBaselineDeniesOrWarns) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "baseline"}};
+  auto denied = shapeWith(TrainingPod(), cluster);
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_NE(denied.message.find("namespace \"ml\" enforces Pod Security level \"baseline\""), std::string::npos);
+  EXPECT_NE(denied.message.find("label the namespace pod-security.kubernetes.io/enforce=privileged"), std::string::npos);
+
+  Config warn;
+  warn.podSecurity = PodSecurityPolicy::kWarn;
+  auto warned = shapeWith(TrainingPod(), cluster, warn);
+  ASSERT_TRUE(warned.allowed);
+  EXPECT_FALSE(warned.pod["spec"].contains("hostIPC"));
+  EXPECT_FALSE(warned.pod["spec"]["containers"][0].contains("securityContext"));
+  EXPECT_EQ(warned.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "5822Mi");
+  EXPECT_TRUE(hasWarning(warned, "hostIPC and IPC_LOCK left out"));
+
+  cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "privileged"}};
+  EXPECT_TRUE(shapeWith(TrainingPod(), cluster).allowed);
+}
+
+TEST(PodShaper, NamespaceOptedOutIsUntouched) {
+  ClusterView cluster;
+  cluster.namespaceLabels["ml"] = {{"podshaper.io/inject", "disabled"}};
+  auto out = shapeWith(TrainingPod(), cluster);
+  EXPECT_TRUE(out.allowed);
+  EXPECT_EQ(out.pod, TrainingPod().json());
+}
+
+TEST(PodShaper, ShmAboveTheNodeCapIsDenied) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("small", 8, "all", true, 8LL << 30)};  // 8Gi: cap 4Gi
+  auto out = shapeWith(TrainingPod(), cluster);
+  EXPECT_FALSE(out.allowed);
+  EXPECT_NE(out.message.find("/dev/shm would be 5822Mi, above limits.maxShmPercentOfNodeMemory (50%) of the node's 8Gi"),
+            std::string::npos) << out.message;
+  Config config;
+  config.nodeMemory = 8LL << 30;
+  EXPECT_FALSE(shapeNoCluster(TrainingPod(), config).allowed);
+}
+
+TEST(PodShaper, DefaultsAreSaidInWarnings) {
+  auto out = shapeNoCluster(TrainingPod()
+                                .withoutAnnotation("podshaper.io/dataloader-workers")
+                                .withoutAnnotation("podshaper.io/prefetch-factor")
+                                .withoutAnnotation("podshaper.io/batch-dtype"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/dataloader-workers not set: using 4 from config defaults.workers"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/prefetch-factor not set: using 2"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/batch-dtype not set: using float32"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/ranks-per-pod not set: using 8"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/placement not set: using node-exclusive"));
+}
+
+struct BadInput {
+  const char* description;
+  TrainingPod pod;
+  const char* messageContains;
+};
+
+class BadInputs : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputs, AreDenialsThatSayWhatToChange) {
+  auto out = shapeNoCluster(GetParam().pod);
+  EXPECT_FALSE(out.allowed) << GetParam().description;
+  EXPECT_NE(out.message.find(GetParam().messageContains), std::string::npos)
+      << GetParam().description << ": " << out.message;
+  EXPECT_TRUE(out.message.starts_with("podshaper: "));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadInputs,
+    ::testing::Values(
+        BadInput{"negative workers", TrainingPod().annotate("podshaper.io/dataloader-workers", "-1"),
+                 "annotation podshaper.io/dataloader-workers: \"-1\" is negative; expected a non-negative integer; set it to the DataLoader's num_workers"},
+        BadInput{"unparsable workers", TrainingPod().annotate("podshaper.io/dataloader-workers", "eight"),
+                 "annotation podshaper.io/dataloader-workers: \"eight\" is not a non-negative integer"},
+        BadInput{"overflowing workers", TrainingPod().annotate("podshaper.io/dataloader-workers", "99999999999999999999"),
+                 "podshaper.io/dataloader-workers: \"99999999999999999999\" is too large"},
+        BadInput{"zero prefetch", TrainingPod().annotate("podshaper.io/prefetch-factor", "0"),
+                 "podshaper.io/prefetch-factor: \"0\" must be at least 1"},
+        BadInput{"zero ranks", TrainingPod().annotate("podshaper.io/ranks-per-pod", "0"),
+                 "podshaper.io/ranks-per-pod: \"0\" must be at least 1"},
+        BadInput{"bad batch quantity", TrainingPod().withoutAnnotation("podshaper.io/batch-shape").annotate("podshaper.io/batch-bytes", "12Qi"),
+                 "annotation podshaper.io/batch-bytes: \"12Qi\" is not a quantity"},
+        BadInput{"negative batch bytes", TrainingPod().withoutAnnotation("podshaper.io/batch-shape").annotate("podshaper.io/batch-bytes", "-5Mi"),
+                 "podshaper.io/batch-bytes: \"-5Mi\" is negative"},
+        BadInput{"zero batch bytes", TrainingPod().withoutAnnotation("podshaper.io/batch-shape").annotate("podshaper.io/batch-bytes", "0"),
+                 "podshaper.io/batch-bytes: \"0\" is zero"},
+        BadInput{"unknown dtype", TrainingPod().annotate("podshaper.io/batch-dtype", "float8"),
+                 "annotation podshaper.io/batch-dtype: unknown dtype \"float8\""},
+        BadInput{"bad shape", TrainingPod().annotate("podshaper.io/batch-shape", "32x3xabc"),
+                 "annotation podshaper.io/batch-shape: shape \"32x3xabc\""},
+        BadInput{"no batch at all", TrainingPod().withoutAnnotation("podshaper.io/batch-shape"),
+                 "does not say how large a DataLoader batch is"},
+        BadInput{"both batch forms", TrainingPod().annotate("podshaper.io/batch-bytes", "1Mi"),
+                 "are both set; keep only one"},
+        BadInput{"integer overflow in the formula", TrainingPod().annotate("podshaper.io/dataloader-workers", "4294967296").annotate("podshaper.io/prefetch-factor", "4294967296"),
+                 "overflows 64 bits"},
+        BadInput{"overflow in batch shape", TrainingPod().annotate("podshaper.io/batch-shape", "4294967296x4294967296"),
+                 "overflows 64 bits"},
+        BadInput{"unknown placement", TrainingPod().annotate("podshaper.io/placement", "exclusive"),
+                 "podshaper.io/placement: \"exclusive\" is not a placement; use node-exclusive or shared"},
+        BadInput{"bad gpu quantity", TrainingPod().at("/spec/containers/0/resources/limits/nvidia.com~1gpu", "two"),
+                 "container \"trainer\": resources.limits[nvidia.com/gpu]"},
+        BadInput{"bad memory limit", TrainingPod().at("/spec/containers/0/resources/limits/memory", "lots"),
+                 "container \"trainer\" resources.limits.memory \"lots\" is not a quantity"},
+        BadInput{"memory limit overflow", TrainingPod().at("/spec/containers/0/resources/limits/memory", "9223372036854775807"),
+                 "resources.limits.memory overflows"},
+        BadInput{"fewer GPUs than the node", TrainingPod().withGpus(1), "request 8 GPUs"},
+        BadInput{"bad nodeSelector gpu-count", TrainingPod().at("/spec/nodeSelector", {{"podshaper.io/gpu-count", "x"}}),
+                 "nodeSelector podshaper.io/gpu-count"},
+        BadInput{"containers not an array", TrainingPod().at("/spec/containers", "x"), "spec.containers is missing"},
+        BadInput{"container malformed", TrainingPod().at("/spec/containers/0/volumeMounts", json::array({5})),
+                 "the pod is malformed"}),
+    [](const auto& info) {
+      std::string name = info.param.description;
+      for (char& ch : name) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name;
+    });
+
+}  // namespace
+}  // namespace podshaper
