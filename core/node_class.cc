@@ -26,14 +26,14 @@ std::optional<uint64_t> nodeGpus(const ClusterView::Node& node, bool byLabels) {
 
 }  // namespace
 
-NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus,
+NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
                            const Config& config, const ClusterView* cluster) {
   NodeClass nc;
   if (cluster == nullptr) {
     nc.gpus = requestedGpus.value_or(config.gpusPerNode);
     nc.memoryBytes = config.nodeMemory;
-    nc.source = requestedGpus ? "the pod's nodeSelector " + std::string(names::kGpuCount)
-                              : "config defaults.gpusPerNode";
+    nc.source = requestedGpus ? "from the pod's nodeSelector " + std::string(names::kGpuCount)
+                              : "from config defaults.gpusPerNode";
     return nc;
   }
 
@@ -52,27 +52,25 @@ NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGp
 
   if (requestedGpus) {
     nc.gpus = *requestedGpus;
-    nc.source = "the pod's nodeSelector " + std::string(names::kGpuCount);
+    nc.source = "from the pod's nodeSelector " + std::string(names::kGpuCount);
   } else if (classes.empty()) {
     nc.gpus = config.gpusPerNode;
-    nc.source = "config defaults.gpusPerNode (no " +
-                std::string(byLabels ? "validated GPU node" : "GPU node") + " in the cluster)";
+    nc.source = "from config defaults.gpusPerNode";
     nc.warnings.push_back("no " + std::string(byLabels ? "validated " : "") +
                           "GPU node found: assuming " + std::to_string(nc.gpus) +
                           " GPUs per node from config defaults.gpusPerNode");
-  } else if (classes.contains(podGpus)) {
-    nc.gpus = podGpus;
-    nc.source = "the cluster's " + std::to_string(podGpus) + "-GPU nodes";
   } else {
-    auto larger = classes.upper_bound(podGpus);
-    nc.gpus = larger != classes.end() ? *larger : *classes.rbegin();
-    nc.source = "the cluster's " + std::to_string(nc.gpus) + "-GPU nodes";
+    // The class the pod fits exactly, else the smallest that holds it.
+    auto fit = classes.lower_bound(podGpus);
+    nc.gpus = fit != classes.end() ? *fit : *classes.rbegin();
+    nc.source = byLabels ? "from the cluster's validated nodes" : "from the cluster's GPU nodes";
   }
 
   bool anyTarget = false;
   bool allP2P = true;
   for (const auto& node : cluster->nodes) {
-    if (nodeGpus(node, byLabels) != nc.gpus) continue;
+    auto g = nodeGpus(node, byLabels);
+    if (!g || (nodeExclusive ? *g != nc.gpus : *g < podGpus)) continue;
     anyTarget = true;
     if (node.memoryBytes && (!nc.memoryBytes || *node.memoryBytes < *nc.memoryBytes)) {
       nc.memoryBytes = node.memoryBytes;

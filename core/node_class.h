@@ -24,8 +24,11 @@ struct NodeClass {
 };
 
 // podGpus: the pod's nvidia.com/gpu. requestedGpus: the pod's own nodeSelector
-// podshaper.io/gpu-count, if any. cluster: null when deciding from config only.
-NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus,
+// podshaper.io/gpu-count, if any. nodeExclusive: the pod owns a whole node of
+// G GPUs; a shared pod may land on any node with at least podGpus GPUs, so
+// memory and P2P are judged over all of those. cluster: null when deciding
+// from config only.
+NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
                            const Config& config, const ClusterView* cluster);
 
 }  // namespace podshaper

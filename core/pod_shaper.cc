@@ -134,7 +134,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   }
   std::vector<std::string> warnings = std::move(in.warnings);
 
-  NodeClass nodeClass = resolveNodeClass(in.podGpus, in.requestedNodeGpus, config, ctx.cluster);
+  NodeClass nodeClass = resolveNodeClass(in.podGpus, in.requestedNodeGpus, in.nodeExclusive, config, ctx.cluster);
   warnings.insert(warnings.end(), nodeClass.warnings.begin(), nodeClass.warnings.end());
   const uint64_t G = nodeClass.gpus;
   bool expanded = false;
@@ -191,8 +191,11 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   shmIn.prefetchFactor = in.prefetchFactor;
   shmIn.batch = in.batch;
   shmIn.headroomPercent = config.headroomPercent;
-  shmIn.ncclReservePerRank =
-      nodeClass.p2pAllPairs ? 0 : static_cast<uint64_t>(config.ncclShmReservePerRank);
+  // NCCL's SHM transport joins ranks of one pod on one node: none needed with
+  // P2P between every GPU pair, nor for a single rank.
+  shmIn.ncclReservePerRank = nodeClass.p2pAllPairs || ranks < 2
+                                 ? 0
+                                 : static_cast<uint64_t>(config.ncclShmReservePerRank);
   auto plan = planShm(shmIn);
   if (!plan) return deny(pod, plan.error().message);
   const uint64_t shm = plan->shmBytes;

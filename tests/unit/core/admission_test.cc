@@ -26,20 +26,9 @@ json review(const json& object, const std::string& operation = "CREATE", const s
 
 // Decodes response.patch the way the API server does.
 json decodePatch(const json& response) {
-  std::string b64 = response["patch"];
-  static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string raw;
-  int val = 0, bits = -8;
-  for (char c : b64) {
-    if (c == '=') break;
-    val = (val << 6) + static_cast<int>(alphabet.find(c));
-    bits += 6;
-    if (bits >= 0) {
-      raw.push_back(static_cast<char>((val >> bits) & 0xFF));
-      bits -= 8;
-    }
-  }
-  return json::parse(raw);
+  auto raw = base64Decode(response["patch"].get<std::string>());
+  EXPECT_TRUE(raw.has_value());
+  return json::parse(raw.value_or("[]"));
 }
 
 json applyPatch(const json& pod, const json& response) { return pod.patch(decodePatch(response)); }
@@ -138,6 +127,14 @@ TEST(Base64, Rfc4648Vectors) {
   EXPECT_EQ(base64Encode("foob"), "Zm9vYg==");
   EXPECT_EQ(base64Encode("fooba"), "Zm9vYmE=");
   EXPECT_EQ(base64Encode("foobar"), "Zm9vYmFy");
+  for (const std::string& s : std::vector<std::string>{"", "f", "fo", "foo", "foob", "fooba", "foobar", std::string("\0\xff\x10", 3)}) {
+    EXPECT_EQ(base64Decode(base64Encode(s)), s);
+  }
+  EXPECT_FALSE(base64Decode("Zg=").has_value());
+  EXPECT_FALSE(base64Decode("Z===").has_value());
+  EXPECT_FALSE(base64Decode("Zg==Zg==").has_value());
+  EXPECT_FALSE(base64Decode("Zm9v\n").has_value());
+  EXPECT_FALSE(base64Decode("Zm*v").has_value());
 }
 
 }  // namespace

@@ -197,6 +197,28 @@ TEST(PodShaper, SharedPlacementHasNoAntiAffinityNorGpuCount) {
   EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1584Mi");  // 2 ranks: 1456 + 128
 }
 
+TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("l40s", 4, "all", true, 384LL << 30), gpuNode("a100", 8, "partial")};
+  auto two = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
+  ASSERT_TRUE(two.allowed) << two.message;
+  EXPECT_EQ(two.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1584Mi");  // a100 lacks P2P: reserve
+  cluster.nodes[1].labels["podshaper.io/p2p"] = "all";
+  auto allP2P = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
+  EXPECT_EQ(allP2P.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1456Mi");
+  // Too big for the smallest node it may land on (384Gi: cap 192Gi).
+  auto huge = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared")
+                            .annotate("podshaper.io/dataloader-workers", "64").annotate("podshaper.io/prefetch-factor", "128"), cluster);
+  EXPECT_FALSE(huge.allowed);
+  EXPECT_NE(huge.message.find("of the node's 384Gi"), std::string::npos) << huge.message;
+}
+
+TEST(PodShaper, SingleRankNeedsNoNcclReserve) {
+  auto out = shapeNoCluster(TrainingPod().withGpus(1).annotate("podshaper.io/placement", "shared"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "728Mi");  // 635830272×1.2 → 727.6
+}
+
 TEST(PodShaper, ClusterWithoutPodshaperLabelsLeavesNodeAffinityOut) {
   ClusterView cluster;
   cluster.nodes = {gpuNode("a", 8, "all", /*validated=*/false)};
@@ -228,7 +250,7 @@ TEST(PodShaper, PartialNodePolicies) {
   EXPECT_FALSE(denied.allowed);
   EXPECT_EQ(denied.message,
             "podshaper: the pod asks 4 nvidia.com/gpu but node-exclusive pods own whole 8-GPU nodes "
-            "(config defaults.gpusPerNode): request 8 GPUs (one rank per GPU), or set "
+            "(from config defaults.gpusPerNode): request 8 GPUs (one rank per GPU), or set "
             "podshaper.io/placement: shared to share the node");
 
   config.partialNode = PartialNodePolicy::kWarn;

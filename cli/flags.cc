@@ -1,0 +1,63 @@
+#include "cli/flags.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace podshaper::cli {
+
+Result<Flags> Flags::parse(int argc, char** argv, int first, const std::set<std::string>& valued,
+                           const std::set<std::string>& boolean) {
+  Flags flags;
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (!arg.starts_with("--")) return makeError("unexpected argument \"" + arg + "\"");
+    std::string name = arg.substr(2);
+    std::optional<std::string> value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (boolean.contains(name)) {
+      if (value) return makeError("--" + name + " takes no value");
+      flags.values_[name] = "true";
+      continue;
+    }
+    if (!valued.contains(name)) return makeError("unknown flag --" + name);
+    if (!value) {
+      if (i + 1 >= argc) return makeError("--" + name + " needs a value");
+      value = argv[++i];
+    }
+    flags.values_[name] = *value;
+  }
+  return flags;
+}
+
+std::optional<std::string> Flags::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Flags::get(const std::string& name, const std::string& fallback) const {
+  return get(name).value_or(fallback);
+}
+
+Result<bool> Flags::require(const std::vector<std::string>& names) const {
+  for (const auto& n : names) {
+    if (!has(n)) return makeError("--" + n + " is required");
+  }
+  return true;
+}
+
+Result<std::string> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError(path + ": " + std::strerror(errno));
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return makeError(path + ": read failed");
+  return out.str();
+}
+
+}  // namespace podshaper::cli

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace podshaper::cli {
+
+// `--name value` and `--name=value` flags after a subcommand; `--flag` alone for booleans.
+class Flags {
+ public:
+  // Parses argv[first..]; names outside `valued` and `boolean` are errors.
+  static Result<Flags> parse(int argc, char** argv, int first, const std::set<std::string>& valued,
+                             const std::set<std::string>& boolean = {});
+
+  std::optional<std::string> get(const std::string& name) const;
+  std::string get(const std::string& name, const std::string& fallback) const;
+  bool has(const std::string& name) const { return values_.contains(name); }
+  // An error naming the first of `names` that is missing.
+  Result<bool> require(const std::vector<std::string>& names) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// Reads a whole file; the error names the path and the reason.
+Result<std::string> readFile(const std::string& path);
+
+}  // namespace podshaper::cli

@@ -1,0 +1,106 @@
+// Golden tests: an AdmissionReview in, the shaped pod out. Each directory under
+// cases/ holds review.json, optionally config.yaml and cluster.json (Namespaces
+// and Nodes as the API serves them), and expected.json: the decision and the
+// pod after applying the returned JSON Patch, as the API server would.
+// PODSHAPER_UPDATE_GOLDEN=1 rewrites expected.json; review the diff.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/admission.h"
+#include "core/base64.h"
+#include "core/cluster_view.h"
+
+namespace podshaper {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+ClusterView clusterFrom(const json& j) {
+  ClusterView view;
+  for (const auto& ns : j.value("namespaces", json::array())) {
+    view.namespaceLabels[ns["metadata"]["name"]] = labelsFromJson(ns);
+  }
+  for (const auto& node : j.value("nodes", json::array())) view.nodes.push_back(nodeFromJson(node));
+  return view;
+}
+
+json outcome(const fs::path& dir) {
+  Config config;
+  if (fs::exists(dir / "config.yaml")) {
+    auto parsed = parseConfig(slurp(dir / "config.yaml"));
+    EXPECT_TRUE(parsed.ok()) << parsed.error().message;
+    if (parsed) config = *parsed;
+  }
+  std::optional<ClusterView> cluster;
+  if (fs::exists(dir / "cluster.json")) cluster = clusterFrom(json::parse(slurp(dir / "cluster.json")));
+  std::string body = slurp(dir / "review.json");
+  auto decision = admit(body, config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden");
+  if (!decision) return {{"error", decision.error().message}};
+  const json& response = decision->review["response"];
+  json out = {{"allowed", decision->allowed}, {"warnings", response.value("warnings", json::array())}};
+  if (!decision->allowed) out["message"] = response["status"]["message"];
+  json pod = json::parse(body)["request"]["object"];
+  if (response.contains("patch")) {
+    auto raw = base64Decode(response["patch"].get<std::string>());
+    EXPECT_TRUE(raw.has_value());
+    pod = pod.patch(json::parse(raw.value_or("[]")));
+    // The patch must be a no-op on the shaped pod: reinvocation changes nothing.
+    json again = json::parse(body);
+    again["request"]["object"] = pod;
+    auto second = admit(again.dump(), config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden");
+    EXPECT_TRUE(second.ok() && !second->mutated) << dir << ": a second admission patched again";
+  }
+  out["pod"] = pod;
+  return out;
+}
+
+class Golden : public testing::TestWithParam<fs::path> {};
+
+TEST_P(Golden, Matches) {
+  const fs::path dir = GetParam();
+  json actual = outcome(dir);
+  fs::path expectedFile = dir / "expected.json";
+  const char* update = std::getenv("PODSHAPER_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(expectedFile) << actual.dump(2) << "\n";
+    GTEST_SKIP() << "updated " << expectedFile;
+  }
+  ASSERT_TRUE(fs::exists(expectedFile)) << "missing " << expectedFile << " (run with PODSHAPER_UPDATE_GOLDEN=1)";
+  json expected = json::parse(slurp(expectedFile));
+  EXPECT_EQ(actual, expected) << "diff (expected → actual): " << json::diff(expected, actual).dump(2);
+}
+
+std::vector<fs::path> cases() {
+  std::vector<fs::path> dirs;
+  for (const auto& entry : fs::directory_iterator(PODSHAPER_GOLDEN_DIR)) {
+    if (entry.is_directory()) dirs.push_back(entry.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Golden, testing::ValuesIn(cases()), [](const auto& info) {
+  std::string name = info.param.filename().string();
+  for (char& c : name) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+});
+
+TEST(GoldenCases, ThereAreCases) { EXPECT_GE(cases().size(), 8u); }
+
+}  // namespace
+}  // namespace podshaper
