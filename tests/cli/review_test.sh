@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `podshaper-webhook review`: an AdmissionReview on stdin, the response on stdout.
+source "$(dirname "$0")/lib.sh"
+bin=$1; root=$2
+cases=$root/tests/golden/cases
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+out=$("$bin" review < "$cases/seed-no-cluster-nccl-reserve/review.json"); rc=$?
+check "review exits 0 for a shaped pod" test $rc -eq 0
+check "response is an AdmissionReview with a JSON patch" \
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1])["response"]; assert r["allowed"] and r["patchType"]=="JSONPatch" and r["patch"]' "$out"
+
+pod=$("$bin" review --output pod < "$cases/seed-no-cluster-nccl-reserve/review.json" 2>"$tmp/err")
+check "--output pod prints the shaped pod" contains "$pod" '"podshaper.io/shm-size": "6334Mi"'
+check "--output pod prints warnings like kubectl" contains "$(cat "$tmp/err")" "Warning: podshaper: podshaper.io/ranks-per-pod not set"
+
+printf 'defaults:\n  ncclShmReservePerRank: 0\n' > "$tmp/config.yaml"
+pod=$("$bin" review --config "$tmp/config.yaml" --output pod < "$cases/seed-no-cluster-nccl-reserve/review.json" 2>/dev/null)
+check "the seed example with no reserve is 5822Mi" contains "$pod" '"podshaper.io/shm-size": "5822Mi"'
+
+out=$("$bin" review < "$cases/denied-unknown-dtype/review.json"); rc=$?
+check "a denial still exits 0" test $rc -eq 0
+check "a denial says allowed false and why" \
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1])["response"]; assert not r["allowed"] and "unknown dtype" in r["status"]["message"]' "$out"
+
+for input in 'not json' '{"kind":"Pod","apiVersion":"v1"}' '' '[1,2]'; do
+  set +e; "$bin" review <<<"$input" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
+  check "non-AdmissionReview '$input' exits 2" test $rc -eq 2
+  check "with one line on stderr" test "$(wc -l < "$tmp/err")" -eq 1
+  check "and nothing on stdout" test ! -s "$tmp/out"
+done
+
+printf 'defaults:\n  workers: many\n' > "$tmp/bad.yaml"
+set +e; "$bin" review --config "$tmp/bad.yaml" < "$cases/seed-no-cluster-nccl-reserve/review.json" 2>"$tmp/err"; rc=$?; set -e
+check "a bad config exits 2" test $rc -eq 2
+check "naming the key" contains "$(cat "$tmp/err")" "defaults.workers"
+set +e; "$bin" review --config "$tmp/missing.yaml" </dev/null 2>"$tmp/err"; rc=$?; set -e
+check "a missing config file exits 2" test $rc -eq 2
+set +e; "$bin" frobnicate 2>/dev/null; rc=$?; set -e
+check "an unknown command exits 2" test $rc -eq 2
+finish
