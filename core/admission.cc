@@ -1,5 +1,8 @@
 #include "core/admission.h"
 
+#include <optional>
+#include <string>
+
 #include "core/base64.h"
 #include "core/pod_shaper.h"
 
@@ -8,18 +11,50 @@ namespace {
 
 using json = nlohmann::json;
 
+// Deeper than any real pod; keeps the recursive walks (diff, dump) off the
+// edge of the stack for hand-made bodies. The parser itself is iterative.
+constexpr int kMaxDepth = 128;
+
+bool tooDeep(std::string_view body) {
+  int depth = 0;
+  bool inString = false;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    char c = body[i];
+    if (inString) {
+      if (c == '\\') ++i;
+      else if (c == '"') inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxDepth) return true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// A string member, or nullopt when absent or of another type.
+std::optional<std::string> text(const json& object, const char* key) {
+  if (!object.is_object()) return std::nullopt;
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
 bool isPodCreate(const json& request) {
-  const json& kind = request.value("kind", json::object());
-  return kind.is_object() && kind.value("group", std::string("?")).empty() &&
-         kind.value("version", std::string()) == "v1" && kind.value("kind", std::string()) == "Pod" &&
-         request.value("operation", std::string()) == "CREATE" &&
-         request.value("subResource", std::string()).empty();
+  const json& kind = request.contains("kind") ? request["kind"] : json();
+  return text(kind, "group") == "" && text(kind, "version") == "v1" && text(kind, "kind") == "Pod" &&
+         text(request, "operation") == "CREATE" && text(request, "subResource").value_or("").empty();
 }
 
 }  // namespace
 
 Result<AdmissionDecision> admit(std::string_view body, const Config& config,
                                 const ClusterView* cluster, std::string_view shaperVersion) {
+  if (tooDeep(body)) {
+    return makeError("not an AdmissionReview: JSON nested deeper than " + std::to_string(kMaxDepth));
+  }
   json in = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (in.is_discarded()) return makeError("not an AdmissionReview: the body is not JSON");
   if (!in.is_object() || in.value("kind", json()) != "AdmissionReview") {
@@ -38,7 +73,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config,
   if (isPodCreate(request)) {
     const json& pod = request.value("object", json());
     AdmissionContext context;
-    context.namespaceName = request.value("namespace", std::string());
+    context.namespaceName = text(request, "namespace").value_or("");
     context.cluster = cluster;
     context.shaperVersion = std::string(shaperVersion);
     ShapeOutcome outcome = shapePod(pod, config, context);

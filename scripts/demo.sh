@@ -3,7 +3,7 @@
 # `podshaper-webhook review` and show, for a person, what changed and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=build/bin/podshaper-webhook
+bin=${PODSHAPER_BIN:-build/bin}/podshaper-webhook
 review=examples/admissionreview-resnet50.json
 config=examples/webhook-config.yaml
 
