@@ -31,32 +31,41 @@ std::string base64Encode(std::string_view data) {
   return out;
 }
 
-std::optional<std::string> base64Decode(std::string_view text) {
-  if (text.size() % 4 != 0) return std::nullopt;
+Result<std::string> base64Decode(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
   std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (std::size_t i = 0; i < text.size(); i += 4) {
-    unsigned n = 0;
-    int pad = 0;
-    for (std::size_t j = 0; j < 4; ++j) {
-      char c = text[i + j];
-      unsigned v = 0;
-      if (c == '=') {
-        // Padding only at the very end, at most two.
-        if (i + 4 != text.size() || j < 2) return std::nullopt;
-        ++pad;
-      } else {
-        if (pad > 0) return std::nullopt;
-        const char* at = std::char_traits<char>::find(kAlphabet, 64, c);
-        if (at == nullptr) return std::nullopt;
-        v = static_cast<unsigned>(at - kAlphabet);
-      }
-      n = (n << 6) | v;
+  out.reserve(text.size() * 3 / 4);
+  unsigned buffer = 0;
+  int bits = 0;
+  size_t digits = 0;
+  size_t padding = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c == '=') {
+      ++padding;
+      continue;
     }
-    out += static_cast<char>((n >> 16) & 0xFF);
-    if (pad < 2) out += static_cast<char>((n >> 8) & 0xFF);
-    if (pad < 1) out += static_cast<char>(n & 0xFF);
+    if (padding > 0) return makeError("data after '=' padding at offset " + std::to_string(i));
+    const int v = value(c);
+    if (v < 0) return makeError("invalid character at offset " + std::to_string(i));
+    ++digits;
+    buffer = (buffer << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
+    }
   }
+  if (digits % 4 == 1) return makeError("truncated input");
+  if (padding > 2 || (padding > 0 && (digits + padding) % 4 != 0)) return makeError("bad '=' padding");
   return out;
 }
 

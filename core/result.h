@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -12,13 +13,21 @@ struct Error {
   std::string message;
 };
 
-// A value or an Error. (std::expected needs C++23 and a newer clang than
-// Debian's, which the fuzzers use.)
-template <class T>
+// A value or an error (an Error, or a type derived from it that says more,
+// like kube::ApiError). std::expected needs C++23 and a newer clang than
+// Debian's, which the fuzzers use.
+template <class T, class E = Error>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
-  Result(Error error) : v_(std::move(error)) {}       // NOLINT: implicit by design
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(E error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT: implicit by design
+
+  // A Result with a more specific error converts to one with a general error.
+  template <class Specific>
+    requires(std::is_base_of_v<E, Specific> && !std::is_same_v<E, Specific>)
+  Result(Result<T, Specific> other)  // NOLINT: implicit by design
+      : v_(other.ok() ? std::variant<T, E>(std::in_place_index<0>, std::move(other).value())
+                      : std::variant<T, E>(std::in_place_index<1>, static_cast<const E&>(other.error()))) {}
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -31,10 +40,10 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { return std::get<1>(v_); }
+  const E& error() const { return std::get<1>(v_); }
 
  private:
-  std::variant<T, Error> v_;
+  std::variant<T, E> v_;
 };
 
 inline Error makeError(std::string message) { return Error{std::move(message)}; }

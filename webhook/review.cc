@@ -19,7 +19,7 @@ nlohmann::json shapedPod(const std::string& input, const nlohmann::json& respons
   nlohmann::json pod = nlohmann::json::parse(input)["request"].value("object", nlohmann::json());
   if (!response.contains("patch")) return pod;
   auto raw = base64Decode(response["patch"].get<std::string>());
-  return pod.patch(nlohmann::json::parse(raw.value_or("[]")));
+  return pod.patch(nlohmann::json::parse(raw.ok() ? *raw : "[]"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "cli/flags.h"
 #include "core/admission.h"
+#include "core/quantity.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "server/https_server.h"
@@ -74,7 +75,7 @@ int runServe(int argc, char** argv) {
   }
 
   auto metrics = std::make_shared<server::Metrics>();
-  auto& reviews = [&](const char* result) -> server::Counter& {
+  auto reviews = [&](const char* result) -> server::Counter& {
     return metrics->counter("podshaper_admission_reviews_total",
                             "AdmissionReviews answered, by result (mutated, allowed, denied, bad_request).",
                             {{"result", result}});

@@ -1,0 +1,163 @@
+#include "kube/informer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "kube/backoff.h"
+
+namespace podshaper::kube {
+
+Informer::Informer(const Client& client, std::string path, InformerOptions options)
+    : client_(client), path_(std::move(path)), options_(std::move(options)) {}
+
+Informer::~Informer() {
+  stop();
+  // Destroyed from its own callback: the thread cannot join itself.
+  if (thread_.joinable()) thread_.detach();
+}
+
+void Informer::onChange(std::function<void()> callback) { onChange_ = std::move(callback); }
+
+void Informer::start() {
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void Informer::stop() {
+  {
+    std::lock_guard lock(sleepMu_);
+    stop_ = true;
+  }
+  sleepCv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+std::vector<nlohmann::json> Informer::snapshot() const {
+  std::lock_guard lock(mu_);
+  std::vector<nlohmann::json> out;
+  out.reserve(store_.size());
+  for (const auto& [key, object] : store_) out.push_back(object);
+  return out;
+}
+
+std::optional<nlohmann::json> Informer::get(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = store_.find(key);
+  if (it == store_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Informer::resourceVersion() const {
+  std::lock_guard lock(mu_);
+  return resourceVersion_;
+}
+
+bool Informer::sleepUnlessStopped(std::chrono::milliseconds delay) {
+  std::unique_lock lock(sleepMu_);
+  return !sleepCv_.wait_for(lock, delay, [this] { return stop_.load(); });
+}
+
+void Informer::notifyChange() {
+  if (!onChange_) return;
+  try {
+    onChange_();
+  } catch (const std::exception& e) {
+    spdlog::error("informer {}: onChange threw: {}", path_, e.what());
+  }
+}
+
+void Informer::handleEvent(const WatchEvent& event) {
+  Result<bool> changed = false;
+  {
+    std::lock_guard lock(mu_);
+    if (std::string rv = resourceVersionOf(event.object); !rv.empty()) resourceVersion_ = std::move(rv);
+    changed = applyWatchEvent(store_, event);
+  }
+  if (!changed) {
+    spdlog::warn("informer {}: ignored a watch event: {}", path_, changed.error().message);
+  } else if (*changed) {
+    notifyChange();
+  }
+}
+
+void Informer::run() {
+  Backoff backoff(options_.initialBackoff, options_.maxBackoff);
+  std::mt19937 rng(std::random_device{}());
+  bool needList = true;
+
+  while (!stop_.load()) {
+    if (needList) {
+      auto list = client_.list(path_, options_.labelSelector, options_.fieldSelector, &stop_);
+      if (stop_.load()) return;
+      if (!list) {
+        const auto delay = backoff.next();
+        spdlog::warn("informer {}: list failed: {}; retrying in {} ms", path_, list.error().message, delay.count());
+        sleepUnlessStopped(delay);
+        continue;
+      }
+      ObjectStore fresh = storeFromList(*list);
+      const std::string rv = resourceVersionOf(*list);
+      const std::size_t count = fresh.size();
+      bool changed;
+      {
+        std::lock_guard lock(mu_);
+        changed = !synced_.load() || fresh != store_;
+        store_ = std::move(fresh);
+        resourceVersion_ = rv;
+      }
+      const bool first = !synced_.exchange(true);
+      spdlog::info("informer {}: {} {} objects at resourceVersion {}", path_, first ? "synced" : "relisted", count, rv);
+      if (changed) notifyChange();
+      needList = false;
+      backoff.reset();
+    }
+
+    WatchOptions watchOptions;
+    watchOptions.labelSelector = options_.labelSelector;
+    watchOptions.fieldSelector = options_.fieldSelector;
+    watchOptions.timeoutSeconds = options_.watchTimeoutSeconds;
+    if (watchOptions.timeoutSeconds > 0) {
+      watchOptions.timeoutSeconds +=
+          std::uniform_int_distribution<int>(0, watchOptions.timeoutSeconds / 5)(rng);
+    }
+
+    const auto started = std::chrono::steady_clock::now();
+    const WatchStatus status = client_.watch(
+        path_, resourceVersion(),
+        [this](const WatchEvent& event) {
+          handleEvent(event);
+          return true;
+        },
+        stop_, watchOptions);
+
+    switch (status.end) {
+      case WatchEnd::Stopped:
+        return;
+      case WatchEnd::Gone:
+        spdlog::info("informer {}: resourceVersion {} expired ({}); relisting", path_, status.resourceVersion,
+                     status.error.message);
+        needList = true;
+        break;
+      case WatchEnd::Closed:
+        // A server that ends every watch at once would otherwise make us spin.
+        if (status.events == 0 && std::chrono::steady_clock::now() - started < std::chrono::seconds(1)) {
+          sleepUnlessStopped(backoff.next());
+        } else {
+          backoff.reset();
+        }
+        break;
+      case WatchEnd::Error: {
+        const auto delay = backoff.next();
+        spdlog::warn("informer {}: watch failed: {}; retrying in {} ms", path_, status.error.message, delay.count());
+        // A stream we could not decode may have lost an event: start over from a list.
+        if (status.error.code == 200) needList = true;
+        sleepUnlessStopped(delay);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace podshaper::kube

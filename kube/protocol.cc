@@ -1,0 +1,245 @@
+#include "kube/protocol.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace podshaper::kube {
+namespace {
+
+std::string_view pathWithoutQuery(std::string_view path) { return path.substr(0, path.find('?')); }
+
+// For error messages, which may end up in logs, Events and JSON: at most `max`
+// bytes, and only printable ASCII (a hostile or broken body is not echoed raw).
+std::string truncated(std::string_view s, std::size_t max) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && i < max; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    out.push_back(c >= 0x20 && c < 0x7F ? static_cast<char>(c) : '?');
+  }
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+std::string stringAt(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+std::string resourcePath(std::string_view apiVersion, std::string_view resource, std::string_view ns,
+                         std::string_view name) {
+  std::string path = apiVersion.find('/') == std::string_view::npos ? "/api/" : "/apis/";
+  path += apiVersion;
+  if (!ns.empty()) {
+    path += "/namespaces/";
+    path += ns;
+  }
+  path += "/";
+  path += resource;
+  if (!name.empty()) {
+    path += "/";
+    path += name;
+  }
+  return path;
+}
+
+std::string percentEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                            c == '-' || c == '.' || c == '_' || c == '~';
+    if (unreserved) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0x0F]);
+    }
+  }
+  return out;
+}
+
+std::string withQuery(const std::string& path, const QueryParams& params) {
+  std::string out = path;
+  char sep = path.find('?') == std::string::npos ? '?' : '&';
+  for (const auto& [key, value] : params) {
+    if (value.empty()) continue;
+    out.push_back(sep);
+    out += percentEncode(key);
+    out.push_back('=');
+    out += percentEncode(value);
+    sep = '&';
+  }
+  return out;
+}
+
+std::string listPagePath(const std::string& path, const std::string& labelSelector,
+                         const std::string& fieldSelector, int limit, const std::string& continueToken) {
+  return withQuery(path, {{"labelSelector", labelSelector},
+                          {"fieldSelector", fieldSelector},
+                          {"limit", limit > 0 ? std::to_string(limit) : ""},
+                          {"continue", continueToken}});
+}
+
+std::string watchPath(const std::string& path, const std::string& resourceVersion, const WatchOptions& options) {
+  return withQuery(path, {{"watch", "1"},
+                          {"allowWatchBookmarks", options.allowBookmarks ? "true" : ""},
+                          {"resourceVersion", resourceVersion},
+                          {"timeoutSeconds", options.timeoutSeconds > 0 ? std::to_string(options.timeoutSeconds) : ""},
+                          {"labelSelector", options.labelSelector},
+                          {"fieldSelector", options.fieldSelector}});
+}
+
+std::string_view patchContentType(PatchType type) {
+  switch (type) {
+    case PatchType::Merge: return "application/merge-patch+json";
+    case PatchType::StrategicMerge: return "application/strategic-merge-patch+json";
+    case PatchType::JsonPatch: return "application/json-patch+json";
+    case PatchType::Apply: return "application/apply-patch+yaml";
+  }
+  return "application/merge-patch+json";
+}
+
+ApiError decodeApiError(std::string_view method, std::string_view path, int httpStatus, std::string_view body) {
+  std::string reason;
+  std::string detail;
+  const auto status = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (status.is_object() && stringAt(status, "kind") == "Status") {
+    reason = stringAt(status, "reason");
+    detail = stringAt(status, "message");
+  } else {
+    while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.remove_suffix(1);
+    detail = truncated(body, 200);
+  }
+  std::string message = std::string(method) + " " + std::string(pathWithoutQuery(path)) + ": " +
+                        std::to_string(httpStatus);
+  if (!reason.empty()) message += " " + reason;
+  message += ": " + (detail.empty() ? std::string("(no message)") : detail);
+  return makeApiError(httpStatus, std::move(reason), std::move(message));
+}
+
+ApiError transportError(std::string_view method, std::string_view path, std::string_view what) {
+  return makeApiError(0, "",
+                      std::string(method) + " " + std::string(pathWithoutQuery(path)) + ": " + std::string(what));
+}
+
+std::optional<std::chrono::milliseconds> retryDelay(int httpStatus, std::string_view retryAfter, bool idempotent,
+                                                    std::chrono::milliseconds cap) {
+  const bool retryable = httpStatus == 429 || (httpStatus >= 500 && httpStatus <= 599 && idempotent && !retryAfter.empty());
+  if (!retryable) return std::nullopt;
+  long long seconds = 1;
+  while (!retryAfter.empty() && retryAfter.front() == ' ') retryAfter.remove_prefix(1);
+  while (!retryAfter.empty() && retryAfter.back() == ' ') retryAfter.remove_suffix(1);
+  long long parsed = 0;
+  auto [end, ec] = std::from_chars(retryAfter.data(), retryAfter.data() + retryAfter.size(), parsed);
+  if (ec == std::errc() && end == retryAfter.data() + retryAfter.size() && parsed >= 0) seconds = parsed;
+  if (ec == std::errc::result_out_of_range) seconds = cap.count() / 1000 + 1;
+  std::chrono::milliseconds delay = std::chrono::seconds(std::min<long long>(seconds, 24 * 3600));
+  return std::min(delay, cap);
+}
+
+Result<std::string> appendListPage(nlohmann::json& combined, nlohmann::json page) {
+  if (!page.is_object()) return makeError("list: response is not a JSON object");
+  auto items = page.find("items");
+  if (items == page.end() || !(items->is_array() || items->is_null())) {
+    return makeError("list: response has no items array (kind " +
+                     (stringAt(page, "kind").empty() ? std::string("unknown") : stringAt(page, "kind")) + ")");
+  }
+  std::string continueToken;
+  if (auto meta = page.find("metadata"); meta != page.end()) continueToken = stringAt(*meta, "continue");
+
+  if (combined.is_null()) {
+    nlohmann::json pageItems = items->is_array() ? std::move(*items) : nlohmann::json::array();
+    combined = nlohmann::json::object();
+    if (page.contains("kind")) combined["kind"] = page["kind"];
+    if (page.contains("apiVersion")) combined["apiVersion"] = page["apiVersion"];
+    combined["metadata"] = nlohmann::json::object();
+    if (auto meta = page.find("metadata"); meta != page.end() && meta->is_object()) {
+      if (auto rv = meta->find("resourceVersion"); rv != meta->end()) combined["metadata"]["resourceVersion"] = *rv;
+    }
+    combined["items"] = std::move(pageItems);
+  } else if (items->is_array()) {
+    auto& all = combined["items"];
+    for (auto& item : *items) all.push_back(std::move(item));
+  }
+  return continueToken;
+}
+
+Result<WatchEvent> decodeWatchLine(std::string_view line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
+  if (line.empty()) return makeError("watch: empty line");
+  auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return makeError("watch: line is not JSON: " + truncated(line, 120));
+  if (!doc.is_object()) return makeError("watch: line is not a JSON object: " + truncated(line, 120));
+  auto type = doc.find("type");
+  if (type == doc.end() || !type->is_string()) return makeError("watch: event has no type: " + truncated(line, 120));
+  WatchEvent event;
+  event.type = type->get<std::string>();
+  if (event.type != "ADDED" && event.type != "MODIFIED" && event.type != "DELETED" && event.type != "BOOKMARK" &&
+      event.type != "ERROR") {
+    return makeError("watch: unknown event type \"" + truncated(event.type, 40) + "\"");
+  }
+  auto object = doc.find("object");
+  if (object == doc.end() || !object->is_object()) {
+    return makeError("watch: " + event.type + " event has no object");
+  }
+  event.object = std::move(*object);
+  return event;
+}
+
+bool isGoneEvent(const WatchEvent& event) {
+  if (event.type != "ERROR") return false;
+  auto code = event.object.find("code");
+  if (code != event.object.end() && code->is_number_integer() && code->get<long long>() == 410) return true;
+  // Some servers send the reason without the code.
+  const std::string reason = stringAt(event.object, "reason");
+  return reason == "Expired" || reason == "Gone";
+}
+
+std::string resourceVersionOf(const nlohmann::json& object) {
+  if (!object.is_object()) return "";
+  auto meta = object.find("metadata");
+  if (meta == object.end()) return "";
+  return stringAt(*meta, "resourceVersion");
+}
+
+std::string describeStatus(const nlohmann::json& status) {
+  std::string reason = stringAt(status, "reason");
+  std::string message = stringAt(status, "message");
+  if (reason.empty()) return message.empty() ? truncated(status.dump(), 200) : message;
+  return message.empty() ? reason : reason + ": " + message;
+}
+
+bool LineSplitter::append(std::string_view bytes) {
+  // Drop what next() already returned before the buffer grows.
+  if (start_ > 0 && (start_ == buffer_.size() || start_ > (1u << 16))) {
+    buffer_.erase(0, start_);
+    scan_ -= start_;
+    open_ -= start_;
+    start_ = 0;
+  }
+  if (const std::size_t nl = bytes.rfind('\n'); nl != std::string_view::npos) open_ = buffer_.size() + nl + 1;
+  buffer_.append(bytes);
+  return buffer_.size() - open_ <= maxLine_;
+}
+
+std::optional<std::string> LineSplitter::next() {
+  const std::size_t nl = buffer_.find('\n', scan_);
+  if (nl == std::string::npos) {
+    scan_ = buffer_.size();
+    return std::nullopt;
+  }
+  std::size_t end = nl;
+  if (end > start_ && buffer_[end - 1] == '\r') --end;
+  std::string line = buffer_.substr(start_, end - start_);
+  start_ = nl + 1;
+  scan_ = start_;
+  return line;
+}
+
+}  // namespace podshaper::kube

@@ -1,0 +1,130 @@
+#pragma once
+
+// The Kubernetes API's wire rules as pure functions: URLs, content types,
+// error decoding, retry delays, list pages and watch lines. No I/O here, so all
+// of it is tested with data (and decodeWatchLine is fuzzed).
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+#include "kube/api_result.h"
+
+namespace podshaper::kube {
+
+// ---- URLs
+
+// The path of a resource collection or object: apiVersion "v1" lives under
+// /api/v1, any other ("podshaper.io/v1alpha1") under /apis/<group>/<version>.
+// Empty ns: cluster-scoped, or all namespaces; empty name: the collection.
+//   resourcePath("v1", "pods", "ml", "train-0") == "/api/v1/namespaces/ml/pods/train-0"
+std::string resourcePath(std::string_view apiVersion, std::string_view resource, std::string_view ns = "",
+                         std::string_view name = "");
+
+// Percent-encodes everything but RFC 3986 unreserved characters (for query values).
+std::string percentEncode(std::string_view s);
+
+using QueryParams = std::vector<std::pair<std::string, std::string>>;
+
+// Appends the parameters to path (with '?' or '&'); parameters with empty values are left out.
+std::string withQuery(const std::string& path, const QueryParams& params);
+
+// One page of a list: path?labelSelector=..&fieldSelector=..&limit=N&continue=TOKEN (limit 0: unpaged).
+std::string listPagePath(const std::string& path, const std::string& labelSelector,
+                         const std::string& fieldSelector, int limit, const std::string& continueToken);
+
+struct WatchOptions {
+  std::string labelSelector;
+  std::string fieldSelector;
+  int timeoutSeconds = 300;  // the server ends the watch after this; 0 leaves it to the server
+  bool allowBookmarks = true;
+};
+
+// path?watch=1&allowWatchBookmarks=true&resourceVersion=RV&timeoutSeconds=N (+ selectors).
+std::string watchPath(const std::string& path, const std::string& resourceVersion, const WatchOptions& options);
+
+// ---- Writes
+
+enum class PatchType {
+  Merge,           // application/merge-patch+json (RFC 7386)
+  StrategicMerge,  // application/strategic-merge-patch+json (built-in types only)
+  JsonPatch,       // application/json-patch+json (RFC 6902)
+  Apply,           // application/apply-patch+yaml: server-side apply, needs a fieldManager
+};
+std::string_view patchContentType(PatchType type);
+
+// ---- Errors and retries
+
+// The error for a non-2xx response, from its metav1.Status body where there is one:
+//   "PUT /apis/podshaper.io/v1alpha1/gputopologyreports/n1: 409 Conflict: Operation cannot be ..."
+ApiError decodeApiError(std::string_view method, std::string_view path, int httpStatus, std::string_view body);
+
+// The error for a request that got no response (code 0).
+ApiError transportError(std::string_view method, std::string_view path, std::string_view what);
+
+// How long to wait before sending the request again, or nullopt when it must not be
+// retried: 429 always (API Priority and Fairness rejected it before doing anything);
+// a 5xx carrying Retry-After only when the request is idempotent. Retry-After is in
+// seconds (the API server never sends an HTTP date); missing or bad means 1 s.
+std::optional<std::chrono::milliseconds> retryDelay(int httpStatus, std::string_view retryAfter, bool idempotent,
+                                                    std::chrono::milliseconds cap);
+
+// ---- Lists
+
+// Folds one page into `combined` (initially null): the first page gives kind,
+// apiVersion and metadata.resourceVersion; items are appended. Returns the
+// page's continue token ("" on the last page), or an Error for a body that is
+// not a list.
+Result<std::string> appendListPage(nlohmann::json& combined, nlohmann::json page);
+
+// ---- Watches
+
+struct WatchEvent {
+  std::string type;  // ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
+  nlohmann::json object;
+};
+
+// One line of a watch stream: {"type":"ADDED","object":{...}}. A trailing '\r' is
+// ignored. Anything else (not JSON, no or unknown type, object not a JSON object)
+// is an Error that says what was wrong.
+Result<WatchEvent> decodeWatchLine(std::string_view line);
+
+// An ERROR event carrying a Status with code 410 (Expired / Gone): the
+// resourceVersion is too old and the caller must relist.
+bool isGoneEvent(const WatchEvent& event);
+
+// metadata.resourceVersion, or "" when absent.
+std::string resourceVersionOf(const nlohmann::json& object);
+
+// "reason: message" of a metav1.Status object (for ERROR events).
+std::string describeStatus(const nlohmann::json& status);
+
+// Cuts a byte stream into lines as it arrives. A line longer than maxLine bytes
+// is an error (a broken or hostile stream must not eat memory).
+class LineSplitter {
+ public:
+  explicit LineSplitter(std::size_t maxLine = 64u << 20) : maxLine_(maxLine) {}
+
+  // Adds bytes; false when the line being assembled has grown past maxLine.
+  bool append(std::string_view bytes);
+  // The next complete line, without its "\n" (or "\r\n").
+  std::optional<std::string> next();
+  // Bytes of an unfinished line (a stream that ends here was cut off).
+  std::size_t pending() const { return buffer_.size() - start_; }
+
+ private:
+  std::string buffer_;
+  std::size_t start_ = 0;  // first byte not returned yet
+  std::size_t scan_ = 0;   // where to look for the next '\n'
+  std::size_t open_ = 0;   // where the unfinished line begins
+  std::size_t maxLine_;
+};
+
+}  // namespace podshaper::kube
