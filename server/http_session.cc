@@ -1,0 +1,383 @@
+#include "server/http_session.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream_base.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <optional>
+
+namespace podshaper::server {
+
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kHeaderLimit = 16 * 1024;
+constexpr std::size_t kFirstReadBytes = 4096;
+constexpr std::chrono::seconds kShutdownTimeout{2};
+constexpr auto kRejectLogInterval = std::chrono::seconds(10);
+
+const std::vector<double> kDurationBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                              0.05,   0.1,   0.25,   0.5,   1,    2.5};
+
+// Ordinary ends of a connection: the client went away or stayed silent.
+bool isQuietClose(const beast::error_code& ec) {
+  return ec == net::error::eof || ec == net::ssl::error::stream_truncated ||
+         ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+         ec == net::error::operation_aborted || ec == beast::error::timeout ||
+         ec == http::error::end_of_stream || ec == http::error::partial_message;
+}
+
+Response plain(int status, std::string body) {
+  return Response{status, "text/plain; charset=utf-8", std::move(body)};
+}
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, TlsContextPtr tls, std::shared_ptr<ServerState> state)
+      : tls_(std::move(tls)), state_(std::move(state)), stream_(std::move(socket), *tls_) {
+    beast::error_code ec;
+    auto remote = lowest().socket().remote_endpoint(ec);
+    peer_ = ec ? std::string("unknown peer")
+               : remote.address().to_string() + ":" + std::to_string(remote.port());
+    state_->connectionOpened();
+  }
+  ~Session() { state_->connectionClosed(); }
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->handshake(); });
+  }
+
+ private:
+  const ServerOptions& options() const { return state_->options(); }
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
+  void handshake() {
+    lowest().expires_after(options().readTimeout);
+    stream_.async_handshake(net::ssl::stream_base::server,
+                            [self = shared_from_this()](beast::error_code ec) {
+                              if (ec) {
+                                self->state_->handshakeFailed(self->peer_, ec);
+                                return;
+                              }
+                              self->awaitRequest();
+                            });
+  }
+
+  // Between requests the connection may idle for idleTimeout; once the first
+  // byte of a request arrives, the whole request must follow within
+  // readTimeout, so a client trickling bytes cannot hold the connection.
+  void awaitRequest() {
+    if (buffer_.size() > 0) {  // pipelined: the next request is already here
+      readHeader();
+      return;
+    }
+    lowest().expires_after(options().idleTimeout);
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              if (ec) {
+                                self->dropped(ec);
+                                return;
+                              }
+                              self->buffer_.commit(n);
+                              self->readHeader();
+                            });
+  }
+
+  void readHeader() {
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(options().maxBodyBytes);
+    lowest().expires_after(options().readTimeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec) {
+                                self->readFailed(ec);
+                                return;
+                              }
+                              self->onHeader();
+                            });
+  }
+
+  void onHeader() {
+    started_ = Clock::now();
+    auto& header = parser_->get();
+    // curl and others wait (a second, by default) for this before sending a body.
+    if (beast::iequals(header[http::field::expect], "100-continue") && !parser_->is_done()) {
+      interim_.emplace(http::status::continue_, header.version());
+      http::async_write(stream_, *interim_,
+                        [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                          if (ec) {
+                            self->dropped(ec);
+                            return;
+                          }
+                          self->readBody();
+                        });
+      return;
+    }
+    readBody();
+  }
+
+  void readBody() {
+    if (parser_->is_done()) {
+      onRequest();
+      return;
+    }
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) {
+                         self->readFailed(ec);
+                         return;
+                       }
+                       self->onRequest();
+                     });
+  }
+
+  void readFailed(const beast::error_code& ec) {
+    if (started_ == Clock::time_point{}) started_ = Clock::now();
+    if (ec == http::error::body_limit) {
+      spdlog::warn("https: {} {} from {}: body larger than {} bytes, refused", methodSeen(),
+                   pathSeen(), peer_, options().maxBodyBytes);
+      respond(plain(413, "request body larger than " + std::to_string(options().maxBodyBytes) +
+                             " bytes\n"),
+              {}, false);
+    } else if (ec == http::error::header_limit) {
+      spdlog::warn("https: request from {}: header larger than {} bytes, refused", peer_,
+                   kHeaderLimit);
+      respond(plain(431, "request header too large\n"), {}, false);
+    } else if (isQuietClose(ec)) {
+      dropped(ec);
+    } else if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
+      spdlog::debug("https: malformed request from {}: {}", peer_, ec.message());
+      respond(plain(400, "malformed HTTP request\n"), {}, false);
+    } else {
+      dropped(ec);
+    }
+  }
+
+  void onRequest() {
+    auto& message = parser_->get();
+    Request request;
+    request.method = std::string(message.method_string());
+    beast::string_view rawTarget = message.target();
+    std::string_view target(rawTarget.data(), rawTarget.size());
+    auto question = target.find('?');
+    request.path = std::string(target.substr(0, question));
+    if (question != std::string_view::npos) {
+      request.query = std::string(target.substr(question + 1));
+    }
+    request.contentType = std::string(message[http::field::content_type]);
+    request.body = std::move(message.body());
+
+    const Route* route = state_->findRoute(request.path);
+    if (route == nullptr) {
+      respond(plain(404, "not found\n"), {}, message.keep_alive());
+      return;
+    }
+    auto handler = route->byMethod.find(request.method);
+    if (handler == route->byMethod.end()) {
+      respond(plain(405, "method not allowed\n"), route->allow, message.keep_alive());
+      return;
+    }
+    Response response;
+    try {
+      response = handler->second(request);
+    } catch (const std::exception& e) {
+      spdlog::error("https: handler for {} {} threw: {}", request.method, request.path, e.what());
+      response = plain(500, "internal error\n");
+    } catch (...) {
+      spdlog::error("https: handler for {} {} threw a non-exception", request.method,
+                    request.path);
+      response = plain(500, "internal error\n");
+    }
+    if (response.status < 200 || response.status > 599 ||
+        response.contentType.find_first_of("\r\n") != std::string::npos) {
+      spdlog::error("https: handler for {} {} returned status {} with content type \"{}\"",
+                    request.method, request.path, response.status, response.contentType);
+      response = plain(500, "internal error\n");
+    }
+    if (response.status == 204 || response.status == 304) {
+      response.body.clear();  // these carry no body (RFC 9110); Beast would throw
+    }
+    respond(std::move(response), {}, message.keep_alive());
+  }
+
+  void respond(Response response, const std::string& allow, bool keepAlive) {
+    keepAlive_ = keepAlive;
+    // Recorded before the write, so a client that has its response also sees
+    // it counted (tests, and anyone reading /metrics right after a call).
+    state_->statsFor(pathSeen())
+        .record(response.status, std::chrono::duration<double>(Clock::now() - started_).count());
+    unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
+    response_.emplace(static_cast<http::status>(response.status), version);
+    response_->set(http::field::server, "podshaper");
+    response_->set(http::field::content_type, response.contentType);
+    response_->set("X-Content-Type-Options", "nosniff");
+    if (!allow.empty()) response_->set(http::field::allow, allow);
+    response_->body() = std::move(response.body);
+    response_->keep_alive(keepAlive_);
+    response_->prepare_payload();
+    lowest().expires_after(options().readTimeout);
+    http::async_write(stream_, *response_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        self->onWritten(ec);
+                      });
+  }
+
+  void onWritten(const beast::error_code& ec) {
+    if (ec) {
+      dropped(ec);
+      return;
+    }
+    if (!keepAlive_) {
+      close();
+      return;
+    }
+    response_.reset();
+    interim_.reset();
+    parser_.reset();
+    started_ = {};
+    awaitRequest();
+  }
+
+  // close_notify, then the socket; a peer that never answers the close_notify
+  // gets kShutdownTimeout.
+  void close() {
+    lowest().expires_after(kShutdownTimeout);
+    stream_.async_shutdown([self = shared_from_this()](beast::error_code) {
+      beast::error_code ignored;
+      self->lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+      self->lowest().close();
+    });
+  }
+
+  void dropped(const beast::error_code& ec) {
+    spdlog::debug("https: connection from {} closed: {}", peer_, ec.message());
+  }
+
+  std::string methodSeen() const {
+    return parser_ ? std::string(parser_->get().method_string()) : std::string("?");
+  }
+  std::string pathSeen() const {
+    if (!parser_) return {};
+    beast::string_view rawTarget = parser_->get().target();
+    std::string_view target(rawTarget.data(), rawTarget.size());
+    return std::string(target.substr(0, target.find('?')));
+  }
+
+  TlsContextPtr tls_;  // before stream_: the stream's SSL object uses it
+  std::shared_ptr<ServerState> state_;
+  beast::ssl_stream<beast::tcp_stream> stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::empty_body>> interim_;
+  std::optional<http::response<http::string_body>> response_;
+  std::string peer_;
+  Clock::time_point started_{};
+  bool keepAlive_ = false;
+};
+
+}  // namespace
+
+PathStats::PathStats(Metrics& metrics, std::string pathLabel)
+    : metrics_(metrics),
+      pathLabel_(std::move(pathLabel)),
+      duration_(metrics.histogram(
+          "podshaper_http_request_duration_seconds",
+          "Time from a request's header to its response being sent, by path.", kDurationBuckets,
+          {{"path", pathLabel_}})) {}
+
+void PathStats::record(int status, double seconds) {
+  duration_.observe(seconds);
+  if (status < kMinStatus || status > kMaxStatus) status = 500;
+  auto& slot = byStatus_[static_cast<std::size_t>(status - kMinStatus)];
+  Counter* counter = slot.load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    // Two threads may both get here; the registry hands both the same counter.
+    counter = &metrics_.counter("podshaper_http_requests_total",
+                                "HTTP requests answered, by path and status code.",
+                                {{"code", std::to_string(status)}, {"path", pathLabel_}});
+    slot.store(counter, std::memory_order_release);
+  }
+  counter->inc();
+}
+
+ServerState::ServerState(ServerOptions options, std::shared_ptr<Metrics> metrics)
+    : options_(std::move(options)),
+      metrics_(metrics ? std::move(metrics) : std::make_shared<Metrics>()),
+      unmatched_(*metrics_, "other"),
+      handshakeErrors_(metrics_->counter("podshaper_tls_handshake_errors_total",
+                                         "TLS handshakes that failed.")),
+      rejectedConnections_(
+          metrics_->counter("podshaper_http_connections_rejected_total",
+                            "Connections closed at once because maxConnections were open.")),
+      activeConnectionsGauge_(
+          metrics_->gauge("podshaper_http_connections_active", "Open connections.")) {}
+
+void ServerState::addRoute(std::string method, std::string path, Handler handler) {
+  Route& route = routes_[path];
+  route.byMethod[std::move(method)] = std::move(handler);
+  route.allow.clear();
+  for (const auto& [m, h] : route.byMethod) route.allow += (route.allow.empty() ? "" : ", ") + m;
+  if (!route.stats) route.stats = std::make_unique<PathStats>(*metrics_, std::move(path));
+}
+
+const Route* ServerState::findRoute(const std::string& path) const {
+  auto it = routes_.find(path);
+  return it == routes_.end() ? nullptr : &it->second;
+}
+
+PathStats& ServerState::statsFor(const std::string& path) {
+  auto it = routes_.find(path);
+  return it == routes_.end() ? unmatched_ : *it->second.stats;
+}
+
+bool ServerState::admitConnection() {
+  if (activeConnections_.load(std::memory_order_relaxed) < options_.maxConnections) return true;
+  rejectedConnections_.inc();
+  auto now = Clock::now().time_since_epoch().count();
+  auto last = lastRejectLogNs_.load(std::memory_order_relaxed);
+  auto interval = std::chrono::duration_cast<Clock::duration>(kRejectLogInterval).count();
+  if (now - last >= interval &&
+      lastRejectLogNs_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    spdlog::warn("https: {} connections open (maxConnections), closing new ones",
+                 options_.maxConnections);
+  }
+  return false;
+}
+
+void ServerState::connectionOpened() {
+  activeConnections_.fetch_add(1, std::memory_order_relaxed);
+  activeConnectionsGauge_.inc();
+}
+
+void ServerState::connectionClosed() {
+  activeConnections_.fetch_sub(1, std::memory_order_relaxed);
+  activeConnectionsGauge_.dec();
+}
+
+void ServerState::handshakeFailed(const std::string& peer, const boost::system::error_code& ec) {
+  handshakeErrors_.inc();
+  // A TCP probe or a client hanging up is routine; a refused protocol, cipher
+  // or certificate (e.g. "tlsv1 alert unknown ca": a wrong caBundle) is not.
+  if (isQuietClose(ec)) {
+    spdlog::debug("https: TLS handshake with {} ended: {}", peer, ec.message());
+  } else {
+    spdlog::warn("https: TLS handshake with {} failed: {}", peer, ec.message());
+  }
+}
+
+void startSession(tcp::socket socket, TlsContextPtr tls, std::shared_ptr<ServerState> state) {
+  std::make_shared<Session>(std::move(socket), std::move(tls), std::move(state))->start();
+}
+
+}  // namespace podshaper::server

@@ -1,0 +1,80 @@
+#pragma once
+
+// One TLS connection serving HTTP/1.1 requests, and the state the connections
+// share. Internal to server/ (https_server.cc is its only user).
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "server/https_server.h"
+#include "server/metrics.h"
+#include "server/tls_context.h"
+
+namespace podshaper::server {
+
+// Request metrics of one path label. Counters by status code are looked up in
+// the registry once and then cached, so recording is a few atomic operations.
+class PathStats {
+ public:
+  PathStats(Metrics& metrics, std::string pathLabel);
+  void record(int status, double seconds);
+
+ private:
+  static constexpr int kMinStatus = 100;
+  static constexpr int kMaxStatus = 599;
+  Metrics& metrics_;
+  const std::string pathLabel_;
+  Histogram& duration_;
+  std::array<std::atomic<Counter*>, kMaxStatus - kMinStatus + 1> byStatus_{};
+};
+
+struct Route {
+  std::map<std::string, Handler> byMethod;
+  std::string allow;  // "GET, POST" for a 405's Allow header
+  std::unique_ptr<PathStats> stats;
+};
+
+// Shared by every connection. Routes are fixed once the server has started, so
+// connections read them without a lock.
+class ServerState {
+ public:
+  ServerState(ServerOptions options, std::shared_ptr<Metrics> metrics);
+
+  const ServerOptions& options() const { return options_; }
+  Metrics& metrics() { return *metrics_; }
+
+  void addRoute(std::string method, std::string path, Handler handler);
+  const Route* findRoute(const std::string& path) const;
+  // Stats for a path: its route's, or those labelled "other" for unknown paths,
+  // so a scanner's made-up paths cannot grow the label set.
+  PathStats& statsFor(const std::string& path);
+
+  bool admitConnection();  // false (and counted) when at maxConnections
+  void connectionOpened();
+  void connectionClosed();
+  void handshakeFailed(const std::string& peer, const boost::system::error_code& ec);
+
+ private:
+  const ServerOptions options_;
+  std::shared_ptr<Metrics> metrics_;
+  std::map<std::string, Route> routes_;
+  PathStats unmatched_;
+  Counter& handshakeErrors_;
+  Counter& rejectedConnections_;
+  Gauge& activeConnectionsGauge_;
+  std::atomic<std::size_t> activeConnections_{0};
+  std::atomic<std::int64_t> lastRejectLogNs_{0};
+};
+
+// Runs a connection until it closes: TLS handshake, then requests. The socket
+// must have its own strand as executor; the session keeps `tls` alive for as
+// long as it lives, whatever context the server serves new connections with.
+void startSession(boost::asio::ip::tcp::socket socket, TlsContextPtr tls,
+                  std::shared_ptr<ServerState> state);
+
+}  // namespace podshaper::server

@@ -1,0 +1,99 @@
+#pragma once
+
+// The HTTPS server shared by the webhook, the operator and the agent:
+// HTTP/1.1 with keep-alive over TLS 1.2+, exact-path routing, certificate hot
+// reload, Prometheus request metrics. Boost.Beast stays behind the pimpl, so
+// including this header costs little.
+//
+//   auto metrics = std::make_shared<podshaper::server::Metrics>();
+//   podshaper::server::HttpsServer server({.port = 8443, .certFile = c, .keyFile = k}, metrics);
+//   server.route("GET", "/healthz", [](const auto&) { return Response{.body = "ok\n"}; });
+//   if (auto started = server.start(); !started) { /* started.error().message */ }
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "server/metrics.h"
+
+namespace podshaper::server {
+
+struct Request {
+  // Every member has an initializer so that designated initializers may leave
+  // any out under -Wextra (-Wmissing-field-initializers).
+  std::string method{};       // "GET"
+  std::string path{};         // the target without its query: "/mutate"
+  std::string query{};        // after '?', undecoded: "timeout=10s"
+  std::string body{};
+  std::string contentType{};  // the Content-Type header, as sent
+};
+
+struct Response {
+  int status = 200;  // 200..599; anything else becomes a 500
+  std::string contentType = "text/plain; charset=utf-8";
+  std::string body{};
+};
+
+// Runs on one of the server's threads; a handler that blocks holds that thread.
+// An exception becomes a 500 ("internal error") and an error log.
+using Handler = std::function<Response(const Request&)>;
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";  // an IP address; "::" listens on IPv4 and IPv6
+  std::uint16_t port = 8443;     // 0: an ephemeral port, see boundPort()
+  std::string certFile{};  // PEM; may append intermediates after the leaf
+  std::string keyFile{};   // PEM, unencrypted
+  std::size_t maxBodyBytes = 3 * 1024 * 1024;  // larger: 413 and the connection closes
+  std::chrono::seconds readTimeout{10};  // a whole request (after its first byte), and a write
+  std::chrono::seconds idleTimeout{60};  // keep-alive wait for the next request
+  int threads = 2;
+  std::chrono::milliseconds certCheckInterval{2000};
+  std::size_t maxConnections = 1024;     // beyond: new connections are closed at once
+};
+
+// Metrics it records in the registry it is given:
+//   podshaper_http_requests_total{code,path}            counter
+//   podshaper_http_request_duration_seconds{path}       histogram, 0.5 ms .. 2.5 s
+//   podshaper_http_connections_active                   gauge
+//   podshaper_http_connections_rejected_total           counter (maxConnections)
+//   podshaper_tls_handshake_errors_total                counter
+//   podshaper_tls_certificate_reloads_total             counter
+//   podshaper_tls_certificate_reload_errors_total       counter (new files that did not load)
+//   podshaper_tls_certificate_expiry_timestamp_seconds  gauge
+// `path` is a registered route's path, or "other" for any unknown one.
+class HttpsServer {
+ public:
+  // A null `metrics` gives the server a registry of its own.
+  HttpsServer(ServerOptions options, std::shared_ptr<Metrics> metrics);
+  ~HttpsServer();  // stop()
+  HttpsServer(const HttpsServer&) = delete;
+  HttpsServer& operator=(const HttpsServer&) = delete;
+
+  // Exact path match: an unknown path is a 404, a known path with another
+  // method a 405 (with Allow). Register routes before start(); later calls are
+  // refused with an error log.
+  void route(std::string method, std::string path, Handler handler);
+
+  // Loads the certificate and key, binds, listens and starts the threads. An
+  // error says what failed: an unreadable or invalid certificate or key, a key
+  // that does not match, an address that does not parse or cannot be bound.
+  // A server starts once.
+  Result<bool> start();
+
+  // Stops accepting, drops open connections (in-flight requests included) and
+  // joins the threads. Idempotent. Not from a handler: it would join itself.
+  void stop();
+
+  std::uint16_t boundPort() const;
+  std::uint64_t certReloads() const;  // successful hot reloads since start()
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace podshaper::server

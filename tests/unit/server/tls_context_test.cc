@@ -1,0 +1,138 @@
+#include "server/tls_context.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "server/selfsigned.h"
+#include "tests/unit/server/tls_test_client.h"
+
+namespace podshaper::server {
+namespace {
+
+using Poll = CertificateReloader::PollResult;
+
+class CertificateReloaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override { make(cert(), key()); }
+
+  static void make(const std::string& crt, const std::string& k) {
+    auto written = writeSelfSignedCert(crt, k, "test", {"localhost"}, 1);
+    if (!written) throw std::runtime_error(written.error().message);
+  }
+  std::string cert() const { return dir_.file("tls.crt"); }
+  std::string key() const { return dir_.file("tls.key"); }
+
+  testkit::TempDir dir_;
+};
+
+TEST_F(CertificateReloaderTest, LoadsAndDescribesTheCertificate) {
+  CertificateReloader reloader(cert(), key());
+  auto loaded = reloader.load();
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  ASSERT_NE(reloader.current(), nullptr);
+  EXPECT_EQ(reloader.info().subject, "CN=test");
+  EXPECT_EQ(reloader.info().sha256, testkit::pemFileSha256(cert()));
+  EXPECT_GT(reloader.info().notAfterUnix, 0);
+  EXPECT_EQ(reloader.poll(), Poll::unchanged);
+  EXPECT_EQ(reloader.reloads(), 0u);
+}
+
+TEST_F(CertificateReloaderTest, LoadErrorsNameTheFileAndTheProblem) {
+  struct Case {
+    const char* description;
+    std::string certPem, keyPem;
+    const char* expected;
+  };
+  testkit::TempDir other;
+  make(other.file("tls.crt"), other.file("tls.key"));
+  std::string goodCert = testkit::readFile(cert());
+  std::string goodKey = testkit::readFile(key());
+  const Case cases[] = {
+      {"empty certificate", "", goodKey, "holds no valid PEM certificate chain"},
+      {"garbage certificate", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+       goodKey, "holds no valid PEM certificate chain"},
+      {"half a certificate", goodCert.substr(0, goodCert.size() / 2), goodKey,
+       "holds no valid PEM certificate chain"},
+      {"garbage key", goodCert, "not a key", "holds no readable unencrypted PEM private key"},
+      {"another pair's key", goodCert, testkit::readFile(other.file("tls.key")),
+       "does not match certificate"},
+  };
+  for (const auto& c : cases) {
+    testkit::overwriteFile(dir_.file("case.crt"), c.certPem);
+    testkit::overwriteFile(dir_.file("case.key"), c.keyPem);
+    CertificateReloader reloader(dir_.file("case.crt"), dir_.file("case.key"));
+    auto loaded = reloader.load();
+    ASSERT_FALSE(loaded) << c.description;
+    EXPECT_NE(loaded.error().message.find(c.expected), std::string::npos)
+        << c.description << ": " << loaded.error().message;
+    EXPECT_NE(loaded.error().message.find("case."), std::string::npos) << c.description;
+  }
+  CertificateReloader missing(dir_.file("nope.crt"), key());
+  auto loaded = missing.load();
+  ASSERT_FALSE(loaded);
+  EXPECT_NE(loaded.error().message.find("cannot read certificate file \"" + dir_.file("nope.crt")),
+            std::string::npos)
+      << loaded.error().message;
+}
+
+TEST_F(CertificateReloaderTest, TouchWithoutNewContentIsNotAReload) {
+  CertificateReloader reloader(cert(), key());
+  ASSERT_TRUE(reloader.load());
+  testkit::replaceFile(cert(), testkit::readFile(cert()));  // new inode, same bytes
+  EXPECT_EQ(reloader.poll(), Poll::unchanged);
+  EXPECT_EQ(reloader.reloads(), 0u);
+}
+
+TEST_F(CertificateReloaderTest, NewPairSwapsTheContextAndKeepsTheOldOneAlive) {
+  CertificateReloader reloader(cert(), key());
+  ASSERT_TRUE(reloader.load());
+  TlsContextPtr before = reloader.current();
+  make(cert(), key());
+  EXPECT_EQ(reloader.poll(), Poll::reloaded);
+  EXPECT_EQ(reloader.reloads(), 1u);
+  EXPECT_NE(reloader.current(), before);
+  EXPECT_EQ(reloader.info().sha256, testkit::pemFileSha256(cert()));
+  EXPECT_EQ(before.use_count(), 1);  // a connection holding it keeps it usable
+  EXPECT_EQ(reloader.poll(), Poll::unchanged);
+}
+
+TEST_F(CertificateReloaderTest, FailedReloadKeepsServingAndRetriesUntilTheFilesLoad) {
+  CertificateReloader reloader(cert(), key());
+  ASSERT_TRUE(reloader.load());
+  std::string serving = reloader.info().sha256;
+  testkit::TempDir next;
+  make(next.file("tls.crt"), next.file("tls.key"));
+
+  testkit::replaceFile(cert(), testkit::readFile(next.file("tls.crt")));  // key not yet
+  EXPECT_EQ(reloader.poll(), Poll::failed);
+  EXPECT_EQ(reloader.poll(), Poll::failed);  // still failing, files re-read
+  EXPECT_EQ(reloader.info().sha256, serving);
+
+  testkit::replaceFile(key(), testkit::readFile(next.file("tls.key")));
+  EXPECT_EQ(reloader.poll(), Poll::reloaded);
+  EXPECT_EQ(reloader.info().sha256, testkit::pemFileSha256(next.file("tls.crt")));
+}
+
+TEST_F(CertificateReloaderTest, FilesGoingBackToTheServingPairEndTheRetry) {
+  CertificateReloader reloader(cert(), key());
+  ASSERT_TRUE(reloader.load());
+  std::string good = testkit::readFile(cert());
+  testkit::overwriteFile(cert(), "-----BEGIN CERT");
+  EXPECT_EQ(reloader.poll(), Poll::failed);
+  testkit::overwriteFile(cert(), good);
+  EXPECT_EQ(reloader.poll(), Poll::unchanged);
+  EXPECT_EQ(reloader.poll(), Poll::unchanged);
+  EXPECT_EQ(reloader.reloads(), 0u);
+}
+
+TEST_F(CertificateReloaderTest, DeletedFilesAreAFailureNotACrash) {
+  CertificateReloader reloader(cert(), key());
+  ASSERT_TRUE(reloader.load());
+  std::remove(key().c_str());
+  EXPECT_EQ(reloader.poll(), Poll::failed);
+  EXPECT_NE(reloader.current(), nullptr);
+}
+
+}  // namespace
+}  // namespace podshaper::server
