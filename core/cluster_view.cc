@@ -1,5 +1,7 @@
 #include "core/cluster_view.h"
 
+#include <algorithm>
+
 #include "core/names.h"
 #include "core/quantity.h"
 
@@ -40,6 +42,24 @@ ClusterView::Node nodeFromJson(const nlohmann::json& node) {
   }
   out.memoryBytes = quantityAt("/status/capacity/memory"_json_pointer);
   return out;
+}
+
+ClusterView buildClusterView(const std::vector<nlohmann::json>& namespaces,
+                             const std::vector<nlohmann::json>& nodes) {
+  ClusterView view;
+  for (const auto& ns : namespaces) {
+    if (!ns.is_object() || !ns.contains("metadata") || !ns["metadata"].is_object()) continue;
+    auto name = ns["metadata"].find("name");
+    if (name == ns["metadata"].end() || !name->is_string()) continue;
+    view.namespaceLabels[name->get<std::string>()] = labelsFromJson(ns);
+  }
+  for (const auto& n : nodes) {
+    ClusterView::Node node = nodeFromJson(n);
+    bool podshaperLabelled = std::any_of(node.labels.begin(), node.labels.end(),
+                                         [](const auto& l) { return l.first.starts_with("podshaper.io/"); });
+    if (node.gpus > 0 || podshaperLabelled) view.nodes.push_back(std::move(node));
+  }
+  return view;
 }
 
 }  // namespace podshaper

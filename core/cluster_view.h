@@ -28,6 +28,11 @@ struct ClusterView {
   bool hasPodshaperLabels() const;
 };
 
+// The view from watched Namespaces and Nodes. Only Nodes with GPUs or podshaper
+// labels are kept: CPU nodes never receive a training pod.
+ClusterView buildClusterView(const std::vector<nlohmann::json>& namespaces,
+                             const std::vector<nlohmann::json>& nodes);
+
 // Plain data out of API objects; fields that are missing or malformed are left unset.
 ClusterView::Node nodeFromJson(const nlohmann::json& node);
 Labels labelsFromJson(const nlohmann::json& object);

@@ -11,14 +11,6 @@ namespace {
 // most this often however many events arrive.
 constexpr auto kCoalesce = std::chrono::milliseconds(200);
 
-bool matters(const ClusterView::Node& node) {
-  if (node.gpus > 0) return true;
-  for (const auto& [key, _] : node.labels) {
-    if (key.starts_with("podshaper.io/")) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 ClusterCache::ClusterCache(const kube::Client& client)
@@ -65,14 +57,7 @@ void ClusterCache::rebuildLoop() {
       dirty_ = false;
     }
     if (synced()) {
-      auto view = std::make_shared<ClusterView>();
-      for (const auto& ns : namespaces_.snapshot()) {
-        view->namespaceLabels[ns["metadata"].value("name", std::string())] = labelsFromJson(ns);
-      }
-      for (const auto& n : nodes_.snapshot()) {
-        auto node = nodeFromJson(n);
-        if (matters(node)) view->nodes.push_back(std::move(node));
-      }
+      auto view = std::make_shared<const ClusterView>(buildClusterView(namespaces_.snapshot(), nodes_.snapshot()));
       bool first;
       {
         std::lock_guard lock(mu_);

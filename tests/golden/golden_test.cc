@@ -31,12 +31,7 @@ std::string slurp(const fs::path& p) {
 }
 
 ClusterView clusterFrom(const json& j) {
-  ClusterView view;
-  for (const auto& ns : j.value("namespaces", json::array())) {
-    view.namespaceLabels[ns["metadata"]["name"]] = labelsFromJson(ns);
-  }
-  for (const auto& node : j.value("nodes", json::array())) view.nodes.push_back(nodeFromJson(node));
-  return view;
+  return buildClusterView(j.value("namespaces", json::array()), j.value("nodes", json::array()));
 }
 
 json outcome(const fs::path& dir) {
