@@ -47,7 +47,8 @@ Result<bool> forEachKey(const YAML::Node& map, const std::string& prefix,
                             handlers) {
   if (!map.IsMap()) return keyError(prefix.empty() ? "(top level)" : prefix, "expected a mapping");
   for (const auto& item : map) {
-    std::string key = item.first.as<std::string>();
+    if (!item.first.IsScalar()) return keyError(prefix.empty() ? "(top level)" : prefix, "keys must be plain names");
+    std::string key = item.first.Scalar();
     std::string path = prefix.empty() ? key : prefix + "." + key;
     auto handler = handlers.find(key);
     if (handler == handlers.end()) {
@@ -160,8 +161,12 @@ Result<Config> parseConfig(std::string_view yamlText) {
          return true;
        }},
   };
-  auto r = forEachKey(root, "", top);
-  if (!r) return r.error();
+  try {
+    auto r = forEachKey(root, "", top);
+    if (!r) return r.error();
+  } catch (const YAML::Exception& e) {
+    return makeError(std::string("config: ") + e.what());
+  }
   return config;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/checked.h"
+#include "core/memlock.h"
 #include "core/names.h"
 #include "core/node_class.h"
 #include "core/pod_inputs.h"
@@ -13,11 +14,6 @@ namespace podshaper {
 namespace {
 
 using json = nlohmann::json;
-
-// RLIMIT_INFINITY: the ulimit-adjuster parses soft/hard as uint64; "-1" fails
-// to parse and the container is not created (containerd/nri adjuster.go).
-constexpr std::string_view kMemlockUnlimited =
-    "- type: RLIMIT_MEMLOCK\n  soft: 18446744073709551615\n  hard: 18446744073709551615\n";
 
 std::string key(std::string_view k) { return std::string(k); }
 
@@ -60,7 +56,9 @@ void requireOnePodPerNode(json& pod) {
   json term = {
       {"labelSelector",
        {{"matchExpressions", json::array({requirement(names::kPlacementLabel, key(names::kNodeExclusive))})}}},
-      {"topologyKey", key(names::kHostnameLabel)}};
+      {"topologyKey", key(names::kHostnameLabel)},
+      // Without it the term would only see pods of this pod's own namespace.
+      {"namespaceSelector", json::object()}};
   json& terms = ensureArray(pod["spec"]["affinity"]["podAntiAffinity"],
                             "requiredDuringSchedulingIgnoredDuringExecution");
   if (std::find(terms.begin(), terms.end(), term) == terms.end()) terms.push_back(term);
@@ -81,6 +79,15 @@ std::string podSecurityLevel(const AdmissionContext& ctx) {
   if (ns == ctx.cluster->namespaceLabels.end()) return {};
   auto level = ns->second.find(key(names::kPodSecurityEnforce));
   return level == ns->second.end() ? std::string() : level->second;
+}
+
+// The MutatingWebhookConfiguration's objectSelector sends only labelled pods;
+// checking again keeps a misconfigured registration from shaping other pods.
+bool optedIn(const json& pod) {
+  const json& metadata = pod.value("metadata", json::object());
+  const json& labels = metadata.is_object() ? metadata.value("labels", json::object()) : json::object();
+  auto it = labels.is_object() ? labels.find(key(names::kInjectLabel)) : labels.end();
+  return it != labels.end() && *it == "true";
 }
 
 bool namespaceOptedOut(const AdmissionContext& ctx) {
@@ -122,7 +129,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   if (!pod.is_object() || !pod.contains("spec")) return deny(pod, "the object is not a Pod");
   ShapeOutcome out;
   out.pod = pod;
-  if (namespaceOptedOut(ctx) || alreadyShaped(pod)) return out;
+  if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return out;
 
   auto read = readPodInputs(pod, config);
   if (!read) return deny(pod, read.error().message);
@@ -253,19 +260,22 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
         add.push_back(key(names::kIpcLock));
       }
     }
-    std::string ulimitKey = key(names::kUlimitAnnotationPrefix) + c.name;
-    if (!annotations.contains(ulimitKey)) annotations[ulimitKey] = key(kMemlockUnlimited);
+    MemlockAnnotation memlock = memlockAnnotation(annotations, c.name);
+    if (memlock.set) annotations[memlock.set->first] = memlock.set->second;
+    if (memlock.warning) warnings.push_back(*memlock.warning);
 
     json& env = ensureArray(container, "env");
     auto nproc = std::find_if(env.begin(), env.end(), [](const json& e) {
       return e.is_object() && e.value("name", std::string()) == names::kNprocEnv;
     });
+    // torchrun in each container starts its share of the pod's ranks.
+    std::string nprocs = std::to_string(mulDivCeil(ranks, c.gpus, in.podGpus).value_or(ranks));
     if (nproc == env.end()) {
-      env.push_back({{"name", key(names::kNprocEnv)}, {"value", std::to_string(ranks)}});
-    } else if (expanded && nproc->value("value", std::string()) != std::to_string(ranks)) {
-      warnings.push_back("container \"" + c.name + "\": " + key(names::kNprocEnv) + " set to " +
-                         std::to_string(ranks) + " for the expanded GPU count");
-      (*nproc)["value"] = std::to_string(ranks);
+      env.push_back({{"name", key(names::kNprocEnv)}, {"value", nprocs}});
+    } else if (expanded && &c == &in.gpuContainers.front() && nproc->value("value", std::string()) != nprocs) {
+      warnings.push_back("container \"" + c.name + "\": " + key(names::kNprocEnv) + " set to " + nprocs +
+                         " for the expanded GPU count");
+      (*nproc)["value"] = nprocs;
     }
   }
   if (needVolume) {

@@ -56,7 +56,7 @@ void ClusterCache::rebuildLoop() {
       if (stopping_) return;
       dirty_ = false;
     }
-    if (synced()) {
+    if (namespaces_.hasSynced() && nodes_.hasSynced()) {
       auto view = std::make_shared<const ClusterView>(buildClusterView(namespaces_.snapshot(), nodes_.snapshot()));
       bool first;
       {

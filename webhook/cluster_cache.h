@@ -23,7 +23,8 @@ class ClusterCache {
 
   void start();
   void stop();
-  bool synced() const { return namespaces_.hasSynced() && nodes_.hasSynced(); }
+  // True once the first view is built from both watches.
+  bool synced() const { return view() != nullptr; }
   // Null until both watches have synced: decide from annotations and config meanwhile.
   std::shared_ptr<const ClusterView> view() const;
 

@@ -81,7 +81,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"podSecurity: allow\n", "podSecurity: \"allow\" is not one of deny, warn"},
         BadConfig{"defaults: 3\n", "defaults: expected a mapping"},
         BadConfig{"- a\n- b\n", "(top level): expected a mapping"},
-        BadConfig{"defaults: {workers: 4\n", "not valid YAML"}));
+        BadConfig{"defaults: {workers: 4\n", "not valid YAML"},
+        BadConfig{"? [a, b]\n: 1\n", "(top level): keys must be plain names"},
+        BadConfig{"defaults:\n  ? {x: 1}\n  : 1\n", "defaults: keys must be plain names"}));
 
 }  // namespace
 }  // namespace podshaper

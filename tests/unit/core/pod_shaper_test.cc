@@ -55,6 +55,7 @@ TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs5822Mi) {
   const json& anti = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
   ASSERT_EQ(anti.size(), 1u);
   EXPECT_EQ(anti[0]["topologyKey"], "kubernetes.io/hostname");
+  EXPECT_EQ(anti[0]["namespaceSelector"], json::object());  // every namespace's exclusive pods
   EXPECT_EQ(anti[0]["labelSelector"]["matchExpressions"][0]["key"], "podshaper.io/placement");
   const json& terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
   ASSERT_EQ(terms.size(), 1u);
@@ -135,6 +136,8 @@ TEST(PodShaper, MemoryShareFollowsEachContainersGpus) {
   EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "107151Mi");  // 102400 + ceil(6334×6/8 = 4750.5)
   EXPECT_EQ(cs[1]["resources"]["limits"]["memory"], "11824Mi");   // 10240 + ceil(6334×2/8 = 1583.5)
   EXPECT_EQ(cs[1]["volumeMounts"][0]["mountPath"], "/dev/shm");
+  EXPECT_EQ(cs[0]["env"][0]["value"], "6");  // each torchrun starts its share of the 8 ranks
+  EXPECT_EQ(cs[1]["env"][0]["value"], "2");
   EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
   EXPECT_TRUE(out.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container.eval"));
 }
@@ -165,11 +168,47 @@ TEST(PodShaper, IpcLockAddedOnceAndUserEnvKept) {
   EXPECT_EQ(c["env"], json({{{"name", "PET_NPROC_PER_NODE"}, {"value", "4"}}}));
 }
 
-TEST(PodShaper, UsersUlimitAnnotationIsKept) {
-  auto out = shapeNoCluster(TrainingPod().annotate("ulimits.noderesource.dev/container.trainer", "- type: nofile\n  soft: 1\n  hard: 2\n"));
+TEST(PodShaper, UsersUlimitAnnotationGainsMemlock) {
+  const std::string nofile = "- type: nofile\n  soft: 1\n  hard: 2";
+  auto out = shapeNoCluster(TrainingPod().annotate("ulimits.noderesource.dev/container.trainer", nofile));
   ASSERT_TRUE(out.allowed);
   EXPECT_EQ(out.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"],
-            "- type: nofile\n  soft: 1\n  hard: 2\n");
+            nofile + "\n" + kMemlock);
+  // The deprecated key is extended in place, not shadowed by the new one.
+  auto old = shapeNoCluster(TrainingPod().annotate("ulimits.nri.containerd.io/container.trainer", nofile));
+  EXPECT_EQ(old.pod["metadata"]["annotations"]["ulimits.nri.containerd.io/container.trainer"], nofile + "\n" + kMemlock);
+  EXPECT_FALSE(old.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container.trainer"));
+  // A memlock the user chose is theirs.
+  const std::string own = "- type: memlock\n  soft: 1024\n  hard: 1024\n";
+  auto kept = shapeNoCluster(TrainingPod().annotate("ulimits.noderesource.dev/container.trainer", own));
+  EXPECT_EQ(kept.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"], own);
+  // Not a list: left as it is, with a warning.
+  auto bad = shapeNoCluster(TrainingPod().annotate("ulimits.noderesource.dev/container.trainer", "memlock=-1"));
+  EXPECT_EQ(bad.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"], "memlock=-1");
+  EXPECT_TRUE(hasWarning(bad, "is not a list of ulimits; left as it is"));
+}
+
+TEST(PodShaper, ContainerNameTooLongForTheUlimitKeyIsWarnedAbout) {
+  std::string name(54, 'a');
+  auto out = shapeNoCluster(TrainingPod().at("/spec/containers/0/name", name));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_FALSE(out.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container." + name));
+  EXPECT_TRUE(hasWarning(out, "name too long for the NRI ulimit annotation key"));
+  std::string fits(53, 'a');
+  auto ok = shapeNoCluster(TrainingPod().at("/spec/containers/0/name", fits));
+  EXPECT_TRUE(ok.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container." + fits));
+}
+
+TEST(PodShaper, PodsWithoutTheOptInLabelAreUntouched) {
+  for (json value : {json("false"), json("yes"), json(true)}) {
+    TrainingPod pod;
+    pod.at("/metadata/labels/podshaper.io~1inject", value);
+    auto out = shapeNoCluster(pod);
+    EXPECT_TRUE(out.allowed);
+    EXPECT_EQ(out.pod, pod.json());
+  }
+  auto unlabelled = shapeNoCluster(TrainingPod().without("/metadata/labels"));
+  EXPECT_EQ(unlabelled.pod, TrainingPod().without("/metadata/labels").json());
 }
 
 TEST(PodShaper, NodeAffinityIsAddedToEveryExistingTerm) {
