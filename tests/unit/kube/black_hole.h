@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kube/config.h"
+
 namespace podshaper::kube {
 
 class BlackHole {
@@ -38,5 +40,12 @@ class BlackHole {
   int fd_ = -1;
   int port_ = 0;
 };
+
+// A client configuration for the server at `url` and nothing else.
+inline ClientConfig serverAt(const std::string& url) {
+  ClientConfig c;
+  c.server = url;
+  return c;
+}
 
 }  // namespace podshaper::kube

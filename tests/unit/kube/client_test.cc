@@ -16,12 +16,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-ClientConfig serverAt(const std::string& url) {
-  ClientConfig c;
-  c.server = url;
-  return c;
-}
-
 TEST(Client, NoServerIsAnErrorOnEveryRequest) {
   Client client(ClientConfig{});
   auto r = client.get("/api/v1/nodes");

@@ -15,12 +15,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-ClientConfig serverAt(const std::string& url) {
-  ClientConfig c;
-  c.server = url;
-  return c;
-}
-
 TEST(Informer, StopIsPromptWhileARequestHangs) {
   BlackHole hole;
   Client client(serverAt(hole.url()));
