@@ -10,7 +10,7 @@ namespace {
 
 constexpr const char* kUsage = R"(usage:
   podshaper-webhook serve --listen HOST:PORT --tls-cert FILE --tls-key FILE [--config FILE] [--kubeconfig FILE]
-  podshaper-webhook review [--config FILE] [--output review|pod] < admissionreview.json
+  podshaper-webhook review [--config FILE] [--cluster FILE] [--output review|pod] < admissionreview.json
   podshaper-webhook version
 )";
 

@@ -2,6 +2,8 @@
 
 #include <iostream>
 #include <iterator>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +11,7 @@
 #include "cli/flags.h"
 #include "core/admission.h"
 #include "core/base64.h"
+#include "core/cluster_view.h"
 #include "webhook/config_file.h"
 
 namespace podshaper::webhook {
@@ -22,10 +25,27 @@ nlohmann::json shapedPod(const std::string& input, const nlohmann::json& respons
   return pod.patch(nlohmann::json::parse(raw.ok() ? *raw : "[]"));
 }
 
+// `kubectl get namespaces,nodes -o json`: a List whose items are Namespaces and Nodes.
+Result<ClusterView> loadClusterView(const std::string& path) {
+  auto text = cli::readFile(path);
+  if (!text) return makeError("--cluster: " + text.error().message);
+  nlohmann::json list = nlohmann::json::parse(*text, nullptr, false);
+  if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
+    return makeError("--cluster " + path + ": expected a List, as from kubectl get namespaces,nodes -o json");
+  }
+  std::vector<nlohmann::json> namespaces, nodes;
+  for (const auto& item : list["items"]) {
+    std::string kind = item.is_object() ? item.value("kind", std::string()) : std::string();
+    if (kind == "Namespace") namespaces.push_back(item);
+    else if (kind == "Node") nodes.push_back(item);
+  }
+  return buildClusterView(namespaces, nodes);
+}
+
 }  // namespace
 
 int runReview(int argc, char** argv) {
-  auto flags = cli::Flags::parse(argc, argv, 2, {"config", "output"});
+  auto flags = cli::Flags::parse(argc, argv, 2, {"config", "output", "cluster"});
   if (!flags) {
     std::cerr << "podshaper-webhook review: " << flags.error().message << "\n";
     return 2;
@@ -40,8 +60,17 @@ int runReview(int argc, char** argv) {
     std::cerr << "podshaper-webhook review: " << config.error().message << "\n";
     return 2;
   }
+  std::optional<ClusterView> cluster;
+  if (auto path = flags->get("cluster")) {
+    auto view = loadClusterView(*path);
+    if (!view) {
+      std::cerr << "podshaper-webhook review: " << view.error().message << "\n";
+      return 2;
+    }
+    cluster = std::move(*view);
+  }
   std::string input{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-  auto decision = admit(input, *config, nullptr, kShaperVersion);
+  auto decision = admit(input, *config, cluster ? &*cluster : nullptr, kShaperVersion);
   if (!decision) {
     std::cerr << "podshaper-webhook review: " << decision.error().message << "\n";
     return 2;

@@ -23,6 +23,15 @@ check "a denial still exits 0" test $rc -eq 0
 check "a denial says allowed false and why" \
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])["response"]; assert not r["allowed"] and "unknown dtype" in r["status"]["message"]' "$out"
 
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps({"apiVersion":"v1","kind":"List","items":c["namespaces"]+c["nodes"]}))' \
+  "$cases/seed-8xh100-validated-p2p/cluster.json" > "$tmp/cluster.json"
+pod=$("$bin" review --cluster "$tmp/cluster.json" --output pod < "$cases/seed-8xh100-validated-p2p/review.json" 2>/dev/null)
+check "--cluster decides as serve would on that cluster (validated P2P: 5822Mi)" contains "$pod" '"podshaper.io/shm-size": "5822Mi"'
+echo '{"kind":"Pod"}' > "$tmp/notalist.json"
+set +e; "$bin" review --cluster "$tmp/notalist.json" < "$cases/seed-8xh100-validated-p2p/review.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "a --cluster file that is not a List exits 2" test $rc -eq 2
+check "saying what it expected" contains "$(cat "$tmp/err")" "expected a List"
+
 for input in 'not json' '{"kind":"Pod","apiVersion":"v1"}' '' '[1,2]'; do
   set +e; "$bin" review <<<"$input" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
   check "non-AdmissionReview '$input' exits 2" test $rc -eq 2

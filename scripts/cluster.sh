@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback, for podshaper's demo and end-to-end tests:
+# etcd, kube-apiserver, kube-scheduler and kube-controller-manager (built by
+# scripts/controlplane-build.sh), GPU Node objects made from the topology fixtures,
+# and podshaper-webhook registered by a MutatingWebhookConfiguration.
+#
+#   scripts/cluster.sh up      start (idempotent: does nothing while up)
+#   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
+#   scripts/cluster.sh status
+#
+# Everything lives in .cluster/: pki/, kubeconfig, logs/, pids/, env.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
+cpbin=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
+webhook_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
+webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-$root/examples/webhook-config-cluster.yaml}
+kubeconfig=$dir/kubeconfig
+
+log() { echo "cluster: $*" >&2; }
+die() { echo "cluster: error: $*" >&2; exit 1; }
+kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+running() {  # running NAME: the recorded process is alive
+  local f=$dir/pids/$1.pid
+  [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+start() {  # start NAME CMD...: run in the background, record the pid, log to logs/NAME.log
+  local name=$1; shift
+  "$@" >"$dir/logs/$name.log" 2>&1 &
+  echo $! >"$dir/pids/$name.pid"
+}
+
+wait_for() {  # wait_for SECONDS DESCRIPTION CMD...
+  local seconds=$1 what=$2; shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    [[ $SECONDS -lt $deadline ]] || die "$what did not come up in ${seconds}s (logs: $dir/logs/)"
+    sleep 0.3
+  done
+}
+
+pki() {
+  local p=$dir/pki
+  [[ -f $p/ca.crt ]] && return
+  mkdir -p "$p"
+  log "generating certificates"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=podshaper-test-ca" \
+    -keyout "$p/ca.key" -out "$p/ca.crt" 2>/dev/null
+  sign() {  # sign NAME SUBJECT [SANS]
+    local ext=$p/$1.ext
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n' >"$ext"
+    [[ -n ${3:-} ]] && echo "subjectAltName=$3" >>"$ext"
+    openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$p/$1.key" -out "$p/$1.csr" 2>/dev/null
+    openssl x509 -req -in "$p/$1.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -days 3650 \
+      -extfile "$ext" -out "$p/$1.crt" 2>/dev/null
+    rm -f "$p/$1.csr" "$ext"
+  }
+  sign apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc"
+  sign admin "/O=system:masters/CN=podshaper-admin"
+  sign scheduler "/CN=system:kube-scheduler"
+  sign controller-manager "/CN=system:kube-controller-manager"
+  sign webhook "/CN=podshaper-webhook" "IP:127.0.0.1,DNS:localhost"
+  sign webhook-client "/CN=podshaper-webhook"
+  openssl genrsa -out "$p/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
+}
+
+write_kubeconfig() {  # write_kubeconfig FILE CERTNAME
+  cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: podshaper
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: $dir/pki/ca.crt
+users:
+- name: $2
+  user:
+    client-certificate: $dir/pki/$2.crt
+    client-key: $dir/pki/$2.key
+contexts:
+- name: podshaper
+  context: {cluster: podshaper, user: $2}
+current-context: podshaper
+KC
+}
+
+register_webhook() {
+  local ca
+  ca=$(base64 -w0 <"$dir/pki/ca.crt")
+  kc apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: podshaper
+webhooks:
+- name: pods.podshaper.io
+  clientConfig:
+    url: https://127.0.0.1:$WEBHOOK_PORT/mutate-v1-pod
+    caBundle: $ca
+  rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["pods"]
+    scope: Namespaced
+  objectSelector:
+    matchLabels: {podshaper.io/inject: "true"}
+  namespaceSelector:
+    matchExpressions:
+    - {key: podshaper.io/inject, operator: NotIn, values: ["disabled"]}
+    - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, kube-node-lease, podshaper-system]}
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 5
+  reinvocationPolicy: IfNeeded
+  admissionReviewVersions: ["v1"]
+YAML
+}
+
+# The webhook reads Namespaces and Nodes, and nothing else.
+webhook_rbac() {
+  kc apply -f - >/dev/null <<'YAML'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: podshaper-webhook}
+rules:
+- apiGroups: [""]
+  resources: [namespaces, nodes]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: podshaper-webhook}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: podshaper-webhook}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: podshaper-webhook}
+YAML
+}
+
+start_webhook() {
+  start podshaper-webhook "$webhook_bin" serve --listen "127.0.0.1:$WEBHOOK_PORT" \
+    --tls-cert "$dir/pki/webhook.crt" --tls-key "$dir/pki/webhook.key" \
+    --config "$webhook_config" --kubeconfig "$dir/webhook.kubeconfig"
+  wait_for 30 "podshaper-webhook" curl -sf --cacert "$dir/pki/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/readyz"
+}
+
+up() {
+  if [[ -f $dir/env ]] && running etcd && running kube-apiserver && running podshaper-webhook; then
+    log "already up ($kubeconfig)"
+    return 0
+  fi
+  [[ -d $dir/pids ]] && down
+  for b in etcd kube-apiserver kube-scheduler kube-controller-manager; do
+    [[ -x $cpbin/$b ]] || die "$cpbin/$b is missing: run scripts/controlplane-build.sh (make cluster-up does)"
+  done
+  [[ -x $webhook_bin ]] || die "$webhook_bin is missing: run make build"
+  mkdir -p "$dir/logs" "$dir/pids"
+  rm -rf "$dir/etcd"
+  pki
+  cat >"$dir/env" <<ENV
+ETCD_PORT=$(free_port)
+ETCD_PEER_PORT=$(free_port)
+API_PORT=$(free_port)
+SCHEDULER_PORT=$(free_port)
+CONTROLLER_MANAGER_PORT=$(free_port)
+WEBHOOK_PORT=$(free_port)
+ENV
+  source "$dir/env"
+  write_kubeconfig "$kubeconfig" admin
+  write_kubeconfig "$dir/scheduler.kubeconfig" scheduler
+  write_kubeconfig "$dir/controller-manager.kubeconfig" controller-manager
+  write_kubeconfig "$dir/webhook.kubeconfig" webhook-client
+
+  log "starting etcd"
+  start etcd "$cpbin/etcd" --name default --data-dir "$dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "default=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --log-level warn
+  wait_for 30 etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+
+  log "starting kube-apiserver"
+  start kube-apiserver "$cpbin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+    --client-ca-file "$dir/pki/ca.crt" \
+    --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-cluster-ip-range 10.0.0.0/24 \
+    --authorization-mode RBAC \
+    --enable-admission-plugins NamespaceLifecycle,ServiceAccount,PodSecurity,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,ResourceQuota \
+    --allow-privileged=true --profiling=false --v=1
+  wait_for 90 kube-apiserver kc get --raw /readyz
+
+  log "starting kube-scheduler and kube-controller-manager"
+  start kube-scheduler "$cpbin/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$dir/scheduler.kubeconfig" --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false --v=1
+  # No node lifecycle controller: the GPU nodes have no kubelet, and must not be
+  # marked NotReady and tainted. The garbage collector handles owner references.
+  start kube-controller-manager "$cpbin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$dir/controller-manager.kubeconfig" --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --leader-elect=false \
+    --controllers garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" --v=1
+  wait_for 60 kube-scheduler curl -sfk "https://127.0.0.1:$SCHEDULER_PORT/healthz"
+  wait_for 60 kube-controller-manager curl -sfk "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz"
+
+  log "creating GPU nodes from the topology fixtures"
+  bash "$root/scripts/gpu-nodes.sh" | kc apply -f - >/dev/null
+
+  log "starting podshaper-webhook"
+  webhook_rbac
+  start_webhook
+  register_webhook
+  log "up: kubectl --kubeconfig $kubeconfig get nodes"
+}
+
+down() {
+  [[ -d $dir/pids ]] || { log "not running"; return 0; }
+  for name in podshaper-webhook kube-controller-manager kube-scheduler kube-apiserver etcd; do
+    local f=$dir/pids/$name.pid
+    [[ -f $f ]] || continue
+    local pid; pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$f"
+  done
+  rm -f "$dir/env"
+  log "down"
+}
+
+status() {
+  for name in etcd kube-apiserver kube-scheduler kube-controller-manager podshaper-webhook; do
+    if running "$name"; then echo "$name: running (pid $(cat "$dir/pids/$name.pid"))"; else echo "$name: stopped"; fi
+  done
+}
+
+case ${1:-} in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  restart-webhook) source "$dir/env"; start_webhook ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# End-to-end: podshaper-webhook behind a real kube-apiserver, pods placed by the real
+# kube-scheduler, everything checked with the real kubectl.
+source "$(dirname "$0")/../cli/lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export PODSHAPER_CLUSTER_DIR=${PODSHAPER_CLUSTER_DIR:-$root/build/e2e-cluster}
+kubeconfig=$PODSHAPER_CLUSTER_DIR/kubeconfig
+bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
+tmp=$(mktemp -d)
+cleanup() { bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+
+bash "$root/scripts/cluster.sh" up
+
+# A training pod manifest: NAME NAMESPACE GPUS [extra labels json]
+pod() {
+  python3 - "$@" <<'PY'
+import json, sys
+name, ns, gpus = sys.argv[1], sys.argv[2], sys.argv[3]
+labels = {"podshaper.io/inject": "true", "app": "e2e"}
+if len(sys.argv) > 4: labels = json.loads(sys.argv[4])
+res = {"nvidia.com/gpu": gpus, "memory": "64Gi", "cpu": "8"}
+print(json.dumps({"apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": name, "namespace": ns, "labels": labels,
+    "annotations": {"podshaper.io/dataloader-workers": "8", "podshaper.io/prefetch-factor": "4",
+                    "podshaper.io/batch-shape": "32x3x224x224", "podshaper.io/batch-dtype": "float32"}},
+  "spec": {"containers": [{"name": "trainer", "image": "pytorch:2", "resources": {"limits": res, "requests": res}}],
+           "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}))
+PY
+}
+namespace() {  # namespace NAME [label=value ...]
+  local name=$1; shift
+  kc create namespace "$name" >/dev/null
+  [[ $# -gt 0 ]] && kc label namespace "$name" "$@" >/dev/null
+  for _ in $(seq 100); do kc -n "$name" get serviceaccount default >/dev/null 2>&1 && break; sleep 0.2; done
+  sleep 0.5  # the webhook's namespace watch
+}
+
+# --- 1. shaped exactly as the offline review says; unlabelled pods untouched
+namespace ml
+pod trainer-0 ml 8 > "$tmp/trainer-0.json"
+kc create -f "$tmp/trainer-0.json" >/dev/null 2>"$tmp/warnings"
+kc -n ml get pod trainer-0 -o json > "$tmp/stored.json"
+kc get namespaces,nodes -o json > "$tmp/cluster.json"
+python3 -c '
+import json, sys
+pod = json.load(open(sys.argv[1]))
+print(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+  "uid": "e2e", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "namespace": "ml",
+  "operation": "CREATE", "object": pod}}))' "$tmp/trainer-0.json" > "$tmp/review.json"
+"$bin" review --cluster "$tmp/cluster.json" --output pod < "$tmp/review.json" > "$tmp/offline.json" 2>/dev/null
+projection='
+import json, sys
+def shaped(p):
+    c = p["spec"]["containers"][0]
+    return {
+      "annotations": {k: v for k, v in p["metadata"]["annotations"].items() if "podshaper.io/" in k or "ulimits." in k},
+      "labels": p["metadata"]["labels"], "hostIPC": p["spec"].get("hostIPC"), "affinity": p["spec"].get("affinity"),
+      "volumes": [v for v in p["spec"].get("volumes", []) if v["name"] == "podshaper-dshm"],
+      "resources": c["resources"], "capabilities": c.get("securityContext", {}).get("capabilities"),
+      "env": c.get("env"), "mounts": [m for m in c.get("volumeMounts", []) if m["mountPath"] == "/dev/shm"]}
+a, b = (shaped(json.load(open(f))) for f in sys.argv[1:3])
+if a != b:
+    print(json.dumps(a, indent=1, sort_keys=True)); print(json.dumps(b, indent=1, sort_keys=True)); sys.exit(1)
+'
+check "the API server stores the pod exactly as review shapes it" python3 -c "$projection" "$tmp/stored.json" "$tmp/offline.json"
+check "shm is 6334Mi (no validated P2P yet: NCCL reserve)" \
+  test "$(kc -n ml get pod trainer-0 -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')" = 6334Mi
+check "hostIPC is set" test "$(kc -n ml get pod trainer-0 -o jsonpath='{.spec.hostIPC}')" = true
+check "kubectl shows the webhook's warnings" grep -q "Warning: podshaper: no node carries podshaper.io/topology-validated yet" "$tmp/warnings"
+check "kubectl describe shows the explanation" bash -c "kubectl --kubeconfig $kubeconfig -n ml describe pod trainer-0 | grep -q 'podshaper.io/shm-formula: 8 ranks'"
+
+pod plain ml 8 '{"app":"e2e"}' | kc create -f - >/dev/null
+check "a pod without the opt-in label is untouched" \
+  test -z "$(kc -n ml get pod plain -o jsonpath='{.metadata.annotations.podshaper\.io/shaped-by}{.spec.hostIPC}')"
+
+set +e; pod bad ml 8 | sed 's/"float32"/"fp8"/' | kc create -f - 2>"$tmp/err" >/dev/null; rc=$?; set -e
+check "a bad annotation is refused" test $rc -ne 0
+check "with a message that says what to change" grep -q 'denied the request: podshaper: annotation podshaper.io/batch-dtype: unknown dtype "fp8"' "$tmp/err"
+
+# --- 2. Pod Security baseline: a clear denial
+namespace restricted-ml pod-security.kubernetes.io/enforce=baseline
+set +e; pod t restricted-ml 8 | kc create -f - 2>"$tmp/err" >/dev/null; rc=$?; set -e
+check "a baseline namespace refuses the pod" test $rc -ne 0
+check "naming the namespace label to change" grep -q 'label the namespace pod-security.kubernetes.io/enforce=privileged' "$tmp/err"
+
+# --- 3. placement by the real scheduler
+bound() { kc -n "$1" get pod "$2" -o jsonpath='{.spec.nodeName}'; }
+wait_bound() { for _ in $(seq 100); do [[ -n $(bound "$1" "$2") ]] && return 0; sleep 0.2; done; return 1; }
+# No kubelet confirms a bound pod's end: delete with no grace period.
+kc -n ml delete pod --all --grace-period=0 --force >/dev/null 2>&1
+namespace jobs
+pod big-0 jobs 8 | kc create -f - >/dev/null 2>&1
+pod big-1 jobs 8 | kc create -f - >/dev/null 2>&1
+check "first 8-GPU pod is bound" wait_bound jobs big-0
+check "second 8-GPU pod is bound" wait_bound jobs big-1
+check "to two different nodes" test "$(bound jobs big-0)" != "$(bound jobs big-1)"
+kc -n jobs delete pod --all --grace-period=0 --force >/dev/null 2>&1
+
+# Four 4-GPU node-exclusive pods on 8+8+4 GPUs: resources alone would fit two on an
+# 8-GPU node; the anti-affinity keeps one per node, so the fourth waits.
+namespace quad
+for i in 0 1 2 3; do pod quad-$i quad 4 | kc create -f - >/dev/null 2>&1; done
+check "three 4-GPU exclusive pods are bound" bash -c "for p in quad-0 quad-1 quad-2; do
+  for _ in \$(seq 100); do [[ -n \$(kubectl --kubeconfig $kubeconfig -n quad get pod \$p -o jsonpath='{.spec.nodeName}') ]] && continue 2; sleep 0.2; done; exit 1; done"
+nodes=$(for p in quad-0 quad-1 quad-2; do bound quad $p; echo; done | sort -u | grep -c .)
+check "each on its own node" test "$nodes" = 3
+check "the fourth stays Pending" test -z "$(bound quad quad-3)"
+event=""
+for _ in $(seq 100); do
+  event=$(kc -n quad get events --field-selector involvedObject.name=quad-3,reason=FailedScheduling -o jsonpath='{.items[*].message}')
+  [[ -n $event ]] && break; sleep 0.2
+done
+echo "scheduler: $event"
+check "with a scheduler event that names the anti-affinity" contains "$event" "didn't match pod anti-affinity rules"
+
+# --- 4. webhook down, failurePolicy Fail
+kill "$(cat "$PODSHAPER_CLUSTER_DIR/pids/podshaper-webhook.pid")"
+sleep 0.5
+set +e; pod down-0 ml 8 | kc create -f - 2>"$tmp/err" >/dev/null; rc=$?; set -e
+check "with the webhook down an opted-in pod is refused" test $rc -ne 0
+check "with a clear message" grep -q 'failed calling webhook "pods.podshaper.io"' "$tmp/err"
+namespace other
+check "a pod without the label is not affected" kc -n other run web --image=nginx --restart=Never
+check "nor are other kinds" kc -n other create configmap c --from-literal=a=b
+bash "$root/scripts/cluster.sh" restart-webhook
+pod again ml 8 > "$tmp/again.json"
+check "restarted, it shapes again" kc create -f "$tmp/again.json"
+finish
