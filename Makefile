@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build test unit-test demo clean
+.PHONY: all deps build controlplane test demo review-demo cluster-up cluster-down clean
 
 all: build
 
@@ -15,11 +15,28 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager from the Go module proxy.
+controlplane:
+	@bash scripts/controlplane-build.sh
+
+# Unit, golden and CLI tests, then the end-to-end tests against a real control plane.
+test: build controlplane
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-demo: build
+cluster-up: build controlplane
+	@bash scripts/cluster.sh up
+
+cluster-down:
+	@bash scripts/cluster.sh down
+
+# The README's first command: a control plane with podshaper, a training job, explained.
+demo: cluster-up
 	@bash scripts/demo.sh
 
+# The offline dry run alone, no cluster.
+review-demo: build
+	@bash scripts/review-demo.sh
+
 clean:
-	rm -rf $(BUILD_DIR)
+	-@bash scripts/cluster.sh down
+	rm -rf $(BUILD_DIR) .cluster

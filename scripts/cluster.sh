@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
 cpbin=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
 webhook_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
-webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-$root/examples/webhook-config-cluster.yaml}
+webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; defaults when empty
 kubeconfig=$dir/kubeconfig
 
 log() { echo "cluster: $*" >&2; }
@@ -146,7 +146,7 @@ YAML
 start_webhook() {
   start podshaper-webhook "$webhook_bin" serve --listen "127.0.0.1:$WEBHOOK_PORT" \
     --tls-cert "$dir/pki/webhook.crt" --tls-key "$dir/pki/webhook.key" \
-    --config "$webhook_config" --kubeconfig "$dir/webhook.kubeconfig"
+    ${webhook_config:+--config "$webhook_config"} --kubeconfig "$dir/webhook.kubeconfig"
   wait_for 30 "podshaper-webhook" curl -sf --cacert "$dir/pki/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/readyz"
 }
 
@@ -195,6 +195,7 @@ ENV
     --service-cluster-ip-range 10.0.0.0/24 \
     --authorization-mode RBAC \
     --enable-admission-plugins NamespaceLifecycle,ServiceAccount,PodSecurity,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,ResourceQuota \
+    --disable-admission-plugins TaintNodesByCondition \
     --allow-privileged=true --profiling=false --v=1
   wait_for 90 kube-apiserver kc get --raw /readyz
 
@@ -202,12 +203,14 @@ ENV
   start kube-scheduler "$cpbin/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
     --authentication-kubeconfig "$dir/scheduler.kubeconfig" --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false --v=1
-  # No node lifecycle controller: the GPU nodes have no kubelet, and must not be
-  # marked NotReady and tainted. The garbage collector handles owner references.
+  # No node lifecycle controller (and no TaintNodesByCondition above): the GPU nodes
+  # have no kubelet, and must not be tainted not-ready. The garbage collector handles
+  # owner references.
   start kube-controller-manager "$cpbin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --leader-elect=false \
     --controllers garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller \
+    --use-service-account-credentials=true \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" --v=1
   wait_for 60 kube-scheduler curl -sfk "https://127.0.0.1:$SCHEDULER_PORT/healthz"
   wait_for 60 kube-controller-manager curl -sfk "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints one GPU Node object (YAML) per topology fixture in tests/fixtures/topologies/:
+# Prints a List of GPU Node objects, one per topology fixture in tests/fixtures/topologies/:
 # nvidia.com/gpu capacity from the `nvidia-smi topo -m` matrix, CPUs from its CPU
 # affinity, memory from the instance type, and a Ready condition. No kubelet runs;
 # the scheduler binds pods to these nodes and that is the point.
@@ -37,5 +37,5 @@ def node(path):
     }
 
 docs = [node(os.path.join(sys.argv[1], f)) for f in sorted(os.listdir(sys.argv[1])) if f.endswith(".topo-m.txt")]
-print("\n---\n".join(json.dumps(d) for d in docs))
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=1))
 PY

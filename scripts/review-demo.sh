@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: shape a sample 8-GPU ResNet-50 training pod offline with
+# make review-demo: shape a sample 8-GPU ResNet-50 training pod offline with
 # `podshaper-webhook review` and show, for a person, what changed and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
