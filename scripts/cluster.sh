@@ -23,9 +23,11 @@ kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-running() {  # running NAME: the recorded process is alive
+running() {  # running NAME: the recorded process is alive and is still ours (pids get reused)
   local f=$dir/pids/$1.pid
-  [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null
+  [[ -f $f ]] || return 1
+  local pid; pid=$(cat "$f")
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$1"
 }
 
 start() {  # start NAME CMD...: run in the background, record the pid, log to logs/NAME.log
@@ -231,7 +233,7 @@ down() {
     local f=$dir/pids/$name.pid
     [[ -f $f ]] || continue
     local pid; pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null; then
+    if running "$name"; then
       kill "$pid" 2>/dev/null || true
       for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       kill -9 "$pid" 2>/dev/null || true
