@@ -18,36 +18,63 @@ webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; d
 kubeconfig=$dir/kubeconfig
 
 log() { echo "cluster: $*" >&2; }
-die() { echo "cluster: error: $*" >&2; exit 1; }
+starting=no
+die() {
+  echo "cluster: error: $*" >&2
+  if [[ $starting == yes ]]; then  # leave nothing half-started behind
+    for f in "$dir"/logs/*.log; do [[ -s $f ]] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
+    down
+  fi
+  exit 1
+}
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Free ports below the kernel's ephemeral range, so that no outgoing connection
+# takes one between choosing it and binding it.
+free_ports() {  # free_ports N
+  python3 - "$1" <<'PY'
+import random, socket, sys
+chosen = []
+while len(chosen) < int(sys.argv[1]):
+    port = random.randint(20000, 31999)
+    if port in chosen: continue
+    with socket.socket() as s:
+        try: s.bind(("127.0.0.1", port))
+        except OSError: continue
+    chosen.append(port)
+print(" ".join(map(str, chosen)))
+PY
+}
 
 running() {  # running NAME: the recorded process is alive and is still ours (pids get reused)
   local f=$dir/pids/$1.pid
   [[ -f $f ]] || return 1
-  local pid; pid=$(cat "$f")
-  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$1"
+  local pid argv0; pid=$(cat "$f")
+  kill -0 "$pid" 2>/dev/null || return 1
+  argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1)
+  [[ $(basename "$argv0") == "$1" ]]
 }
 
 start() {  # start NAME CMD...: run in the background, record the pid, log to logs/NAME.log
   local name=$1; shift
-  "$@" >"$dir/logs/$name.log" 2>&1 &
+  "$@" >>"$dir/logs/$name.log" 2>&1 &
   echo $! >"$dir/pids/$name.pid"
 }
 
-wait_for() {  # wait_for SECONDS DESCRIPTION CMD...
+wait_for() {  # wait_for SECONDS NAME CMD...: until CMD succeeds; fails fast if NAME died
   local seconds=$1 what=$2; shift 2
   local deadline=$((SECONDS + seconds))
   until "$@" >/dev/null 2>&1; do
+    running "$what" || die "$what exited (log: $dir/logs/$what.log)"
     [[ $SECONDS -lt $deadline ]] || die "$what did not come up in ${seconds}s (logs: $dir/logs/)"
     sleep 0.3
   done
 }
 
 pki() {
-  local p=$dir/pki
-  [[ -f $p/ca.crt ]] && return
+  [[ -f $dir/pki/sa.pub ]] && return  # the last file written: an interrupted run starts over
+  local p=$dir/pki.tmp
+  rm -rf "$p"
   mkdir -p "$p"
   log "generating certificates"
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=podshaper-test-ca" \
@@ -69,6 +96,8 @@ pki() {
   sign webhook-client "/CN=podshaper-webhook"
   openssl genrsa -out "$p/sa.key" 2048 2>/dev/null
   openssl rsa -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
+  rm -rf "$dir/pki"
+  mv "$p" "$dir/pki"
 }
 
 write_kubeconfig() {  # write_kubeconfig FILE CERTNAME
@@ -149,11 +178,25 @@ start_webhook() {
   start podshaper-webhook "$webhook_bin" serve --listen "127.0.0.1:$WEBHOOK_PORT" \
     --tls-cert "$dir/pki/webhook.crt" --tls-key "$dir/pki/webhook.key" \
     ${webhook_config:+--config "$webhook_config"} --kubeconfig "$dir/webhook.kubeconfig"
-  wait_for 30 "podshaper-webhook" curl -sf --cacert "$dir/pki/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/readyz"
+  wait_for 30 podshaper-webhook curl -sf --cacert "$dir/pki/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/readyz"
+}
+
+# Registered means the API server calls it: a dry-run pod comes back shaped.
+wait_shaping() {
+  local probe='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"podshaper-probe","labels":{"podshaper.io/inject":"true"},
+    "annotations":{"podshaper.io/batch-bytes":"1Mi"}},"spec":{"containers":[{"name":"c","image":"x",
+    "resources":{"limits":{"nvidia.com/gpu":"8"}}}]}}'
+  local deadline=$((SECONDS + 60))
+  until [[ -n $(kc -n default create --dry-run=server -o jsonpath='{.metadata.annotations.podshaper\.io/shaped-by}' \
+                  -f - <<<"$probe" 2>/dev/null) ]]; do
+    [[ $SECONDS -lt $deadline ]] || die "the API server does not call podshaper-webhook (logs: $dir/logs/)"
+    sleep 0.5
+  done
 }
 
 up() {
-  if [[ -f $dir/env ]] && running etcd && running kube-apiserver && running podshaper-webhook; then
+  if [[ -f $dir/env ]] && running etcd && running kube-apiserver && running kube-scheduler &&
+     running kube-controller-manager && running podshaper-webhook && kc get --raw /readyz >/dev/null 2>&1; then
     log "already up ($kubeconfig)"
     return 0
   fi
@@ -165,15 +208,14 @@ up() {
   mkdir -p "$dir/logs" "$dir/pids"
   rm -rf "$dir/etcd"
   pki
-  cat >"$dir/env" <<ENV
-ETCD_PORT=$(free_port)
-ETCD_PEER_PORT=$(free_port)
-API_PORT=$(free_port)
-SCHEDULER_PORT=$(free_port)
-CONTROLLER_MANAGER_PORT=$(free_port)
-WEBHOOK_PORT=$(free_port)
-ENV
-  source "$dir/env"
+  local ports
+  ports=$(free_ports 6)
+  read -r ETCD_PORT ETCD_PEER_PORT API_PORT SCHEDULER_PORT CONTROLLER_MANAGER_PORT WEBHOOK_PORT <<<"$ports"
+  [[ -n $WEBHOOK_PORT ]] || die "could not choose ports"
+  printf '%s\n' "ETCD_PORT=$ETCD_PORT" "ETCD_PEER_PORT=$ETCD_PEER_PORT" "API_PORT=$API_PORT" \
+    "SCHEDULER_PORT=$SCHEDULER_PORT" "CONTROLLER_MANAGER_PORT=$CONTROLLER_MANAGER_PORT" \
+    "WEBHOOK_PORT=$WEBHOOK_PORT" >"$dir/env"
+  starting=yes
   write_kubeconfig "$kubeconfig" admin
   write_kubeconfig "$dir/scheduler.kubeconfig" scheduler
   write_kubeconfig "$dir/controller-manager.kubeconfig" controller-manager
@@ -224,6 +266,8 @@ ENV
   webhook_rbac
   start_webhook
   register_webhook
+  wait_shaping
+  starting=no
   log "up: kubectl --kubeconfig $kubeconfig get nodes"
 }
 
@@ -254,6 +298,6 @@ case ${1:-} in
   up) up ;;
   down) down ;;
   status) status ;;
-  restart-webhook) source "$dir/env"; start_webhook ;;
+  restart-webhook) source "$dir/env"; start_webhook; wait_shaping ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

@@ -10,6 +10,7 @@ out=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
 stamp=$(cat "$module/go.mod" "$module/go.sum" | sha256sum | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/podshaper/controlplane-$stamp
 binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager)
+export PATH=$PATH:/usr/local/go/bin
 
 have_all() { for b in "${binaries[@]}"; do [[ -x $1/$b ]] || return 1; done; }
 

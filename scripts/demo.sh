@@ -15,6 +15,9 @@ kc get nodes -L node.kubernetes.io/instance-type -L nvidia.com/gpu.product \
 say "Submitting examples/training-job.yaml (2 pods × 8 GPUs, DataLoader annotations)"
 # A second run starts over. No kubelet confirms a bound pod's end: no grace period.
 kc -n ml-demo delete pod --all --grace-period=0 --force >/dev/null 2>&1 || true
+# The namespace first: pods need its default service account, made a moment later.
+kc create namespace ml-demo >/dev/null 2>&1 || true
+for _ in $(seq 150); do kc -n ml-demo get serviceaccount default >/dev/null 2>&1 && break; sleep 0.2; done
 kc apply -f "$root/examples/training-job.yaml" 2>&1 | sed 's/^/  /'
 for _ in $(seq 100); do
   [[ $(kc -n ml-demo get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c .) -eq 2 ]] && break
