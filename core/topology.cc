@@ -1,0 +1,177 @@
+#include "core/topology.h"
+
+#include <map>
+#include <sstream>
+
+#include "core/quantity.h"
+
+namespace podshaper {
+namespace {
+
+std::string stripAnsi(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      i += 2;
+      while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) ++i;
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+std::vector<std::string> tokens(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string t; in >> t;) out.push_back(t);
+  return out;
+}
+
+std::optional<int> gpuIndex(std::string_view token) {
+  if (!token.starts_with("GPU") || token.size() == 3) return std::nullopt;
+  auto n = parseCount(token.substr(3));
+  if (!n || *n > 1024) return std::nullopt;
+  return static_cast<int>(*n);
+}
+
+// One matrix: the header's device columns and each GPU row's cells.
+struct Matrix {
+  std::vector<std::string> columns;                // GPU0.., NIC0..
+  std::map<int, std::vector<std::string>> rows;    // GPU index → all tokens after the name
+};
+
+const std::vector<std::string> kLinkWords = {"X", "PIX", "PXB", "PHB", "NODE", "SYS"};
+const std::vector<std::string> kP2PWords = {"X", "OK", "NS", "CNS", "GNS", "TNS", "U"};
+
+bool isLink(const std::string& cell) {
+  if (cell.starts_with("NV") && cell.size() > 2 && parseCount(cell.substr(2)).ok()) return true;
+  for (const auto& w : kLinkWords) if (cell == w) return true;
+  return false;
+}
+
+bool isP2P(const std::string& cell) {
+  for (const auto& w : kP2PWords) if (cell == w) return true;
+  return false;
+}
+
+}  // namespace
+
+Result<Topology> parseNvidiaSmiTopology(std::string_view raw) {
+  std::istringstream in(stripAnsi(raw));
+  std::vector<Matrix> matrices;
+  for (std::string line; std::getline(in, line);) {
+    auto t = tokens(line);
+    if (t.empty()) continue;
+    // A header line names columns, starting with GPU0; a row starts with a GPU
+    // name and then holds cells (X, NV#, OK, ...), never another GPU name.
+    if (t[0] == "GPU0" && (t.size() == 1 || gpuIndex(t[1]) || t[1] == "CPU" || t[1].starts_with("NIC"))) {
+      Matrix m;
+      for (const auto& c : t) {
+        if (c == "CPU") break;
+        m.columns.push_back(c);
+      }
+      matrices.push_back(std::move(m));
+      continue;
+    }
+    auto row = gpuIndex(t[0]);
+    if (row && !matrices.empty()) {
+      matrices.back().rows[*row] = std::vector<std::string>(t.begin() + 1, t.end());
+    }
+  }
+  if (matrices.empty()) return makeError("topology: no nvidia-smi matrix (a header line starting with GPU0) found");
+
+  const Matrix& links = matrices[0];
+  int gpuColumns = 0;
+  for (const auto& c : links.columns) if (gpuIndex(c)) ++gpuColumns;
+  if (static_cast<int>(links.rows.size()) != gpuColumns) {
+    return makeError("topology: the matrix has " + std::to_string(gpuColumns) + " GPU columns but " +
+                     std::to_string(links.rows.size()) + " GPU rows");
+  }
+  Topology topo;
+  for (int i = 0; i < gpuColumns; ++i) {
+    auto it = links.rows.find(i);
+    if (it == links.rows.end()) return makeError("topology: row GPU" + std::to_string(i) + " is missing");
+    const auto& cells = it->second;
+    if (cells.size() < links.columns.size()) {
+      return makeError("topology: row GPU" + std::to_string(i) + " has " + std::to_string(cells.size()) +
+                       " cells, fewer than its " + std::to_string(links.columns.size()) + " columns");
+    }
+    for (int j = 0; j < gpuColumns; ++j) {
+      if (!isLink(cells[j])) {
+        return makeError("topology: GPU" + std::to_string(i) + "/GPU" + std::to_string(j) + ": \"" + cells[j] +
+                         "\" is not a link class (NV#, PIX, PXB, PHB, NODE, SYS)");
+      }
+      if ((i == j) != (cells[j] == "X")) {
+        return makeError("topology: GPU" + std::to_string(i) + "/GPU" + std::to_string(j) + ": \"" + cells[j] +
+                         "\" on " + (i == j ? "the diagonal" : "a pair"));
+      }
+    }
+    GpuInfo gpu;
+    gpu.index = i;
+    std::size_t rest = links.columns.size();
+    if (rest < cells.size()) gpu.cpuAffinity = cells[rest];
+    if (rest + 1 < cells.size()) {
+      auto numa = parseCount(cells[rest + 1]);
+      if (numa && *numa < 1024) gpu.numaNode = static_cast<int>(*numa);
+    }
+    topo.gpus.push_back(gpu);
+  }
+
+  const Matrix* p2p = matrices.size() > 1 ? &matrices[1] : nullptr;
+  for (int a = 0; a < gpuColumns; ++a) {
+    for (int b = a + 1; b < gpuColumns; ++b) {
+      GpuPair pair;
+      pair.a = a;
+      pair.b = b;
+      pair.link = links.rows.at(a)[b];
+      if (pair.link != links.rows.at(b)[a]) {
+        return makeError("topology: GPU" + std::to_string(a) + "/GPU" + std::to_string(b) + " is " + pair.link +
+                         " one way and " + links.rows.at(b)[a] + " the other");
+      }
+      if (pair.link.starts_with("NV")) {
+        pair.nvlinks = static_cast<int>(*parseCount(pair.link.substr(2)));
+      } else {
+        pair.pcie = pair.link;
+      }
+      if (p2p != nullptr) {
+        auto row = p2p->rows.find(a);
+        if (row == p2p->rows.end() || static_cast<int>(row->second.size()) <= b || !isP2P(row->second[b])) {
+          return makeError("topology: the P2P matrix has no status for GPU" + std::to_string(a) + "/GPU" +
+                           std::to_string(b));
+        }
+        pair.p2p.read = row->second[b];
+      }
+      topo.pairs.push_back(pair);
+    }
+  }
+  return topo;
+}
+
+nlohmann::json toJson(const Topology& t) {
+  using nlohmann::json;
+  auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+  json gpus = json::array();
+  for (const auto& g : t.gpus) {
+    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}, {"pciBusId", g.pciBusId},
+                    {"memoryBytes", opt(g.memoryBytes)}, {"numaNode", opt(g.numaNode)},
+                    {"cpuAffinity", g.cpuAffinity}});
+  }
+  json pairs = json::array();
+  for (const auto& p : t.pairs) {
+    json pair = {{"a", p.a}, {"b", p.b}, {"link", p.link}, {"nvlinks", p.nvlinks},
+                 {"p2p", {{"read", p.p2p.read}, {"write", p.p2p.write}, {"atomics", p.p2p.atomics}}},
+                 {"cudaPeerAccess", opt(p.cudaPeerAccess)}};
+    pair["pcie"] = p.pcie.empty() ? json(nullptr) : json(p.pcie);
+    if (p.bandwidthGBps) pair["bandwidthGBps"] = *p.bandwidthGBps;
+    pairs.push_back(std::move(pair));
+  }
+  const HostInfo& h = t.host;
+  json host = {{"memoryBytes", opt(h.memoryBytes)}, {"memlockBytes", opt(h.memlockBytes)},
+               {"modules", {{"nvidia_fs", h.nvidiaFs}, {"nvidia_peermem", h.nvidiaPeermem}}},
+               {"driverVersion", h.driverVersion}, {"cudaVersion", h.cudaVersion}};
+  return {{"gpus", gpus}, {"pairs", pairs}, {"host", host}};
+}
+
+}  // namespace podshaper

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+
+namespace podshaper {
+
+// One node's GPU topology: the spec of a GPUTopologyReport (DESIGN.md "The agent").
+// Field names are the report's JSON names.
+struct GpuInfo {
+  int index = 0;
+  std::string uuid, name, pciBusId;
+  std::optional<uint64_t> memoryBytes;
+  std::optional<int> numaNode;  // null when unknown
+  std::string cpuAffinity;      // "0-47,96-143"
+};
+
+// nvidia-smi's P2P words: OK, NS, CNS, GNS, TNS, U.
+struct P2PStatus {
+  std::string read = "U", write = "U", atomics = "U";
+};
+
+struct GpuPair {
+  int a = 0, b = 0;  // a < b
+  std::string link;  // what `nvidia-smi topo -m` prints: NV<n>, PIX, PXB, PHB, NODE, SYS
+  int nvlinks = 0;
+  std::string pcie;  // the PCIe path class even under NVLink; empty when unknown
+  P2PStatus p2p;
+  std::optional<bool> cudaPeerAccess;
+  std::optional<double> bandwidthGBps;
+};
+
+struct HostInfo {
+  std::optional<uint64_t> memoryBytes;
+  std::optional<uint64_t> memlockBytes;  // null: unlimited
+  bool nvidiaFs = false, nvidiaPeermem = false;
+  std::string driverVersion, cudaVersion;
+};
+
+struct Topology {
+  std::vector<GpuInfo> gpus;
+  std::vector<GpuPair> pairs;
+  HostInfo host;
+};
+
+// The raw output of `nvidia-smi topo -m`, optionally followed by `nvidia-smi topo -p2p r`,
+// as nvidia-smi prints it (tabs, ANSI escapes, legends, NIC columns). The agent's fake
+// backend reads these captures.
+Result<Topology> parseNvidiaSmiTopology(std::string_view text);
+
+nlohmann::json toJson(const Topology& topology);
+
+}  // namespace podshaper

@@ -1,0 +1,117 @@
+#include "core/topology.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace podshaper {
+namespace {
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(PODSHAPER_FIXTURES_DIR) + "/topologies/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct FixtureCase {
+  const char* file;
+  int gpus;
+  const char* link;  // every pair's link in these fixtures
+  int nvlinks;
+  const char* cpuAffinityOfGpu0;
+};
+
+class Fixtures : public testing::TestWithParam<FixtureCase> {};
+
+TEST_P(Fixtures, ParseLikeNvidiaSmiPrintsThem) {
+  const auto& c = GetParam();
+  auto topo = parseNvidiaSmiTopology(fixture(c.file));
+  ASSERT_TRUE(topo.ok()) << topo.error().message;
+  ASSERT_EQ(static_cast<int>(topo->gpus.size()), c.gpus);
+  EXPECT_EQ(topo->pairs.size(), static_cast<std::size_t>(c.gpus * (c.gpus - 1) / 2));
+  for (const auto& p : topo->pairs) {
+    EXPECT_LT(p.a, p.b);
+    EXPECT_EQ(p.link, c.link);
+    EXPECT_EQ(p.nvlinks, c.nvlinks);
+    EXPECT_EQ(p.p2p.read, "U");  // no -p2p r matrix in these captures
+  }
+  EXPECT_EQ(topo->gpus[0].cpuAffinity, c.cpuAffinityOfGpu0);
+  EXPECT_EQ(topo->gpus[0].numaNode, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Seed, Fixtures,
+    testing::Values(FixtureCase{"p5.48xlarge-8xH100-nv18.topo-m.txt", 8, "NV18", 18, "0-47,96-143"},
+                    FixtureCase{"p4d.24xlarge-8xA100-nv12.topo-m.txt", 8, "NV12", 12, "0-23,48-71"},
+                    FixtureCase{"g6e.12xlarge-4xL40S-pcie-node.topo-m.txt", 4, "NODE", 0, "0-47"}));
+
+// A 4-GPU PCIe box across two sockets, with NICs, ANSI colour and a P2P read matrix.
+constexpr const char* kMixed =
+    "\x1b[4m\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+    "GPU0\t X \tPIX\tSYS\tSYS\tNODE\t0-15\t0\t\tN/A\n"
+    "GPU1\tPIX\t X \tSYS\tSYS\tNODE\t0-15\t0\t\tN/A\n"
+    "GPU2\tSYS\tSYS\t X \tNV4\tSYS\t16-31\t1\t\tN/A\n"
+    "GPU3\tSYS\tSYS\tNV4\t X \tSYS\t16-31\t1\t\tN/A\n"
+    "NIC0\tNODE\tNODE\tSYS\tSYS\t X \n\n"
+    "Legend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP interconnect\n\n"
+    "NIC Legend:\n\n  NIC0: mlx5_0\n\n"
+    " \tGPU0\tGPU1\tGPU2\tGPU3\t\n"
+    " GPU0\tX\tOK\tNS\tNS\t\n"
+    " GPU1\tOK\tX\tNS\tNS\t\n"
+    " GPU2\tNS\tNS\tX\tOK\t\n"
+    " GPU3\tNS\tNS\tOK\tX\t\n\n"
+    "Legend:\n\n  X    = Self\n  OK   = Status Ok\n  NS   = Not supported\n";
+
+TEST(Topology, SysAndNsPairsWithNicsAndAP2PMatrix) {
+  auto topo = parseNvidiaSmiTopology(kMixed);
+  ASSERT_TRUE(topo.ok()) << topo.error().message;
+  ASSERT_EQ(topo->gpus.size(), 4u);
+  EXPECT_EQ(topo->gpus[2].numaNode, 1);
+  EXPECT_EQ(topo->gpus[3].cpuAffinity, "16-31");
+  ASSERT_EQ(topo->pairs.size(), 6u);
+  const GpuPair& p01 = topo->pairs[0];
+  EXPECT_EQ(p01.link, "PIX");
+  EXPECT_EQ(p01.pcie, "PIX");
+  EXPECT_EQ(p01.p2p.read, "OK");
+  const GpuPair& p02 = topo->pairs[1];
+  EXPECT_EQ(p02.link, "SYS");
+  EXPECT_EQ(p02.p2p.read, "NS");
+  const GpuPair& p23 = topo->pairs[5];
+  EXPECT_EQ(p23.link, "NV4");
+  EXPECT_EQ(p23.nvlinks, 4);
+  EXPECT_EQ(p23.pcie, "");  // topo -m hides the PCIe path under NVLink
+  EXPECT_EQ(p23.p2p.read, "OK");
+
+  auto j = toJson(*topo);
+  EXPECT_EQ(j["pairs"][5]["link"], "NV4");
+  EXPECT_TRUE(j["pairs"][5]["pcie"].is_null());
+  EXPECT_EQ(j["pairs"][1]["p2p"]["read"], "NS");
+  EXPECT_TRUE(j["host"]["memlockBytes"].is_null());
+  EXPECT_EQ(j["gpus"][2]["numaNode"], 1);
+}
+
+TEST(Topology, BadCapturesAreClearErrors) {
+  struct Case {
+    std::string text;
+    std::string error;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"", "no nvidia-smi matrix"},
+           {"No devices were found\n", "no nvidia-smi matrix"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-1\n", "2 GPU columns but 1 GPU rows"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-1\nGPU1\tPIX\t X \t0-1\n", "NV4 one way and PIX the other"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tFAST\t0-1\nGPU1\tFAST\t X \t0-1\n", "\"FAST\" is not a link class"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\tNV2\t X \t0-1\nGPU1\tNV2\t X \t0-1\n", "on the diagonal"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X\nGPU1\tPIX\t X \t0-1\n", "has 1 cells"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPIX\t0-1\nGPU1\tPIX\t X \t0-1\n\tGPU0\tGPU1\nGPU0\tX\tMAYBE\nGPU1\tOK\tX\n",
+            "no status for GPU0/GPU1"}}) {
+    auto topo = parseNvidiaSmiTopology(c.text);
+    ASSERT_FALSE(topo.ok()) << c.text;
+    EXPECT_NE(topo.error().message.find(c.error), std::string::npos) << topo.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace podshaper
