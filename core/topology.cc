@@ -175,3 +175,56 @@ nlohmann::json toJson(const Topology& t) {
 }
 
 }  // namespace podshaper
+
+namespace podshaper {
+
+std::string renderTopologyTable(const Topology& t) {
+  const int n = static_cast<int>(t.gpus.size());
+  if (n == 0) return "no GPUs\nverdict: no GPUs on this node\n";
+  std::vector<std::vector<const GpuPair*>> at(n, std::vector<const GpuPair*>(n, nullptr));
+  for (const auto& p : t.pairs) {
+    if (p.a < n && p.b < n) at[p.a][p.b] = at[p.b][p.a] = &p;
+  }
+  std::ostringstream out;
+  auto header = [&](const char* extra) {
+    out << "\t";
+    for (int j = 0; j < n; ++j) out << "GPU" << j << "\t";
+    out << extra << "\n";
+  };
+  header("CPU Affinity\tNUMA Affinity");
+  for (int i = 0; i < n; ++i) {
+    out << "GPU" << i;
+    for (int j = 0; j < n; ++j) out << "\t" << (i == j ? " X " : at[i][j] ? at[i][j]->link : "?");
+    out << "\t" << t.gpus[i].cpuAffinity << "\t" << (t.gpus[i].numaNode ? std::to_string(*t.gpus[i].numaNode) : "N/A")
+        << "\n";
+  }
+  out << "\n";
+  header("");
+  for (int i = 0; i < n; ++i) {
+    out << "GPU" << i;
+    for (int j = 0; j < n; ++j) out << "\t" << (i == j ? "X" : at[i][j] ? at[i][j]->p2p.read : "?");
+    out << "\n";
+  }
+  int noP2P = 0, unknown = 0, nvlink = 0;
+  for (const auto& p : t.pairs) {
+    if (p.p2p.read == "U") ++unknown;
+    else if (p.p2p.read != "OK") ++noP2P;
+    if (p.nvlinks > 0) ++nvlink;
+  }
+  const int pairs = static_cast<int>(t.pairs.size());
+  out << "\nverdict: " << n << " GPUs, " << nvlink << "/" << pairs << " pairs over NVLink, ";
+  if (noP2P > 0) {
+    out << noP2P << "/" << pairs << " pairs without P2P read (NCCL falls back to shared memory there)";
+  } else if (unknown > 0) {
+    out << "P2P unknown for " << unknown << "/" << pairs << " pairs";
+  } else {
+    out << "P2P between all pairs";
+  }
+  if (t.host.memoryBytes) {  // known only when probed on the node itself
+    out << ", memlock " << (t.host.memlockBytes ? std::to_string(*t.host.memlockBytes) + " bytes" : "unlimited");
+  }
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace podshaper

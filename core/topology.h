@@ -58,3 +58,11 @@ Result<Topology> parseNvidiaSmiTopology(std::string_view text);
 nlohmann::json toJson(const Topology& topology);
 
 }  // namespace podshaper
+
+namespace podshaper {
+
+// The matrix as `nvidia-smi topo -m` prints it, the P2P read matrix as
+// `nvidia-smi topo -p2p r` does, and a one-line verdict for NCCL.
+std::string renderTopologyTable(const Topology& topology);
+
+}  // namespace podshaper

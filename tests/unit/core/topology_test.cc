@@ -9,7 +9,7 @@ namespace podshaper {
 namespace {
 
 std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(PODSHAPER_FIXTURES_DIR) + "/topologies/" + name);
+  std::ifstream in(std::string(PODSHAPER_FIXTURES_DIR) + "/" + (name.find('/') == std::string::npos ? "topologies/" : "") + name);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -46,6 +46,22 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(FixtureCase{"p5.48xlarge-8xH100-nv18.topo-m.txt", 8, "NV18", 18, "0-47,96-143"},
                     FixtureCase{"p4d.24xlarge-8xA100-nv12.topo-m.txt", 8, "NV12", 12, "0-23,48-71"},
                     FixtureCase{"g6e.12xlarge-4xL40S-pcie-node.topo-m.txt", 4, "NODE", 0, "0-47"}));
+
+// Captured on the 2×H200 device machine: nvidia-smi topo -m then topo -p2p r, with
+// nvidia-smi's ANSI underline escapes.
+TEST(Topology, RealCaptureWithP2PMatrix) {
+  auto topo = parseNvidiaSmiTopology(fixture("captures/h200x2-nv18.topo-m-and-p2p-r.txt"));
+  ASSERT_TRUE(topo.ok()) << topo.error().message;
+  ASSERT_EQ(topo->gpus.size(), 2u);
+  ASSERT_EQ(topo->pairs.size(), 1u);
+  EXPECT_EQ(topo->pairs[0].link, "NV18");
+  EXPECT_EQ(topo->pairs[0].nvlinks, 18);
+  EXPECT_EQ(topo->pairs[0].p2p.read, "OK");
+  EXPECT_EQ(topo->gpus[1].cpuAffinity, "0-31");
+  EXPECT_EQ(topo->gpus[1].numaNode, 0);
+  EXPECT_NE(renderTopologyTable(*topo).find("verdict: 2 GPUs, 1/1 pairs over NVLink, P2P between all pairs"),
+            std::string::npos);
+}
 
 // A 4-GPU PCIe box across two sockets, with NICs, ANSI colour and a P2P read matrix.
 constexpr const char* kMixed =

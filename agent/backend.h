@@ -1,0 +1,24 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "core/topology.h"
+
+namespace podshaper::agent {
+
+// Where a node's GPU topology comes from: NVML and CUDA on a GPU node, a
+// captured `nvidia-smi topo -m` output in tests. A node without a driver or
+// GPUs gives an empty, valid topology, not an error.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Result<Topology> probe() = 0;
+};
+
+std::unique_ptr<Backend> makeFixtureBackend(std::string path);
+// NVML (libnvidia-ml.so.1) and the CUDA driver (libcuda.so.1), loaded with dlopen.
+std::unique_ptr<Backend> makeNvmlBackend();
+
+}  // namespace podshaper::agent

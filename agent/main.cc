@@ -1,0 +1,58 @@
+// podshaper-agent: measures a GPU node's topology with NVML and CUDA.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <string>
+
+#include "agent/backend.h"
+#include "cli/flags.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage:
+  podshaper-agent probe [--fixture FILE] [--format json|table]
+)";
+
+int probe(int argc, char** argv) {
+  auto flags = podshaper::cli::Flags::parse(argc, argv, 2, {"fixture", "format"});
+  if (!flags) {
+    std::cerr << "podshaper-agent probe: " << flags.error().message << "\n";
+    return 2;
+  }
+  std::string format = flags->get("format", "json");
+  if (format != "json" && format != "table") {
+    std::cerr << "podshaper-agent probe: --format must be json or table\n";
+    return 2;
+  }
+  auto backend = flags->has("fixture") ? podshaper::agent::makeFixtureBackend(*flags->get("fixture"))
+                                       : podshaper::agent::makeNvmlBackend();
+  auto topology = backend->probe();
+  if (!topology) {
+    std::cerr << "podshaper-agent probe: " << topology.error().message << "\n";
+    return 1;
+  }
+  if (format == "json") {
+    std::cout << podshaper::toJson(*topology).dump(2) << "\n";
+  } else {
+    std::cout << podshaper::renderTopologyTable(*topology);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // stdout carries the report; logs go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("podshaper-agent"));
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  std::string command = argc > 1 ? argv[1] : "";
+  if (command == "probe") return probe(argc, argv);
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::cout << kUsage;
+    return 0;
+  }
+  std::cerr << "podshaper-agent: " << (command.empty() ? "a command is needed" : "unknown command \"" + command + "\"")
+            << "\n" << kUsage;
+  return 2;
+}
