@@ -6,12 +6,14 @@
 #include <string>
 
 #include "agent/backend.h"
+#include "agent/run.h"
 #include "cli/flags.h"
 
 namespace {
 
 constexpr const char* kUsage = R"(usage:
   podshaper-agent probe [--fixture FILE] [--format json|table]
+  podshaper-agent run --node NAME [--fixture FILE] [--kubeconfig FILE] [--interval S] [--heartbeat S] [--once]
 )";
 
 int probe(int argc, char** argv) {
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   std::string command = argc > 1 ? argv[1] : "";
   if (command == "probe") return probe(argc, argv);
+  if (command == "run") return podshaper::agent::runReporter(argc, argv);
   if (command == "help" || command == "--help" || command == "-h") {
     std::cout << kUsage;
     return 0;

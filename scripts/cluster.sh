@@ -262,6 +262,10 @@ up() {
   log "creating GPU nodes from the topology fixtures"
   bash "$root/scripts/gpu-nodes.sh" | kc apply -f - >/dev/null
 
+  log "installing podshaper's CRDs"
+  kc apply -f "$root/crds/" >/dev/null
+  wait_for 30 kube-apiserver kc get gputopologyreports
+
   log "starting podshaper-webhook"
   webhook_rbac
   start_webhook

@@ -1,0 +1,9 @@
+#pragma once
+
+namespace podshaper::agent {
+
+// `podshaper-agent run --node NAME [--fixture FILE] [--kubeconfig FILE]
+//  [--interval SECONDS] [--heartbeat SECONDS] [--once]`
+int runReporter(int argc, char** argv);
+
+}  // namespace podshaper::agent

@@ -1,0 +1,45 @@
+#include "core/report.h"
+
+#include <cstdio>
+#include <ctime>
+
+namespace podshaper {
+
+nlohmann::json reportSpec(const Topology& topology, const std::string& observedAt) {
+  nlohmann::json spec = toJson(topology);
+  spec["observedAt"] = observedAt;
+  return spec;
+}
+
+nlohmann::json newReport(const std::string& nodeName, const std::string& nodeUid, const nlohmann::json& spec) {
+  return {{"apiVersion", "podshaper.io/v1alpha1"},
+          {"kind", "GPUTopologyReport"},
+          {"metadata",
+           {{"name", nodeName},
+            {"ownerReferences",
+             nlohmann::json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", nodeName}, {"uid", nodeUid}}})}}},
+          {"spec", spec}};
+}
+
+bool heartbeatDue(const nlohmann::json& spec, long long now, long long heartbeatSeconds) {
+  if (!spec.is_object() || !spec.contains("observedAt") || !spec["observedAt"].is_string()) return true;
+  std::tm tm{};
+  const std::string text = spec["observedAt"].get<std::string>();
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec) != 6) {
+    return true;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return now - static_cast<long long>(timegm(&tm)) >= heartbeatSeconds;
+}
+
+bool sameMeasurement(const nlohmann::json& a, const nlohmann::json& b) {
+  if (!a.is_object() || !b.is_object()) return a == b;
+  nlohmann::json x = a, y = b;
+  x.erase("observedAt");
+  y.erase("observedAt");
+  return x == y;
+}
+
+}  // namespace podshaper
