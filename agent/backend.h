@@ -19,6 +19,7 @@ class Backend {
 
 std::unique_ptr<Backend> makeFixtureBackend(std::string path);
 // NVML (libnvidia-ml.so.1) and the CUDA driver (libcuda.so.1), loaded with dlopen.
-std::unique_ptr<Backend> makeNvmlBackend();
+// measureBandwidth: copy between every pair, unless a compute process holds a GPU.
+std::unique_ptr<Backend> makeNvmlBackend(bool measureBandwidth = false);
 
 }  // namespace podshaper::agent

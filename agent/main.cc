@@ -12,12 +12,12 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage:
-  podshaper-agent probe [--fixture FILE] [--format json|table]
+  podshaper-agent probe [--fixture FILE] [--format json|table] [--measure-bandwidth]
   podshaper-agent run --node NAME [--fixture FILE] [--kubeconfig FILE] [--interval S] [--heartbeat S] [--once]
 )";
 
 int probe(int argc, char** argv) {
-  auto flags = podshaper::cli::Flags::parse(argc, argv, 2, {"fixture", "format"});
+  auto flags = podshaper::cli::Flags::parse(argc, argv, 2, {"fixture", "format"}, {"measure-bandwidth"});
   if (!flags) {
     std::cerr << "podshaper-agent probe: " << flags.error().message << "\n";
     return 2;
@@ -28,7 +28,7 @@ int probe(int argc, char** argv) {
     return 2;
   }
   auto backend = flags->has("fixture") ? podshaper::agent::makeFixtureBackend(*flags->get("fixture"))
-                                       : podshaper::agent::makeNvmlBackend();
+                                       : podshaper::agent::makeNvmlBackend(flags->has("measure-bandwidth"));
   auto topology = backend->probe();
   if (!topology) {
     std::cerr << "podshaper-agent probe: " << topology.error().message << "\n";

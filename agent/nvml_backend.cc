@@ -12,6 +12,7 @@
 #include <string>
 
 #include "agent/backend.h"
+#include "agent/bandwidth.h"
 #include "agent/host.h"
 
 namespace podshaper::agent {
@@ -144,6 +145,8 @@ std::string cpuList(const std::vector<unsigned long>& mask) {
 
 class NvmlBackend : public Backend {
  public:
+  explicit NvmlBackend(bool measureBandwidth) : measureBandwidth_(measureBandwidth) {}
+
   Result<Topology> probe() override {
     Topology topo;
     topo.host = readHost();
@@ -225,15 +228,16 @@ class NvmlBackend : public Backend {
         if (linkState(devices[i], link, &active) != NVML_SUCCESS || active != 1) continue;
         ++activeLinks[i];
         int type = -1;
-        if (remoteType && remoteType(devices[i], link, &type) == NVML_SUCCESS && type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+        if (remoteType && remoteType(devices[i], link, &type) != NVML_SUCCESS) type = -1;
+        nvmlPciInfo_t remote{};
+        bool haveRemote = remotePci && remotePci(devices[i], link, &remote) == NVML_SUCCESS;
+        // Through NVSwitch the remote is the switch, whose bus id reads FFFFFFFF:FF:FF.0.
+        if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH ||
+            (haveRemote && lower(remote.busId).starts_with("ffffffff:ff:ff"))) {
           switched[i] = true;
           continue;
         }
-        nvmlPciInfo_t remote{};
-        if (remotePci && remotePci(devices[i], link, &remote) == NVML_SUCCESS &&
-            (type == NVML_NVLINK_DEVICE_TYPE_GPU || type == -1)) {
-          ++linksTo[i][lower(remote.busId)];
-        }
+        if (haveRemote && (type == NVML_NVLINK_DEVICE_TYPE_GPU || type == -1)) ++linksTo[i][lower(remote.busId)];
       }
       topo.gpus.push_back(std::move(gpu));
     }
@@ -272,12 +276,29 @@ class NvmlBackend : public Backend {
         topo.pairs.push_back(std::move(pair));
       }
     }
+    if (measureBandwidth_ && !topo.pairs.empty()) {
+      // Copies would slow a running job and be slowed by it: measure idle GPUs only.
+      auto running = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, void*)>(nvml.get(),
+                                                                               "nvmlDeviceGetComputeRunningProcesses_v3");
+      bool busy = false;
+      for (unsigned i = 0; running && i < count; ++i) {
+        unsigned n = 0;
+        if (running(devices[i], &n, nullptr) != NVML_SUCCESS || n > 0) busy = true;
+      }
+      if (busy || !running) {
+        spdlog::warn("agent: bandwidth not measured: a compute process is running on a GPU (or NVML cannot tell)");
+      } else if (auto measured = measureBandwidth(topo); !measured) {
+        spdlog::warn("agent: {}", measured.error().message);
+      }
+    }
     return topo;
   }
 
  private:
   // cuDeviceCanAccessPeer both ways, keyed by NVML bus ids (CUDA may order GPUs
   // differently). Empty when libcuda is not there.
+  bool measureBandwidth_;
+
   std::map<std::pair<std::string, std::string>, bool> cudaPeerAccess(const std::vector<GpuInfo>& gpus) {
     std::map<std::pair<std::string, std::string>, bool> out;
     Library cuda(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL));
@@ -325,6 +346,8 @@ class NvmlBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> makeNvmlBackend() { return std::make_unique<NvmlBackend>(); }
+std::unique_ptr<Backend> makeNvmlBackend(bool measureBandwidth) {
+  return std::make_unique<NvmlBackend>(measureBandwidth);
+}
 
 }  // namespace podshaper::agent

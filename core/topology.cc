@@ -1,5 +1,6 @@
 #include "core/topology.h"
 
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -204,6 +205,14 @@ std::string renderTopologyTable(const Topology& t) {
     out << "GPU" << i;
     for (int j = 0; j < n; ++j) out << "\t" << (i == j ? "X" : at[i][j] ? at[i][j]->p2p.read : "?");
     out << "\n";
+  }
+  for (const auto& p : t.pairs) {
+    if (p.bandwidthGBps) {
+      char line[96];
+      std::snprintf(line, sizeof line, "GPU%d <-> GPU%d: %.1f GB/s one way (cuMemcpyPeerAsync)\n", p.a, p.b,
+                    *p.bandwidthGBps);
+      out << (&p == &t.pairs.front() ? "\n" : "") << line;
+    }
   }
   int noP2P = 0, unknown = 0, nvlink = 0;
   for (const auto& p : t.pairs) {
