@@ -33,6 +33,9 @@ inline constexpr std::string_view kMemlock = "podshaper.io/memlock";
 inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
 inline constexpr std::string_view kPodSecurityEnforce = "pod-security.kubernetes.io/enforce";
 
+// The taint a TopologyPolicy's taintOnFailure puts on a Node that fails it (value: the reason).
+inline constexpr std::string_view kTopologyTaint = "podshaper.io/topology-not-validated";
+
 // Values.
 inline constexpr std::string_view kNodeExclusive = "node-exclusive";
 inline constexpr std::string_view kShared = "shared";

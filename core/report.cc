@@ -1,7 +1,6 @@
 #include "core/report.h"
 
-#include <cstdio>
-#include <ctime>
+#include "core/timefmt.h"
 
 namespace podshaper {
 
@@ -23,15 +22,8 @@ nlohmann::json newReport(const std::string& nodeName, const std::string& nodeUid
 
 bool heartbeatDue(const nlohmann::json& spec, long long now, long long heartbeatSeconds) {
   if (!spec.is_object() || !spec.contains("observedAt") || !spec["observedAt"].is_string()) return true;
-  std::tm tm{};
-  const std::string text = spec["observedAt"].get<std::string>();
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                  &tm.tm_min, &tm.tm_sec) != 6) {
-    return true;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return now - static_cast<long long>(timegm(&tm)) >= heartbeatSeconds;
+  auto observed = parseTime(spec["observedAt"].get<std::string>());
+  return !observed || now - *observed >= heartbeatSeconds;
 }
 
 bool sameMeasurement(const nlohmann::json& a, const nlohmann::json& b) {

@@ -175,6 +175,84 @@ nlohmann::json toJson(const Topology& t) {
   return {{"gpus", gpus}, {"pairs", pairs}, {"host", host}};
 }
 
+
+Result<Topology> topologyFromJson(const nlohmann::json& spec) {
+  using nlohmann::json;
+  if (!spec.is_object()) return makeError("spec: expected an object");
+  auto str = [](const json& o, const char* key) {
+    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  auto index = [](const json& o, const char* key) -> std::optional<int> {
+    if (!o.contains(key) || !o[key].is_number_integer()) return std::nullopt;
+    auto v = o[key].get<long long>();
+    if (v < 0 || v > 1024) return std::nullopt;
+    return static_cast<int>(v);
+  };
+  auto u64 = [](const json& o, const char* key) -> std::optional<uint64_t> {
+    if (!o.contains(key) || !o[key].is_number_integer() || o[key].get<long long>() < 0) return std::nullopt;
+    return o[key].get<uint64_t>();
+  };
+  Topology t;
+  const json gpus = spec.value("gpus", json::array());
+  const json pairs = spec.value("pairs", json::array());
+  if (!gpus.is_array()) return makeError("spec.gpus: expected a list");
+  if (!pairs.is_array()) return makeError("spec.pairs: expected a list");
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const json& g = gpus[i];
+    const std::string at = "spec.gpus[" + std::to_string(i) + "]";
+    if (!g.is_object()) return makeError(at + ": expected an object");
+    GpuInfo info;
+    auto idx = index(g, "index");
+    if (!idx) return makeError(at + ".index: expected a GPU index");
+    info.index = *idx;
+    info.uuid = str(g, "uuid");
+    info.name = str(g, "name");
+    info.pciBusId = str(g, "pciBusId");
+    info.memoryBytes = u64(g, "memoryBytes");
+    info.numaNode = index(g, "numaNode");
+    info.cpuAffinity = str(g, "cpuAffinity");
+    t.gpus.push_back(std::move(info));
+  }
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const json& p = pairs[i];
+    const std::string at = "spec.pairs[" + std::to_string(i) + "]";
+    if (!p.is_object()) return makeError(at + ": expected an object");
+    GpuPair pair;
+    auto a = index(p, "a"), b = index(p, "b");
+    if (!a) return makeError(at + ".a: expected a GPU index");
+    if (!b) return makeError(at + ".b: expected a GPU index");
+    pair.a = *a;
+    pair.b = *b;
+    pair.link = str(p, "link");
+    if (pair.link.empty()) return makeError(at + ".link: missing");
+    pair.nvlinks = index(p, "nvlinks").value_or(0);
+    pair.pcie = str(p, "pcie");
+    if (p.contains("p2p") && p["p2p"].is_object()) {
+      const json& s = p["p2p"];
+      if (auto r = str(s, "read"); !r.empty()) pair.p2p.read = r;
+      if (auto w = str(s, "write"); !w.empty()) pair.p2p.write = w;
+      if (auto x = str(s, "atomics"); !x.empty()) pair.p2p.atomics = x;
+    }
+    if (p.contains("cudaPeerAccess") && p["cudaPeerAccess"].is_boolean()) pair.cudaPeerAccess = p["cudaPeerAccess"].get<bool>();
+    if (p.contains("bandwidthGBps") && p["bandwidthGBps"].is_number()) pair.bandwidthGBps = p["bandwidthGBps"].get<double>();
+    t.pairs.push_back(std::move(pair));
+  }
+  const json host = spec.value("host", json::object());
+  if (host.is_object()) {
+    t.host.memoryBytes = u64(host, "memoryBytes");
+    t.host.memlockBytes = u64(host, "memlockBytes");
+    if (host.contains("modules") && host["modules"].is_object()) {
+      const json& m = host["modules"];
+      t.host.nvidiaFs = m.contains("nvidia_fs") && m["nvidia_fs"].is_boolean() && m["nvidia_fs"].get<bool>();
+      t.host.nvidiaPeermem =
+          m.contains("nvidia_peermem") && m["nvidia_peermem"].is_boolean() && m["nvidia_peermem"].get<bool>();
+    }
+    t.host.driverVersion = str(host, "driverVersion");
+    t.host.cudaVersion = str(host, "cudaVersion");
+  }
+  return t;
+}
+
 }  // namespace podshaper
 
 namespace podshaper {

@@ -57,6 +57,11 @@ Result<Topology> parseNvidiaSmiTopology(std::string_view text);
 
 nlohmann::json toJson(const Topology& topology);
 
+// The inverse of toJson(), for a report's spec as the API server stores it
+// (extra fields such as observedAt are ignored). The error names the field:
+//   spec.pairs[3].a: expected a GPU index
+Result<Topology> topologyFromJson(const nlohmann::json& spec);
+
 }  // namespace podshaper
 
 namespace podshaper {

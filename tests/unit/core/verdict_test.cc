@@ -1,0 +1,380 @@
+#include "core/verdict.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/report.h"
+#include "core/report_status.h"
+#include "core/timefmt.h"
+#include "core/topology.h"
+
+namespace podshaper {
+namespace {
+
+using nlohmann::json;
+
+constexpr long long kNow = 1795305600;  // 2026-11-22T00:00:00Z
+
+// A node's report, as scenarios: TopologyBuilder(8).link("NV18").p2p("OK").spec()
+class TopologyBuilder {
+ public:
+  explicit TopologyBuilder(int gpus) {
+    for (int i = 0; i < gpus; ++i) {
+      GpuInfo g;
+      g.index = i;
+      g.uuid = "GPU-" + std::to_string(i);
+      t_.gpus.push_back(g);
+    }
+    for (int a = 0; a < gpus; ++a) {
+      for (int b = a + 1; b < gpus; ++b) {
+        GpuPair p;
+        p.a = a;
+        p.b = b;
+        p.link = "NV18";
+        p.nvlinks = 18;
+        t_.pairs.push_back(p);
+      }
+    }
+    p2p("OK");
+  }
+  TopologyBuilder& link(const std::string& l) {
+    for (auto& p : t_.pairs) p.link = l;
+    return *this;
+  }
+  TopologyBuilder& p2p(const std::string& s) {
+    for (auto& p : t_.pairs) p.p2p.read = p.p2p.write = s;
+    return *this;
+  }
+  TopologyBuilder& pair(int a, int b, const std::string& link, const std::string& p2p) {
+    for (auto& p : t_.pairs) {
+      if (p.a == a && p.b == b) {
+        p.link = link;
+        p.p2p.read = p2p;
+      }
+    }
+    return *this;
+  }
+  TopologyBuilder& bandwidth(double gbps) {
+    for (auto& p : t_.pairs) p.bandwidthGBps = gbps;
+    return *this;
+  }
+  TopologyBuilder& memlock(uint64_t bytes) {
+    t_.host.memlockBytes = bytes;
+    return *this;
+  }
+  json spec(long long observedAt = kNow - 30) const { return reportSpec(t_, formatTime(observedAt)); }
+
+ private:
+  Topology t_;
+};
+
+NodeFacts gpuNode(uint64_t gpus, std::map<std::string, std::string> labels = {}) {
+  return NodeFacts{.name = "gpu-0", .uid = "uid-0", .labels = std::move(labels), .allocatableGpus = gpus};
+}
+
+Policy defaultPolicy() {
+  Policy p{.name = "default"};
+  p.requirements.requireP2PAllPairs = true;
+  p.requirements.requireMemlockUnlimited = true;
+  p.requirements.maxReportAgeSeconds = 600;
+  return p;
+}
+
+TEST(Verdict, AHealthyNVLinkNodeIsValidated) {
+  NodeFacts node = gpuNode(8);
+  Verdict v = judge(TopologyBuilder(8).spec(), &node, {defaultPolicy()}, kNow);
+  EXPECT_TRUE(v.validated);
+  EXPECT_EQ(v.gpus, 8);
+  EXPECT_EQ(v.interconnect, "nvlink");
+  EXPECT_EQ(v.p2p, "all");
+  EXPECT_EQ(v.memlock, "unlimited");
+  EXPECT_EQ(v.policies, std::vector<std::string>{"default"});
+  ASSERT_EQ(v.conditions.size(), 5u);
+  for (const auto& c : v.conditions) EXPECT_EQ(c.status, "True") << c.type << ": " << c.message;
+  EXPECT_EQ(v.condition("Validated")->reason, "RequirementsMet");
+  EXPECT_EQ(v.staleAt, kNow - 30 + 600 + 1);
+  EXPECT_FALSE(v.taintEffect);
+  auto labels = nodeLabels(v);
+  EXPECT_EQ(labels["podshaper.io/topology-validated"], "true");
+  EXPECT_EQ(labels["podshaper.io/gpu-count"], "8");
+  EXPECT_EQ(labels["podshaper.io/interconnect"], "nvlink");
+  EXPECT_EQ(labels["podshaper.io/p2p"], "all");
+  EXPECT_EQ(labels["podshaper.io/memlock"], "unlimited");
+}
+
+TEST(Verdict, PairsWithoutP2PAreNamedAndNCCLExplained) {
+  NodeFacts node = gpuNode(4);
+  json spec = TopologyBuilder(4).link("PXB").pair(0, 2, "SYS", "NS").pair(1, 3, "SYS", "NS").spec();
+  Verdict v = judge(spec, &node, {defaultPolicy()}, kNow);
+  EXPECT_FALSE(v.validated);
+  EXPECT_EQ(v.p2p, "partial");
+  EXPECT_EQ(v.interconnect, "pcie");
+  const Condition* p2p = v.condition("P2PComplete");
+  EXPECT_EQ(p2p->status, "False");
+  EXPECT_EQ(p2p->reason, "P2PUnavailable");
+  EXPECT_NE(p2p->message.find("2 of 6 GPU pairs"), std::string::npos) << p2p->message;
+  EXPECT_NE(p2p->message.find("GPU0-GPU2 and GPU1-GPU3"), std::string::npos) << p2p->message;
+  EXPECT_NE(p2p->message.find("NCCL falls back to shared memory (/dev/shm)"), std::string::npos);
+  EXPECT_NE(p2p->message.find("need the NCCL /dev/shm reserve"), std::string::npos);
+  const Condition* validated = v.condition("Validated");
+  EXPECT_EQ(validated->reason, "P2PUnavailable");
+  EXPECT_NE(validated->message.find("does not meet TopologyPolicy default"), std::string::npos);
+  EXPECT_EQ(nodeLabels(v)["podshaper.io/topology-validated"], "false");
+}
+
+TEST(Verdict, NoP2PAnywhere) {
+  NodeFacts node = gpuNode(2);
+  Verdict v = judge(TopologyBuilder(2).link("SYS").p2p("NS").spec(), &node, {defaultPolicy()}, kNow);
+  EXPECT_EQ(v.p2p, "none");
+}
+
+TEST(Verdict, UnmeasuredP2PIsUnknownNotAPass) {
+  NodeFacts node = gpuNode(8);
+  Verdict v = judge(TopologyBuilder(8).p2p("U").spec(), &node, {defaultPolicy()}, kNow);
+  EXPECT_EQ(v.p2p, "unknown");
+  EXPECT_EQ(v.condition("P2PComplete")->status, "Unknown");
+  EXPECT_EQ(v.condition("Validated")->reason, "P2PNotMeasured");
+  EXPECT_FALSE(v.validated);
+  // Without the requirement it is a fact, not a failure.
+  Policy lax{.name = "lax"};
+  EXPECT_TRUE(judge(TopologyBuilder(8).p2p("U").spec(), &node, {lax}, kNow).validated);
+}
+
+TEST(Verdict, TheRealCapturesParseAndJudge) {
+  std::ifstream in(std::string(PODSHAPER_FIXTURES_DIR) + "/captures/h200x2-nv18.topo-m-and-p2p-r.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto topology = parseNvidiaSmiTopology(text.str());
+  ASSERT_TRUE(topology) << topology.error().message;
+  NodeFacts node = gpuNode(2);
+  Verdict v = judge(reportSpec(*topology, formatTime(kNow)), &node, {defaultPolicy()}, kNow);
+  EXPECT_EQ(v.interconnect, "nvlink");
+  EXPECT_EQ(v.p2p, "all");
+}
+
+TEST(Verdict, EachRequirementFailsWithItsReason) {
+  struct Case {
+    const char* what;
+    json spec;
+    uint64_t nodeGpus;
+    Requirements requirements;
+    const char* reason;
+    const char* words;
+  };
+  auto req = [](auto set) {
+    Requirements r;
+    set(r);
+    return r;
+  };
+  const std::vector<Case> cases = {
+      {"too few GPUs", TopologyBuilder(4).spec(), 4, req([](Requirements& r) { r.minGPUs = 8; }), "TooFewGPUs",
+       "it has 4 GPUs, fewer than the 8 required"},
+      {"slow links", TopologyBuilder(4).link("PHB").spec(), 4,
+       req([](Requirements& r) { r.minLink = LinkClass::NVLink; }), "LinkTooSlow", "slower than NVLink (PHB)"},
+      {"a link class that is good enough", TopologyBuilder(4).link("PIX").spec(), 4,
+       req([](Requirements& r) { r.minLink = LinkClass::PXB; }), "", ""},
+      {"bandwidth too low", TopologyBuilder(2).bandwidth(20).spec(), 2,
+       req([](Requirements& r) { r.minBandwidthGBps = 300; }), "BandwidthTooLow", "GPU0-GPU1 at 20.0 GB/s"},
+      {"bandwidth not measured", TopologyBuilder(2).spec(), 2,
+       req([](Requirements& r) { r.minBandwidthGBps = 300; }), "BandwidthNotMeasured", "--measure-bandwidth"},
+      {"memlock", TopologyBuilder(2).memlock(8 << 20).spec(), 2,
+       req([](Requirements& r) { r.requireMemlockUnlimited = true; }), "MemlockLimited", "only 8 MiB"},
+      {"count", TopologyBuilder(8).spec(), 7, Requirements{}, "CountMismatch", "the Node offers 7"},
+      {"no device plugin", TopologyBuilder(8).spec(), 0, Requirements{}, "NoGPUsAllocatable", "nvidia.com/gpu"},
+      {"stale", TopologyBuilder(2).spec(kNow - 601), 2, Requirements{}, "ReportStale", "older than 10m"},
+      {"stale by the policy's age", TopologyBuilder(2).spec(kNow - 61), 2,
+       req([](Requirements& r) { r.maxReportAgeSeconds = 60; }), "ReportStale", "older than 1m"},
+  };
+  for (const auto& c : cases) {
+    NodeFacts node = gpuNode(c.nodeGpus);
+    if (c.nodeGpus == 0) node.allocatableGpus.reset();
+    Verdict v = judge(c.spec, &node, {Policy{.name = "p", .requirements = c.requirements}}, kNow);
+    const Condition* validated = v.condition("Validated");
+    if (std::string(c.reason).empty()) {
+      EXPECT_TRUE(v.validated) << c.what << ": " << validated->message;
+      continue;
+    }
+    EXPECT_FALSE(v.validated) << c.what;
+    EXPECT_EQ(validated->reason, c.reason) << c.what << ": " << validated->message;
+    EXPECT_NE(validated->message.find(c.words), std::string::npos) << c.what << ": " << validated->message;
+  }
+}
+
+TEST(Verdict, AllFailuresAreListedTheFirstGivesTheReason) {
+  NodeFacts node = gpuNode(4);
+  json spec = TopologyBuilder(4).p2p("NS").memlock(65536).spec(kNow - 3600);
+  Verdict v = judge(spec, &node, {defaultPolicy()}, kNow);
+  const Condition* validated = v.condition("Validated");
+  EXPECT_EQ(validated->reason, "P2PUnavailable");
+  EXPECT_NE(validated->message.find("lack peer-to-peer"), std::string::npos);
+  EXPECT_NE(validated->message.find("only 64 KiB"), std::string::npos);
+  EXPECT_NE(validated->message.find("older than 10m"), std::string::npos);
+  EXPECT_EQ(v.condition("Fresh")->status, "False");
+  EXPECT_EQ(v.condition("MemlockUnlimited")->status, "False");
+  EXPECT_FALSE(v.staleAt);
+}
+
+TEST(Verdict, AReportWithoutItsNodeIsFlagged) {
+  Verdict v = judge(TopologyBuilder(8).spec(), nullptr, {defaultPolicy()}, kNow);
+  EXPECT_FALSE(v.validated);
+  EXPECT_EQ(v.condition("GPUCountMatchesNode")->reason, "NodeNotFound");
+  EXPECT_EQ(v.condition("Validated")->reason, "NodeNotFound");
+}
+
+TEST(Verdict, NoPolicyIsNotValidated) {
+  NodeFacts node = gpuNode(8);
+  Verdict v = judge(TopologyBuilder(8).spec(), &node, {}, kNow);
+  EXPECT_FALSE(v.validated);
+  EXPECT_EQ(v.condition("Validated")->reason, "NoPolicy");
+  Policy other{.name = "other"};
+  other.nodeSelector.matchLabels = {{"pool", "b"}};
+  EXPECT_EQ(judge(TopologyBuilder(8).spec(), &node, {other}, kNow).condition("Validated")->reason, "NoPolicy");
+}
+
+TEST(Verdict, AnUnreadableReportIsJudgedNotThrown) {
+  NodeFacts node = gpuNode(8);
+  for (json spec : {json(nullptr), json::array(), json{{"gpus", "eight"}}, json{{"pairs", {{{"a", -1}}}}},
+                    json{{"gpus", {{{"index", "zero"}}}}}, json{{"pairs", {{{"a", 0}, {"b", 1}}}}}}) {
+    Verdict v = judge(spec, &node, {defaultPolicy()}, kNow);
+    EXPECT_FALSE(v.validated) << spec.dump();
+    EXPECT_EQ(v.condition("Validated")->reason, "ReportUnreadable") << spec.dump();
+  }
+}
+
+TEST(Verdict, MixedAndSingleGPU) {
+  NodeFacts node = gpuNode(4);
+  EXPECT_EQ(judge(TopologyBuilder(4).pair(0, 3, "SYS", "OK").spec(), &node, {}, kNow).interconnect, "mixed");
+  NodeFacts one = gpuNode(1);
+  Verdict v = judge(TopologyBuilder(1).spec(), &one, {defaultPolicy()}, kNow);
+  EXPECT_TRUE(v.validated);
+  EXPECT_EQ(v.interconnect, "none");
+  EXPECT_EQ(v.p2p, "all");
+  EXPECT_EQ(v.condition("P2PComplete")->reason, "NoGPUPairs");
+}
+
+TEST(Verdict, NodeFactsFromANode) {
+  json node = {{"metadata", {{"name", "n"}, {"uid", "u"}, {"labels", {{"a", "b"}}}}},
+               {"status", {{"allocatable", {{"nvidia.com/gpu", "8"}}}}}};
+  NodeFacts f = nodeFactsFromJson(node);
+  EXPECT_EQ(f.name, "n");
+  EXPECT_EQ(f.uid, "u");
+  EXPECT_EQ(f.labels["a"], "b");
+  EXPECT_EQ(f.allocatableGpus, 8u);
+  EXPECT_FALSE(nodeFactsFromJson({{"metadata", {{"name", "cpu"}}}}).allocatableGpus);
+}
+
+// ---- status, events, node patch
+
+TEST(ReportStatus, TransitionTimeKeptWhileTheStatusHolds) {
+  NodeFacts node = gpuNode(8);
+  Verdict v = judge(TopologyBuilder(8).spec(), &node, {defaultPolicy()}, kNow);
+  json first = reportStatus(v, nullptr, 1, kNow);
+  EXPECT_EQ(first["gpus"], 8);
+  EXPECT_EQ(first["interconnect"], "nvlink");
+  EXPECT_EQ(first["conditions"][0]["type"], "Validated");
+  EXPECT_EQ(first["conditions"][0]["lastTransitionTime"], "2026-11-22T00:00:00Z");
+  EXPECT_EQ(first["conditions"][0]["observedGeneration"], 1);
+
+  // A heartbeat: a new generation, the same verdict: no write.
+  json again = reportStatus(judge(TopologyBuilder(8).spec(kNow + 60), &node, {defaultPolicy()}, kNow + 90), first, 2,
+                            kNow + 90);
+  EXPECT_EQ(again["conditions"][0]["lastTransitionTime"], "2026-11-22T00:00:00Z");
+  EXPECT_FALSE(statusChanged(first, again));
+
+  // P2P lost: that condition moves on, the others keep their time.
+  Verdict broken = judge(TopologyBuilder(8).pair(0, 1, "NV18", "NS").spec(), &node, {defaultPolicy()}, kNow + 120);
+  json next = reportStatus(broken, first, 3, kNow + 120);
+  EXPECT_TRUE(statusChanged(first, next));
+  EXPECT_EQ(next["conditions"][0]["lastTransitionTime"], "2026-11-22T00:02:00Z");
+  EXPECT_EQ(next["conditions"][2]["lastTransitionTime"], "2026-11-22T00:00:00Z");
+  EXPECT_EQ(next["p2p"], "partial");
+}
+
+TEST(ReportStatus, EventsOnTransitionsOnly) {
+  NodeFacts node = gpuNode(8);
+  Verdict good = judge(TopologyBuilder(8).spec(), &node, {defaultPolicy()}, kNow);
+  auto first = transitionEvents(nullptr, good);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].type, "Normal");
+  EXPECT_EQ(first[0].reason, "TopologyValidated");
+
+  json status = reportStatus(good, nullptr, 1, kNow);
+  EXPECT_TRUE(transitionEvents(status, good).empty());
+
+  Verdict bad = judge(TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec(), &node, {defaultPolicy()}, kNow);
+  auto broke = transitionEvents(status, bad);
+  ASSERT_EQ(broke.size(), 2u);
+  EXPECT_EQ(broke[0].type, "Warning");
+  EXPECT_EQ(broke[0].reason, "TopologyNotValidated");
+  EXPECT_EQ(broke[1].reason, "P2PUnavailable");
+  EXPECT_NE(broke[1].message.find("GPU2-GPU5"), std::string::npos);
+  EXPECT_NE(broke[1].message.find("NCCL falls back to shared memory"), std::string::npos);
+
+  json badStatus = reportStatus(bad, status, 2, kNow);
+  EXPECT_TRUE(transitionEvents(badStatus, bad).empty());
+  auto fixed = transitionEvents(badStatus, good);
+  ASSERT_EQ(fixed.size(), 2u);
+  EXPECT_EQ(fixed[0].type, "Normal");
+  EXPECT_EQ(fixed[0].reason, "TopologyValidated");
+  EXPECT_EQ(fixed[1].type, "Normal");
+  EXPECT_EQ(fixed[1].reason, "AllPairsP2P");
+
+  // A node that starts bad: a warning per problem, no Normal noise.
+  auto startsBad = transitionEvents(nullptr, bad);
+  ASSERT_EQ(startsBad.size(), 2u);
+  for (const auto& e : startsBad) EXPECT_EQ(e.type, "Warning");
+}
+
+json nodeWith(json labels, json taints = json::array()) {
+  return {{"metadata", {{"name", "gpu-0"}, {"resourceVersion", "42"}, {"labels", labels}}},
+          {"spec", {{"taints", taints}}}};
+}
+
+TEST(NodePatch, LabelsOnlyWhenTheyDiffer) {
+  NodeFacts facts = gpuNode(8);
+  Verdict v = judge(TopologyBuilder(8).spec(), &facts, {defaultPolicy()}, kNow);
+  json patch = nodePatch(nodeWith({{"kubernetes.io/hostname", "gpu-0"}}), &v);
+  ASSERT_TRUE(patch.is_object());
+  EXPECT_EQ(patch["metadata"]["resourceVersion"], "42");
+  EXPECT_EQ(patch["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
+  EXPECT_EQ(patch["metadata"]["labels"].size(), 5u);
+  EXPECT_FALSE(patch.contains("spec"));
+
+  json labelled = nodeWith({{"kubernetes.io/hostname", "gpu-0"}});
+  for (const auto& [k, value] : nodeLabels(v)) labelled["metadata"]["labels"][k] = value;
+  EXPECT_TRUE(nodePatch(labelled, &v).is_null());
+
+  // The report is gone: podshaper's labels go, others stay.
+  json removal = nodePatch(labelled, nullptr);
+  EXPECT_EQ(removal["metadata"]["labels"].size(), 5u);
+  EXPECT_TRUE(removal["metadata"]["labels"]["podshaper.io/gpu-count"].is_null());
+  EXPECT_TRUE(nodePatch(nodeWith({{"kubernetes.io/hostname", "gpu-0"}}), nullptr).is_null());
+}
+
+TEST(NodePatch, TaintOnFailureComesAndGoes) {
+  NodeFacts facts = gpuNode(8);
+  Policy tainting = defaultPolicy();
+  tainting.requirements.taintEffect = "NoSchedule";
+  Verdict bad = judge(TopologyBuilder(8).p2p("NS").spec(), &facts, {tainting}, kNow);
+  json other = {{"key", "nvidia.com/gpu"}, {"effect", "NoSchedule"}};
+  json node = nodeWith(nodeLabels(bad), json::array({other}));
+  json patch = nodePatch(node, &bad);
+  ASSERT_TRUE(patch.contains("spec"));
+  ASSERT_EQ(patch["spec"]["taints"].size(), 2u);
+  EXPECT_EQ(patch["spec"]["taints"][0], other);
+  EXPECT_EQ(patch["spec"]["taints"][1]["key"], "podshaper.io/topology-not-validated");
+  EXPECT_EQ(patch["spec"]["taints"][1]["value"], "P2PUnavailable");
+  EXPECT_EQ(patch["spec"]["taints"][1]["effect"], "NoSchedule");
+
+  node["spec"]["taints"] = patch["spec"]["taints"];
+  EXPECT_TRUE(nodePatch(node, &bad).is_null());
+
+  Verdict good = judge(TopologyBuilder(8).spec(), &facts, {tainting}, kNow);
+  json healed = nodePatch(node, &good);
+  EXPECT_EQ(healed["spec"]["taints"], json::array({other}));
+}
+
+}  // namespace
+}  // namespace podshaper
