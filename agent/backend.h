@@ -17,7 +17,10 @@ class Backend {
   virtual Result<Topology> probe() = 0;
 };
 
-std::unique_ptr<Backend> makeFixtureBackend(std::string path);
+// path: a captured `nvidia-smi topo -m` output (optionally followed by a `topo -p2p r`
+// one); p2pPath, unless empty: a `nvidia-smi topo -p2p r` output of the same node, whose
+// matrix must have as many GPUs. Without a P2P matrix every pair's P2P status is U.
+std::unique_ptr<Backend> makeFixtureBackend(std::string path, std::string p2pPath = {});
 // NVML (libnvidia-ml.so.1) and the CUDA driver (libcuda.so.1), loaded with dlopen.
 // measureBandwidth: copy between every pair, unless a compute process holds a GPU.
 std::unique_ptr<Backend> makeNvmlBackend(bool measureBandwidth = false);

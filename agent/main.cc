@@ -12,14 +12,26 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage:
-  podshaper-agent probe [--fixture FILE] [--format json|table] [--measure-bandwidth]
-  podshaper-agent run --node NAME [--fixture FILE] [--kubeconfig FILE] [--interval S] [--heartbeat S] [--once]
+  podshaper-agent probe [--fixture FILE [--p2p-fixture FILE]] [--format json|table] [--measure-bandwidth]
+  podshaper-agent run --node NAME [--fixture FILE [--p2p-fixture FILE]] [--kubeconfig FILE]
+                      [--interval S] [--heartbeat S] [--once]
+
+  --fixture FILE       the fake backend: a captured `nvidia-smi topo -m` output (optionally
+                       followed by `nvidia-smi topo -p2p r`) instead of NVML and CUDA
+  --p2p-fixture FILE   with --fixture: the same node's `nvidia-smi topo -p2p r` output, for
+                       the P2P status of each pair (else U, unknown)
 )";
 
 int probe(int argc, char** argv) {
-  auto flags = podshaper::cli::Flags::parse(argc, argv, 2, {"fixture", "format"}, {"measure-bandwidth"});
+  auto flags =
+      podshaper::cli::Flags::parse(argc, argv, 2, {"fixture", "p2p-fixture", "format"}, {"measure-bandwidth"});
   if (!flags) {
     std::cerr << "podshaper-agent probe: " << flags.error().message << "\n";
+    return 2;
+  }
+  if (flags->has("p2p-fixture") && !flags->has("fixture")) {
+    std::cerr << "podshaper-agent probe: --p2p-fixture needs --fixture (the nvidia-smi topo -m output it goes with)\n"
+              << kUsage;
     return 2;
   }
   std::string format = flags->get("format", "json");
@@ -27,8 +39,9 @@ int probe(int argc, char** argv) {
     std::cerr << "podshaper-agent probe: --format must be json or table\n";
     return 2;
   }
-  auto backend = flags->has("fixture") ? podshaper::agent::makeFixtureBackend(*flags->get("fixture"))
-                                       : podshaper::agent::makeNvmlBackend(flags->has("measure-bandwidth"));
+  auto backend = flags->has("fixture")
+                     ? podshaper::agent::makeFixtureBackend(*flags->get("fixture"), flags->get("p2p-fixture", ""))
+                     : podshaper::agent::makeNvmlBackend(flags->has("measure-bandwidth"));
   auto topology = backend->probe();
   if (!topology) {
     std::cerr << "podshaper-agent probe: " << topology.error().message << "\n";

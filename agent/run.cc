@@ -65,9 +65,13 @@ Result<std::string> reconcile(const kube::Client& client, Backend& backend, cons
 }  // namespace
 
 int runReporter(int argc, char** argv) {
-  auto flags = cli::Flags::parse(argc, argv, 2, {"node", "fixture", "kubeconfig", "interval", "heartbeat"}, {"once"});
+  auto flags = cli::Flags::parse(argc, argv, 2,
+                                 {"node", "fixture", "p2p-fixture", "kubeconfig", "interval", "heartbeat"}, {"once"});
   if (!flags) return fail(flags.error().message);
   if (auto ok = flags->require({"node"}); !ok) return fail(ok.error().message);
+  if (flags->has("p2p-fixture") && !flags->has("fixture")) {
+    return fail("--p2p-fixture needs --fixture (the nvidia-smi topo -m output it goes with)");
+  }
   auto interval = parseCount(flags->get("interval", "60"));
   auto heartbeat = parseCount(flags->get("heartbeat", "300"));
   if (!interval || *interval == 0 || !heartbeat) return fail("--interval and --heartbeat take whole seconds");
@@ -81,7 +85,8 @@ int runReporter(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   kube::Client client(*config);
-  auto backend = flags->has("fixture") ? makeFixtureBackend(*flags->get("fixture")) : makeNvmlBackend();
+  auto backend = flags->has("fixture") ? makeFixtureBackend(*flags->get("fixture"), flags->get("p2p-fixture", ""))
+                                       : makeNvmlBackend();
   const std::string node = *flags->get("node");
   while (true) {
     auto result = reconcile(client, *backend, node, static_cast<long long>(*heartbeat));

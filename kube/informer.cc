@@ -19,6 +19,10 @@ Informer::~Informer() {
 
 void Informer::onChange(std::function<void()> callback) { onChange_ = std::move(callback); }
 
+void Informer::onKeys(std::function<void(const std::vector<std::string>&)> callback) {
+  onKeys_ = std::move(callback);
+}
+
 void Informer::start() {
   if (thread_.joinable()) return;
   stop_ = false;
@@ -59,10 +63,10 @@ bool Informer::sleepUnlessStopped(std::chrono::milliseconds delay) {
   return !sleepCv_.wait_for(lock, delay, [this] { return stop_.load(); });
 }
 
-void Informer::notifyChange() {
-  if (!onChange_) return;
+void Informer::notifyChange(const std::vector<std::string>& keys) {
   try {
-    onChange_();
+    if (onKeys_) onKeys_(keys);
+    if (onChange_) onChange_();
   } catch (const std::exception& e) {
     spdlog::error("informer {}: onChange threw: {}", path_, e.what());
   }
@@ -78,7 +82,8 @@ void Informer::handleEvent(const WatchEvent& event) {
   if (!changed) {
     spdlog::warn("informer {}: ignored a watch event: {}", path_, changed.error().message);
   } else if (*changed) {
-    notifyChange();
+    auto key = objectKey(event.object);
+    notifyChange(key ? std::vector<std::string>{*key} : std::vector<std::string>{});
   }
 }
 
@@ -100,16 +105,18 @@ void Informer::run() {
       ObjectStore fresh = storeFromList(*list);
       const std::string rv = resourceVersionOf(*list);
       const std::size_t count = fresh.size();
+      std::vector<std::string> keys;
       bool changed;
       {
         std::lock_guard lock(mu_);
-        changed = !synced_.load() || fresh != store_;
+        keys = changedKeys(store_, fresh);
+        changed = !synced_.load() || !keys.empty();
         store_ = std::move(fresh);
         resourceVersion_ = rv;
       }
       const bool first = !synced_.exchange(true);
       spdlog::info("informer {}: {} {} objects at resourceVersion {}", path_, first ? "synced" : "relisted", count, rv);
-      if (changed) notifyChange();
+      if (changed) notifyChange(keys);
       needList = false;
       backoff.reset();
     }

@@ -46,6 +46,9 @@ class Informer {
   // change, once the store holds it. Set before start(). Keep it short (queue
   // work elsewhere): events wait while it runs.
   void onChange(std::function<void()> callback);
+  // Like onChange, with the store keys that changed (added, modified or
+  // deleted; after a relist, every key that differs from before).
+  void onKeys(std::function<void(const std::vector<std::string>&)> callback);
 
   void start();
   // Returns within about a second, even while a watch is blocked; the callback
@@ -62,13 +65,14 @@ class Informer {
  private:
   void run();
   void handleEvent(const WatchEvent& event);
-  void notifyChange();
+  void notifyChange(const std::vector<std::string>& keys);
   bool sleepUnlessStopped(std::chrono::milliseconds delay);
 
   const Client& client_;
   const std::string path_;
   const InformerOptions options_;
   std::function<void()> onChange_;
+  std::function<void(const std::vector<std::string>&)> onKeys_;
 
   mutable std::mutex mu_;  // guards store_ and resourceVersion_
   ObjectStore store_;

@@ -48,4 +48,22 @@ Result<bool> applyWatchEvent(ObjectStore& store, const WatchEvent& event) {
   return true;
 }
 
+std::vector<std::string> changedKeys(const ObjectStore& before, const ObjectStore& after) {
+  std::vector<std::string> keys;
+  auto b = before.begin();
+  auto a = after.begin();
+  while (b != before.end() || a != after.end()) {
+    if (a == after.end() || (b != before.end() && b->first < a->first)) {
+      keys.push_back((b++)->first);
+    } else if (b == before.end() || a->first < b->first) {
+      keys.push_back((a++)->first);
+    } else {
+      if (b->second != a->second) keys.push_back(a->first);
+      ++a;
+      ++b;
+    }
+  }
+  return keys;
+}
+
 }  // namespace podshaper::kube

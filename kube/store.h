@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "kube/protocol.h"
@@ -27,5 +28,9 @@ ObjectStore storeFromList(const nlohmann::json& list);
 // already stored, a DELETED of an unknown key, BOOKMARK and ERROR change nothing.
 // An Error for an object without metadata.name.
 Result<bool> applyWatchEvent(ObjectStore& store, const WatchEvent& event);
+
+// The keys whose objects differ between two stores (added, removed or changed),
+// sorted: what a relist changed, for reconcilers that work key by key.
+std::vector<std::string> changedKeys(const ObjectStore& before, const ObjectStore& after);
 
 }  // namespace podshaper::kube

@@ -25,4 +25,49 @@ check "with a clear error naming the file" grep -q "bad.txt: topology: no nvidia
 check "and nothing on stdout" test ! -s "$tmp/out"
 set +e; "$bin" probe --format yaml 2>/dev/null; rc=$?; set -e
 check "an unknown format exits 2" test $rc -eq 2
+
+# --p2p-fixture: the P2P matrix (`nvidia-smi topo -p2p r`) from a second file.
+l40s=$fixtures/topologies/g6e.12xlarge-4xL40S-pcie-node.topo-m.txt
+pairs_p2p='import json,sys; r=json.loads(sys.argv[1]); p={(q["a"],q["b"]): q["p2p"]["read"] for q in r["pairs"]}'
+json=$("$bin" probe --fixture "$l40s")
+check "a topo -m fixture alone says U (unknown) for every pair's P2P" python3 -c "$pairs_p2p"'
+assert len(p)==6 and set(p.values())=={"U"}, p' "$json"
+json=$("$bin" probe --fixture "$l40s" --p2p-fixture "$fixtures/p2p/4gpu-ns.p2p-r.txt")
+check "with --p2p-fixture, P2P is read from the second file: NS for GPU0/GPU2, OK for GPU0/GPU1" python3 -c "$pairs_p2p"'
+assert p[(0,2)]=="NS" and p[(0,1)]=="OK", p
+assert p=={(0,1):"OK",(0,2):"NS",(0,3):"NS",(1,2):"NS",(1,3):"NS",(2,3):"OK"}, p' "$json"
+check "the links still come from the topo -m file" python3 -c '
+import json,sys; r=json.loads(sys.argv[1]); assert len(r["gpus"])==4 and all(p["link"]=="NODE" for p in r["pairs"])' "$json"
+table=$("$bin" probe --fixture "$l40s" --p2p-fixture "$fixtures/p2p/4gpu-ns.p2p-r.txt" --format table)
+check "the table shows the P2P matrix" contains "$table" "GPU0	X	OK	NS	NS"
+check "and a verdict counting the pairs without P2P" contains "$table" "4/6 pairs without P2P read"
+table=$("$bin" probe --fixture "$fixtures/topologies/p5.48xlarge-8xH100-nv18.topo-m.txt" \
+  --p2p-fixture "$fixtures/p2p/8gpu-all-ok.p2p-r.txt" --format table)
+check "an 8-GPU P2P file with an 8-GPU topo gives P2P between all pairs" \
+  contains "$table" "verdict: 8 GPUs, 28/28 pairs over NVLink, P2P between all pairs"
+table=$("$bin" probe --fixture "$l40s" --p2p-fixture "$fixtures/p2p/4gpu-all-ok.p2p-r.txt" --format table)
+check "a 4-GPU all-OK P2P file likewise" contains "$table" "verdict: 4 GPUs, 0/6 pairs over NVLink, P2P between all pairs"
+
+set +e; "$bin" probe --fixture "$l40s" --p2p-fixture "$fixtures/p2p/8gpu-all-ok.p2p-r.txt" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
+check "a P2P file whose size disagrees with the topo -m file (8x8 against 4 GPUs) exits 1" test $rc -eq 1
+check "with a clear message naming both files and both sizes" grep -q \
+  "8gpu-all-ok.p2p-r.txt: the P2P matrix has 8 GPU columns and 8 GPU rows, but .*g6e.12xlarge-4xL40S-pcie-node.topo-m.txt has 4 GPUs" "$tmp/err"
+check "and nothing on stdout" test ! -s "$tmp/out"
+set +e; "$bin" probe --fixture "$l40s" --p2p-fixture "$fixtures/topologies/p5.48xlarge-8xH100-nv18.topo-m.txt" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "a topo -m file given as the P2P file exits 1, saying so" \
+  bash -c '[[ $1 -eq 1 ]] && grep -q "is an nvidia-smi topo -m matrix (it has a CPU Affinity column), not topo -p2p r" "$2"' _ $rc "$tmp/err"
+set +e; "$bin" probe --fixture "$fixtures/captures/h200x2-nv18.topo-m-and-p2p-r.txt" \
+  --p2p-fixture "$fixtures/p2p/4gpu-all-ok.p2p-r.txt" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "a capture that already holds a P2P matrix, given a second one, exits 1, saying so" \
+  bash -c '[[ $1 -eq 1 ]] && grep -q "h200x2-nv18.topo-m-and-p2p-r.txt: already holds a P2P matrix" "$2"' _ $rc "$tmp/err"
+set +e; "$bin" probe --fixture "$l40s" --p2p-fixture "$tmp/bad.txt" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "a P2P file without a matrix exits 1, naming the file" \
+  bash -c '[[ $1 -eq 1 ]] && grep -q "bad.txt: no nvidia-smi topo -p2p r matrix" "$2"' _ $rc "$tmp/err"
+set +e; "$bin" probe --p2p-fixture "$fixtures/p2p/4gpu-ns.p2p-r.txt" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
+check "--p2p-fixture without --fixture is a usage error: probe exits 2" test $rc -eq 2
+check "saying what it needs" grep -q -- "--p2p-fixture needs --fixture" "$tmp/err"
+set +e; "$bin" run --node gpu-0 --p2p-fixture "$fixtures/p2p/4gpu-ns.p2p-r.txt" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "and run exits 2 too, before reaching for a cluster" test $rc -eq 2
+check "with the same message" grep -q -- "--p2p-fixture needs --fixture" "$tmp/err"
+check "the usage text names --p2p-fixture" contains "$("$bin" help)" "--p2p-fixture FILE"
 finish

@@ -96,3 +96,18 @@ TEST(ApplyWatchEvent, ObjectWithoutResourceVersionAlwaysReplaces) {
 
 }  // namespace
 }  // namespace podshaper::kube
+
+namespace podshaper::kube {
+namespace {
+
+TEST(ChangedKeys, AddedRemovedAndChanged) {
+  ObjectStore before = {{"a", {{"v", 1}}}, {"b", {{"v", 1}}}, {"c", {{"v", 1}}}};
+  ObjectStore after = {{"b", {{"v", 2}}}, {"c", {{"v", 1}}}, {"d", {{"v", 1}}}};
+  EXPECT_EQ(changedKeys(before, after), (std::vector<std::string>{"a", "b", "d"}));
+  EXPECT_TRUE(changedKeys(before, before).empty());
+  EXPECT_EQ(changedKeys({}, before).size(), 3u);
+  EXPECT_EQ(changedKeys(before, {}).size(), 3u);
+}
+
+}  // namespace
+}  // namespace podshaper::kube
