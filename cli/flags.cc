@@ -1,5 +1,7 @@
 #include "cli/flags.h"
 
+#include "core/quantity.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -58,6 +60,17 @@ Result<std::string> readFile(const std::string& path) {
   out << in.rdbuf();
   if (in.bad()) return makeError(path + ": read failed");
   return out.str();
+}
+
+Result<Listen> parseListen(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) return makeError("--listen \"" + text + "\": expected HOST:PORT");
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty()) host = "0.0.0.0";
+  auto port = parseCount(text.substr(colon + 1));
+  if (!port || *port > 65535) return makeError("--listen \"" + text + "\": bad port");
+  return Listen{host, static_cast<uint16_t>(*port)};
 }
 
 }  // namespace podshaper::cli

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -26,6 +27,13 @@ class Flags {
  private:
   std::map<std::string, std::string> values_;
 };
+
+// --listen HOST:PORT ("[::1]:8443", ":8443" for every address).
+struct Listen {
+  std::string host;
+  uint16_t port = 0;
+};
+Result<Listen> parseListen(const std::string& text);
 
 // Reads a whole file; the error names the path and the reason.
 Result<std::string> readFile(const std::string& path);

@@ -20,22 +20,6 @@
 namespace podshaper::webhook {
 namespace {
 
-struct Listen {
-  std::string host;
-  uint16_t port = 0;
-};
-
-Result<Listen> parseListen(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos) return makeError("--listen \"" + text + "\": expected HOST:PORT");
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty()) host = "0.0.0.0";
-  auto port = parseCount(text.substr(colon + 1));
-  if (!port || *port > 65535) return makeError("--listen \"" + text + "\": bad port");
-  return Listen{host, static_cast<uint16_t>(*port)};
-}
-
 int fail(const std::string& message) {
   std::cerr << "podshaper-webhook serve: " << message << "\n";
   return 2;
@@ -49,7 +33,7 @@ int runServe(int argc, char** argv) {
                                  {"in-cluster"});
   if (!flags) return fail(flags.error().message);
   if (auto ok = flags->require({"listen", "tls-cert", "tls-key"}); !ok) return fail(ok.error().message);
-  auto listen = parseListen(*flags->get("listen"));
+  auto listen = cli::parseListen(*flags->get("listen"));
   if (!listen) return fail(listen.error().message);
   auto config = loadConfig(flags->get("config"));
   if (!config) return fail(config.error().message);

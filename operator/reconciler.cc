@@ -1,0 +1,288 @@
+#include "operator/reconciler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "core/report_status.h"
+#include "core/verdict.h"
+#include "kube/protocol.h"
+#include "operator/events.h"
+
+namespace podshaper::op {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::system_clock;
+
+constexpr const char* kGroupVersion = "podshaper.io/v1alpha1";
+constexpr auto kResyncPeriod = std::chrono::minutes(10);
+
+long long nowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::string metaString(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) return "";
+  const json& m = object["metadata"];
+  return m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : "";
+}
+
+long long generationOf(const json& object) {
+  if (!object.is_object() || !object.contains("metadata")) return 0;
+  const json& m = object["metadata"];
+  return m.is_object() && m.contains("generation") && m["generation"].is_number_integer()
+             ? m["generation"].get<long long>()
+             : 0;
+}
+
+}  // namespace
+
+Reconciler::Reconciler(const kube::Client& client, const OperatorConfig& config, server::Metrics& metrics,
+                       std::function<bool()> mayWrite, std::string identity)
+    : client_(client),
+      config_(config),
+      metrics_(metrics),
+      mayWrite_(std::move(mayWrite)),
+      identity_(std::move(identity)),
+      reports_(client, kube::resourcePath(kGroupVersion, "gputopologyreports")),
+      nodes_(client, kube::resourcePath("v1", "nodes")),
+      policyInformer_(client, kube::resourcePath(kGroupVersion, "topologypolicies")),
+      reconcilesOk_(metrics.counter("podshaper_operator_reconciles_total", "Reconciles of a report or Node, by result.",
+                                    {{"result", "ok"}})),
+      reconcilesError_(metrics.counter("podshaper_operator_reconciles_total", "", {{"result", "error"}})),
+      reconcilesSkipped_(metrics.counter("podshaper_operator_reconciles_total", "", {{"result", "not_leader"}})),
+      writesStatus_(metrics.counter("podshaper_operator_writes_total",
+                                    "API writes, by kind: report status, Node labels/taint, Events.",
+                                    {{"kind", "status"}})),
+      writesNode_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "node"}})),
+      writesEvent_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "event"}})),
+      conflicts_(metrics.counter("podshaper_operator_conflicts_total",
+                                 "Writes refused because the object changed since it was read (retried).")),
+      queueDepth_(metrics.gauge("podshaper_operator_queue_depth", "Keys waiting to be reconciled.")),
+      reportsValidated_(metrics.gauge("podshaper_operator_reports", "GPUTopologyReports by verdict (leader only).",
+                                      {{"verdict", "validated"}})),
+      reportsNotValidated_(metrics.gauge("podshaper_operator_reports", "", {{"verdict", "not_validated"}})),
+      policiesGauge_(metrics.gauge("podshaper_operator_policies", "TopologyPolicies in effect.")),
+      policyErrors_(metrics.gauge("podshaper_operator_policy_errors",
+                                  "TopologyPolicies that could not be read (left out; see the log).")),
+      duration_(metrics.histogram("podshaper_operator_reconcile_duration_seconds",
+                                  "Time to reconcile one key, API writes included.",
+                                  {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5})) {
+  reports_.onKeys([this](const std::vector<std::string>& keys) {
+    for (const auto& k : keys) queue_.add(k);
+  });
+  nodes_.onKeys([this](const std::vector<std::string>& keys) {
+    for (const auto& k : keys) queue_.add(k);
+  });
+  policyInformer_.onChange([this] {
+    reloadPolicies();
+    enqueueAll();
+  });
+}
+
+Reconciler::~Reconciler() { stop(); }
+
+void Reconciler::start() {
+  policyInformer_.start();
+  reports_.start();
+  nodes_.start();
+  for (int i = 0; i < config_.workers; ++i) workers_.emplace_back([this] { work(); });
+  // A safety net under the watches: judge everything again now and then. In a
+  // steady cluster this computes and writes nothing.
+  resync_ = std::thread([this] {
+    std::unique_lock lock(resyncMu_);
+    while (!resyncCv_.wait_for(lock, kResyncPeriod, [this] { return stopping_.load(); })) enqueueAll();
+  });
+}
+
+void Reconciler::stop() {
+  {
+    std::lock_guard lock(resyncMu_);
+    if (stopping_.exchange(true)) return;
+  }
+  resyncCv_.notify_all();
+  queue_.shutDown();
+  for (auto& t : workers_) t.join();
+  if (resync_.joinable()) resync_.join();
+  reports_.stop();
+  nodes_.stop();
+  policyInformer_.stop();
+}
+
+bool Reconciler::synced() const { return reports_.hasSynced() && nodes_.hasSynced() && policyInformer_.hasSynced(); }
+
+void Reconciler::enqueueAll() {
+  for (const auto& r : reports_.snapshot()) {
+    if (auto name = metaString(r, "name"); !name.empty()) queue_.add(name);
+  }
+  for (const auto& n : nodes_.snapshot()) {
+    if (auto name = metaString(n, "name"); !name.empty()) queue_.add(name);
+  }
+}
+
+void Reconciler::reloadPolicies() {
+  std::vector<Policy> parsed;
+  int errors = 0;
+  for (const auto& object : policyInformer_.snapshot()) {
+    auto policy = policyFromJson(object);
+    if (!policy) {
+      ++errors;
+      spdlog::warn("left out {}", policy.error().message);
+      continue;
+    }
+    parsed.push_back(std::move(*policy));
+  }
+  policiesGauge_.set(static_cast<double>(parsed.size()));
+  policyErrors_.set(errors);
+  std::lock_guard lock(mu_);
+  policies_ = std::move(parsed);
+}
+
+std::vector<Policy> Reconciler::policies() const {
+  std::lock_guard lock(mu_);
+  return policies_;
+}
+
+void Reconciler::setVerdict(const std::string& key, const char* verdict) {
+  std::lock_guard lock(mu_);
+  if (verdict == nullptr) {
+    verdicts_.erase(key);
+  } else {
+    verdicts_[key] = verdict;
+  }
+  double validated = 0;
+  for (const auto& [k, v] : verdicts_) validated += v == "validated";
+  reportsValidated_.set(validated);
+  reportsNotValidated_.set(static_cast<double>(verdicts_.size()) - validated);
+}
+
+void Reconciler::work() {
+  while (auto key = queue_.get()) {
+    queueDepth_.set(static_cast<double>(queue_.depth()));
+    const auto start = std::chrono::steady_clock::now();
+    Outcome outcome = Outcome::Retry;
+    try {
+      outcome = reconcile(*key);
+    } catch (const std::exception& e) {
+      spdlog::error("reconcile {}: {}", *key, e.what());
+    }
+    duration_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    switch (outcome) {
+      case Outcome::Done:
+        reconcilesOk_.inc();
+        queue_.forget(*key);
+        break;
+      case Outcome::NotLeader:
+        reconcilesSkipped_.inc();  // the new leader judges everything when it starts
+        break;
+      case Outcome::Retry:
+        reconcilesError_.inc();
+        queue_.retry(*key);
+        break;
+    }
+    queue_.done(*key);
+    queueDepth_.set(static_cast<double>(queue_.depth()));
+  }
+}
+
+Reconciler::Outcome Reconciler::reconcile(const std::string& key) {
+  if (!mayWrite_()) return Outcome::NotLeader;
+  const auto report = reports_.get(key);
+  const auto node = nodes_.get(key);
+
+  if (!report) {
+    setVerdict(key, nullptr);
+    // A Node whose report is gone keeps no verdict it can no longer back.
+    if (node) {
+      const json patch = nodePatch(*node, nullptr);
+      if (!patch.is_null()) return writeNode(key, *node, patch);
+    }
+    return Outcome::Done;
+  }
+
+  NodeFacts facts;
+  if (node) facts = nodeFactsFromJson(*node);
+  const long long nowSeconds = nowMicros() / 1000000;
+  const json spec = report->value("spec", json::object());
+  const Verdict verdict = judge(spec, node ? &facts : nullptr, policies(), nowSeconds);
+  setVerdict(key, verdict.validated ? "validated" : "not_validated");
+
+  const json current = report->contains("status") ? (*report)["status"] : json(nullptr);
+  const json next = reportStatus(verdict, current, generationOf(*report), nowSeconds);
+  if (statusChanged(current, next)) {
+    if (!mayWrite_()) return Outcome::NotLeader;
+    const json body = {{"metadata", {{"resourceVersion", metaString(*report, "resourceVersion")}}}, {"status", next}};
+    auto written = client_.patchStatus(kube::resourcePath(kGroupVersion, "gputopologyreports", "", key), body,
+                                       kube::PatchType::Merge);
+    if (!written) {
+      if (written.error().isNotFound()) return Outcome::Done;  // deleted meanwhile: its DELETED event follows
+      if (written.error().isConflict()) {
+        conflicts_.inc();
+        spdlog::debug("report {}: changed since read; judging it again", key);
+      } else {
+        spdlog::warn("report {}: status not written: {}", key, written.error().message);
+      }
+      return Outcome::Retry;
+    }
+    writesStatus_.inc();
+    const Condition* validated = verdict.condition(conditions::kValidated);
+    spdlog::info("report {}: Validated={} ({}) gpus={} interconnect={} p2p={} memlock={}", key, validated->status,
+                 validated->reason, verdict.gpus, verdict.interconnect, verdict.p2p, verdict.memlock);
+    // Events follow the status write that records the transition: one writer
+    // wins that write, so a transition is told once, whichever replica saw it.
+    recordEvents(*report, node ? &*node : nullptr, current, verdict);
+  }
+
+  if (node) {
+    const json patch = nodePatch(*node, &verdict);
+    if (!patch.is_null()) {
+      if (auto outcome = writeNode(key, *node, patch); outcome != Outcome::Done) return outcome;
+    }
+  }
+  if (verdict.staleAt) queue_.addAfter(key, std::chrono::seconds(*verdict.staleAt - nowSeconds));
+  return Outcome::Done;
+}
+
+Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& node, const json& patch) {
+  (void)node;
+  if (!mayWrite_()) return Outcome::NotLeader;
+  auto written = client_.patch(kube::resourcePath("v1", "nodes", "", key), patch, kube::PatchType::Merge);
+  if (!written) {
+    if (written.error().isNotFound()) return Outcome::Done;
+    if (written.error().isConflict()) {
+      conflicts_.inc();
+    } else {
+      spdlog::warn("node {}: labels not written: {}", key, written.error().message);
+    }
+    return Outcome::Retry;
+  }
+  writesNode_.inc();
+  spdlog::info("node {}: {}", key, patch.dump());
+  return Outcome::Done;
+}
+
+void Reconciler::recordEvents(const json& report, const json* node, const json& currentStatus,
+                              const Verdict& verdict) {
+  const auto events = transitionEvents(currentStatus, verdict);
+  if (events.empty()) return;
+  std::vector<ObjectRef> about = {
+      {kGroupVersion, "GPUTopologyReport", metaString(report, "name"), metaString(report, "uid")}};
+  if (node != nullptr) about.push_back({"v1", "Node", metaString(*node, "name"), metaString(*node, "uid")});
+  const std::string path = kube::resourcePath("v1", "events", config_.eventNamespace);
+  for (const auto& e : events) {
+    for (const auto& ref : about) {
+      const json event = eventObject(ref, e, config_.eventNamespace, identity_, nowMicros(), eventSequence_++);
+      auto created = client_.create(path, event);
+      if (!created) {
+        // Best effort, as in client-go's recorder: the status already says it.
+        spdlog::warn("event {} {} on {} {}: not recorded: {}", e.type, e.reason, ref.kind, ref.name,
+                     created.error().message);
+        continue;
+      }
+      writesEvent_.inc();
+    }
+  }
+}
+
+}  // namespace podshaper::op

@@ -1,0 +1,83 @@
+#pragma once
+
+// The level-based reconciler: on any change of a GPUTopologyReport, its Node or
+// a TopologyPolicy, it re-reads them from the informers' caches, judges the
+// report (core/verdict.h) and writes only what differs: the report's status,
+// Events for transitions, the Node's labels and taint. Every write carries the
+// resourceVersion it was computed from, and is made only while `mayWrite()`
+// (the leader) holds: a deposed leader's writes are refused by the API server
+// or not sent.
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/policy.h"
+#include "core/verdict.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "operator/config.h"
+#include "operator/work_queue.h"
+#include "server/metrics.h"
+
+namespace podshaper::op {
+
+class Reconciler {
+ public:
+  Reconciler(const kube::Client& client, const OperatorConfig& config, server::Metrics& metrics,
+             std::function<bool()> mayWrite, std::string identity);
+  ~Reconciler();
+  Reconciler(const Reconciler&) = delete;
+  Reconciler& operator=(const Reconciler&) = delete;
+
+  // Starts the watches and the workers. A standby watches too, so that it
+  // takes over with warm caches.
+  void start();
+  void stop();
+  bool synced() const;
+  // Every report and every Node, e.g. on becoming the leader.
+  void enqueueAll();
+
+ private:
+  enum class Outcome { Done, NotLeader, Retry };
+  void work();
+  Outcome reconcile(const std::string& key);
+  Outcome writeNode(const std::string& key, const nlohmann::json& node, const nlohmann::json& patch);
+  void recordEvents(const nlohmann::json& report, const nlohmann::json* node, const nlohmann::json& currentStatus,
+                    const Verdict& verdict);
+  void reloadPolicies();
+  std::vector<Policy> policies() const;
+  void setVerdict(const std::string& key, const char* verdict);
+
+  const kube::Client& client_;
+  const OperatorConfig config_;
+  server::Metrics& metrics_;
+  const std::function<bool()> mayWrite_;
+  const std::string identity_;
+
+  kube::Informer reports_, nodes_, policyInformer_;
+  WorkQueue queue_;
+  std::vector<std::thread> workers_;
+  std::thread resync_;
+  std::atomic<bool> stopping_{false};
+  std::mutex resyncMu_;
+  std::condition_variable resyncCv_;
+
+  mutable std::mutex mu_;  // guards policies_, verdicts_
+  std::vector<Policy> policies_;
+  std::map<std::string, std::string> verdicts_;  // report → validated / not_validated
+  std::atomic<unsigned> eventSequence_{0};
+
+  server::Counter &reconcilesOk_, &reconcilesError_, &reconcilesSkipped_;
+  server::Counter &writesStatus_, &writesNode_, &writesEvent_, &conflicts_;
+  server::Gauge &queueDepth_, &reportsValidated_, &reportsNotValidated_, &policiesGauge_, &policyErrors_;
+  server::Histogram& duration_;
+};
+
+}  // namespace podshaper::op

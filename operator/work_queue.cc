@@ -1,0 +1,108 @@
+#include "operator/work_queue.h"
+
+#include <algorithm>
+
+namespace podshaper::op {
+
+WorkQueue::WorkQueue(std::chrono::milliseconds baseDelay, std::chrono::milliseconds maxDelay)
+    : baseDelay_(baseDelay), maxDelay_(maxDelay) {}
+
+void WorkQueue::queueLocked(const std::string& key) {
+  if (shutDown_ || !dirty_.insert(key).second) return;
+  if (!processing_.contains(key)) {
+    queue_.push_back(key);
+    cv_.notify_one();
+  }
+}
+
+void WorkQueue::add(const std::string& key) {
+  std::lock_guard lock(mu_);
+  waiting_.erase(key);
+  queueLocked(key);
+}
+
+void WorkQueue::addAfter(const std::string& key, Clock::duration delay) {
+  if (delay <= Clock::duration::zero()) return add(key);
+  std::lock_guard lock(mu_);
+  if (shutDown_ || dirty_.contains(key)) return;
+  const auto at = Clock::now() + delay;
+  auto [it, inserted] = waiting_.emplace(key, at);
+  if (!inserted) it->second = std::min(it->second, at);
+  cv_.notify_all();  // the soonest wait may have moved earlier
+}
+
+void WorkQueue::retry(const std::string& key) {
+  std::chrono::milliseconds delay;
+  {
+    std::lock_guard lock(mu_);
+    const int n = std::min(failures_[key]++, 20);
+    delay = std::min<std::chrono::milliseconds>(maxDelay_, baseDelay_ * (1L << n));
+  }
+  addAfter(key, delay);
+}
+
+void WorkQueue::forget(const std::string& key) {
+  std::lock_guard lock(mu_);
+  failures_.erase(key);
+}
+
+void WorkQueue::promoteDueLocked(Clock::time_point now) {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->second <= now) {
+      const std::string key = it->first;
+      it = waiting_.erase(it);
+      queueLocked(key);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::optional<std::string> WorkQueue::get() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    if (shutDown_) return std::nullopt;
+    promoteDueLocked(Clock::now());
+    if (!queue_.empty()) {
+      std::string key = std::move(queue_.front());
+      queue_.pop_front();
+      dirty_.erase(key);
+      processing_.insert(key);
+      return key;
+    }
+    if (waiting_.empty()) {
+      cv_.wait(lock);
+    } else {
+      auto soonest = std::min_element(waiting_.begin(), waiting_.end(),
+                                      [](const auto& a, const auto& b) { return a.second < b.second; });
+      cv_.wait_until(lock, soonest->second);
+    }
+  }
+}
+
+void WorkQueue::done(const std::string& key) {
+  std::lock_guard lock(mu_);
+  processing_.erase(key);
+  if (dirty_.contains(key)) {
+    queue_.push_back(key);
+    cv_.notify_one();
+  }
+}
+
+void WorkQueue::shutDown() {
+  std::lock_guard lock(mu_);
+  shutDown_ = true;
+  cv_.notify_all();
+}
+
+std::size_t WorkQueue::depth() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+std::size_t WorkQueue::waiting() const {
+  std::lock_guard lock(mu_);
+  return waiting_.size();
+}
+
+}  // namespace podshaper::op

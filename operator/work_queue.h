@@ -1,0 +1,58 @@
+#pragma once
+
+// The reconciler's queue of keys (client-go's workqueue, reduced to what a
+// level-based reconciler needs): a key is queued at most once however often
+// it is added; a key being reconciled is not handed out again until done(),
+// and an add meanwhile queues it once more; keys can wait (addAfter) and
+// failures back off per key.
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace podshaper::op {
+
+class WorkQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit WorkQueue(std::chrono::milliseconds baseDelay = std::chrono::milliseconds(50),
+                     std::chrono::milliseconds maxDelay = std::chrono::seconds(60));
+
+  void add(const std::string& key);
+  // Queues the key after `delay`; an earlier pending time for it wins.
+  void addAfter(const std::string& key, Clock::duration delay);
+  // After a failure: 50 ms, 100 ms, 200 ms ... up to maxDelay, per key.
+  void retry(const std::string& key);
+  // After a success: the key's next failure starts from baseDelay again.
+  void forget(const std::string& key);
+
+  // The next due key; blocks until there is one. nullopt once shut down.
+  std::optional<std::string> get();
+  void done(const std::string& key);
+  void shutDown();
+
+  std::size_t depth() const;    // keys queued now (not waiting, not being reconciled)
+  std::size_t waiting() const;  // keys waiting for their time
+
+ private:
+  void queueLocked(const std::string& key);
+  void promoteDueLocked(Clock::time_point now);
+
+  const std::chrono::milliseconds baseDelay_, maxDelay_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  std::set<std::string> dirty_;       // queued, or to queue again when its reconcile is done
+  std::set<std::string> processing_;  // handed out by get(), not done() yet
+  std::map<std::string, Clock::time_point> waiting_;
+  std::map<std::string, int> failures_;
+  bool shutDown_ = false;
+};
+
+}  // namespace podshaper::op
