@@ -7,6 +7,7 @@
 #   scripts/cluster.sh up      start (idempotent: does nothing while up)
 #   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
 #   scripts/cluster.sh status
+#   scripts/cluster.sh start-operator   podshaper-operator too (the demo; the e2e tests run their own)
 #
 # Everything lives in .cluster/: pki/, kubeconfig, logs/, pids/, env.
 set -euo pipefail
@@ -14,6 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
 cpbin=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
 webhook_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
+operator_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-operator
 webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; defaults when empty
 kubeconfig=$dir/kubeconfig
 
@@ -262,9 +264,11 @@ up() {
   log "creating GPU nodes from the topology fixtures"
   bash "$root/scripts/gpu-nodes.sh" | kc apply -f - >/dev/null
 
-  log "installing podshaper's CRDs"
+  log "installing podshaper's CRDs and the default TopologyPolicy"
   kc apply -f "$root/crds/" >/dev/null
-  wait_for 30 kube-apiserver kc get gputopologyreports
+  wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
+    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
+  wait_for 30 kube-apiserver kc apply -f "$root/manifests/topologypolicy-default.yaml"
 
   log "starting podshaper-webhook"
   webhook_rbac
@@ -275,9 +279,22 @@ up() {
   log "up: kubectl --kubeconfig $kubeconfig get nodes"
 }
 
+# podshaper-operator, one replica with leader election, as the admin (RBAC comes with the install).
+start_operator() {
+  running podshaper-operator && return 0
+  [[ -x $operator_bin ]] || die "$operator_bin is missing: run make build"
+  local port
+  port=$(free_ports 1)
+  echo "OPERATOR_PORT=$port" >>"$dir/env"
+  kc create namespace podshaper-system >/dev/null 2>&1 || true
+  start podshaper-operator "$operator_bin" run --kubeconfig "$kubeconfig" --listen "127.0.0.1:$port" --identity operator-0
+  wait_for 30 podshaper-operator curl -sfk "https://127.0.0.1:$port/readyz"
+  log "podshaper-operator up (metrics: https://127.0.0.1:$port/metrics)"
+}
+
 down() {
   [[ -d $dir/pids ]] || { log "not running"; return 0; }
-  for name in podshaper-webhook kube-controller-manager kube-scheduler kube-apiserver etcd; do
+  for name in podshaper-operator podshaper-webhook kube-controller-manager kube-scheduler kube-apiserver etcd; do
     local f=$dir/pids/$name.pid
     [[ -f $f ]] || continue
     local pid; pid=$(cat "$f")
@@ -293,7 +310,7 @@ down() {
 }
 
 status() {
-  for name in etcd kube-apiserver kube-scheduler kube-controller-manager podshaper-webhook; do
+  for name in etcd kube-apiserver kube-scheduler kube-controller-manager podshaper-webhook podshaper-operator; do
     if running "$name"; then echo "$name: running (pid $(cat "$dir/pids/$name.pid"))"; else echo "$name: stopped"; fi
   done
 }
@@ -303,5 +320,6 @@ case ${1:-} in
   down) down ;;
   status) status ;;
   restart-webhook) source "$dir/env"; start_webhook; wait_shaping ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  start-operator) source "$dir/env"; start_operator ;;
+  *) echo "usage: $0 up|down|status|restart-webhook|start-operator" >&2; exit 2 ;;
 esac

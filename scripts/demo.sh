@@ -12,6 +12,37 @@ say "GPU nodes (Node objects from tests/fixtures/topologies; no kubelet runs)"
 kc get nodes -L node.kubernetes.io/instance-type -L nvidia.com/gpu.product \
   -o custom-columns='NODE:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,MEMORY:.status.allocatable.memory,TYPE:.metadata.labels.node\.kubernetes\.io/instance-type'
 
+say "podshaper-agent on each node writes its GPUTopologyReport (fake backend: captured nvidia-smi output)"
+agent=${PODSHAPER_BIN:-$root/build/bin}/podshaper-agent
+fx=$root/tests/fixtures
+report() {  # report NODE TOPO P2P
+  "$agent" run --once --node "$1" --fixture "$fx/topologies/$2" --p2p-fixture "$fx/p2p/$3" --kubeconfig "$kubeconfig" \
+    2>/dev/null
+  echo "  $1: $2 + $3"
+}
+report p5-48xlarge-h100-0 p5.48xlarge-8xH100-nv18.topo-m.txt 8gpu-all-ok.p2p-r.txt
+report p4d-24xlarge-a100-0 p4d.24xlarge-8xA100-nv12.topo-m.txt 8gpu-all-ok.p2p-r.txt
+# Two PCIe switches without P2P between them: this node fails the default TopologyPolicy.
+report g6e-12xlarge-l40s-0 g6e.12xlarge-4xL40S-pcie-node.topo-m.txt 4gpu-ns.p2p-r.txt
+
+say "podshaper-operator judges them against TopologyPolicy default"
+bash "$root/scripts/cluster.sh" start-operator 2>&1 | sed 's/^/  /'
+for _ in $(seq 100); do
+  [[ $(kc get nodes -l podshaper.io/topology-validated -o name | wc -l) -eq 3 ]] && break
+  sleep 0.2
+done
+kc get gtr | sed 's/^/  /'
+
+say "kubectl describe gtr g6e-12xlarge-l40s-0 (the failing node, in plain words)"
+for _ in $(seq 50); do
+  kc get events --field-selector involvedObject.name=g6e-12xlarge-l40s-0 -o name | grep -q . && break; sleep 0.2
+done
+kc describe gtr g6e-12xlarge-l40s-0 | sed -n '/^Status:/,$p' | sed 's/^/  /'
+
+say "Node labels the webhook places pods by"
+kc get nodes -L podshaper.io/topology-validated -L podshaper.io/gpu-count -L podshaper.io/interconnect \
+  -L podshaper.io/p2p -L podshaper.io/memlock | sed 's/^/  /'
+
 say "Submitting examples/training-job.yaml (2 pods × 8 GPUs, DataLoader annotations)"
 # A second run starts over. No kubelet confirms a bound pod's end: no grace period.
 kc -n ml-demo delete pod --all --grace-period=0 --force >/dev/null 2>&1 || true
@@ -60,7 +91,8 @@ cat <<TXT
   kubectl -n ml-demo get pod resnet50-0 -o yaml        # the shaped pod
   kubectl get mutatingwebhookconfiguration podshaper -o yaml
   less $dir/logs/podshaper-webhook.log
-  (GPUTopologyReports and 'kubectl describe gtr' come with the agent and operator.)
+  kubectl get gtr; kubectl describe gtr p5-48xlarge-h100-0; kubectl get topologypolicies
+  less $dir/logs/podshaper-operator.log
 
   make cluster-down     # stops everything this started
 TXT

@@ -1,0 +1,84 @@
+#include "operator/work_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace podshaper::op {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(WorkQueue, AKeyIsQueuedOnce) {
+  WorkQueue q;
+  q.add("a");
+  q.add("b");
+  q.add("a");
+  EXPECT_EQ(q.depth(), 2u);
+  EXPECT_EQ(q.get(), "a");
+  EXPECT_EQ(q.get(), "b");
+  EXPECT_EQ(q.depth(), 0u);
+}
+
+TEST(WorkQueue, AKeyBeingReconciledIsNotHandedOutTwice) {
+  WorkQueue q;
+  q.add("a");
+  ASSERT_EQ(q.get(), "a");
+  q.add("a");  // changed while being reconciled
+  EXPECT_EQ(q.depth(), 0u);
+  q.add("b");
+  EXPECT_EQ(q.get(), "b");
+  q.done("a");  // now it goes again, once
+  EXPECT_EQ(q.depth(), 1u);
+  EXPECT_EQ(q.get(), "a");
+  q.done("a");
+  q.done("b");
+  EXPECT_EQ(q.depth(), 0u);
+}
+
+TEST(WorkQueue, AddAfterWaitsAndTheEarliestWins) {
+  WorkQueue q;
+  auto start = std::chrono::steady_clock::now();
+  q.addAfter("late", 10s);
+  q.addAfter("soon", 300ms);
+  q.addAfter("soon", 100ms);
+  EXPECT_EQ(q.waiting(), 2u);
+  EXPECT_EQ(q.get(), "soon");
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 90ms);
+  EXPECT_LT(took, 2s);
+  q.add("late");  // an add does not wait
+  EXPECT_EQ(q.get(), "late");
+  EXPECT_EQ(q.waiting(), 0u);
+}
+
+TEST(WorkQueue, RetriesBackOffPerKeyAndForgetResets) {
+  WorkQueue q(20ms, 200ms);
+  auto timed = [&](const std::string& key) {
+    auto start = std::chrono::steady_clock::now();
+    q.retry(key);
+    EXPECT_EQ(q.get(), key);
+    q.done(key);
+    return std::chrono::steady_clock::now() - start;
+  };
+  EXPECT_GE(timed("k"), 15ms);
+  EXPECT_GE(timed("k"), 35ms);
+  EXPECT_GE(timed("k"), 75ms);
+  q.forget("k");
+  EXPECT_LT(timed("k"), 70ms);
+}
+
+TEST(WorkQueue, ShutDownWakesAWaitingWorker) {
+  WorkQueue q;
+  std::optional<std::string> got = "x";
+  std::thread worker([&] { got = q.get(); });
+  std::this_thread::sleep_for(50ms);
+  q.shutDown();
+  worker.join();
+  EXPECT_FALSE(got);
+  q.add("a");
+  EXPECT_EQ(q.depth(), 0u);
+}
+
+}  // namespace
+}  // namespace podshaper::op
