@@ -77,10 +77,18 @@ class Judge {
     }
     const std::size_t n = t_.pairs.size();
     v.interconnect = n == 0 ? "none" : nv == n ? "nvlink" : nv == 0 ? "pcie" : "mixed";
-    if (ok == n) v.p2p = "all";
-    else if (ok + unknown == n) v.p2p = "unknown";
+    unknown += missingPairs();
+    if (ok == n && unknown == 0) v.p2p = "all";
+    else if (ok + unknown == n + missingPairs()) v.p2p = unknown > 0 ? "unknown" : "all";
     else v.p2p = ok > 0 ? "partial" : "none";
     v.memlock = t_.host.memlockBytes ? "limited" : "unlimited";
+  }
+
+  // Pairs a report of this many GPUs should list but does not.
+  std::size_t missingPairs() const {
+    const std::size_t g = t_.gpus.size();
+    const std::size_t expected = g < 2 ? 0 : g * (g - 1) / 2;
+    return expected > t_.pairs.size() ? expected - t_.pairs.size() : 0;
   }
 
   Condition p2p(std::vector<Failure>& failures) const {
@@ -91,7 +99,18 @@ class Judge {
     }
     const std::size_t n = t_.pairs.size();
     Condition c{conditions::kP2PComplete, "True", "", ""};
-    if (n == 0) {
+    if (const std::size_t missing = missingPairs(); missing > 0 && without.empty()) {
+      c.status = "Unknown";
+      c.reason = "P2PNotMeasured";
+      c.message = "The report lists " + std::to_string(n) + " of the " + std::to_string(n + missing) +
+                  " GPU pairs of " + plural(t_.gpus.size(), "GPU") +
+                  ", so peer-to-peer access between the others is unknown and NCCL may fall back to shared "
+                  "memory (/dev/shm) there.";
+      if (r_.requireP2PAllPairs) {
+        failures.push_back({c.reason, "the report lists only " + std::to_string(n) + " of " +
+                                          std::to_string(n + missing) + " GPU pairs"});
+      }
+    } else if (n == 0) {
       c.reason = "NoGPUPairs";
       c.message = "The node has fewer than two GPUs, so there is no GPU pair to connect.";
     } else if (!without.empty()) {

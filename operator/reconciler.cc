@@ -157,6 +157,22 @@ void Reconciler::setVerdict(const std::string& key, const char* verdict) {
   reportsNotValidated_.set(static_cast<double>(verdicts_.size()) - validated);
 }
 
+bool Reconciler::cacheBehindWrite(std::map<std::string, std::string>& replaced, const std::string& key,
+                                  const json& object) {
+  std::lock_guard lock(mu_);
+  auto it = replaced.find(key);
+  if (it == replaced.end()) return false;
+  if (it->second == metaString(object, "resourceVersion")) return true;
+  replaced.erase(it);  // the cache moved on
+  return false;
+}
+
+void Reconciler::rememberWrite(std::map<std::string, std::string>& replaced, const std::string& key,
+                               const json& object) {
+  std::lock_guard lock(mu_);
+  replaced[key] = metaString(object, "resourceVersion");
+}
+
 void Reconciler::work() {
   while (auto key = queue_.get()) {
     queueDepth_.set(static_cast<double>(queue_.depth()));
@@ -190,6 +206,11 @@ Reconciler::Outcome Reconciler::reconcile(const std::string& key) {
   if (!mayWrite_()) return Outcome::NotLeader;
   const auto report = reports_.get(key);
   const auto node = nodes_.get(key);
+  // Our own last write has not reached the cache yet; its watch event queues the key again.
+  if ((report && cacheBehindWrite(replacedReport_, key, *report)) ||
+      (node && cacheBehindWrite(replacedNode_, key, *node))) {
+    return Outcome::Done;
+  }
 
   if (!report) {
     setVerdict(key, nullptr);
@@ -219,13 +240,14 @@ Reconciler::Outcome Reconciler::reconcile(const std::string& key) {
       if (written.error().isNotFound()) return Outcome::Done;  // deleted meanwhile: its DELETED event follows
       if (written.error().isConflict()) {
         conflicts_.inc();
-        spdlog::debug("report {}: changed since read; judging it again", key);
+        spdlog::info("report {}: changed since read; judging it again ({})", key, written.error().message);
       } else {
         spdlog::warn("report {}: status not written: {}", key, written.error().message);
       }
       return Outcome::Retry;
     }
     writesStatus_.inc();
+    rememberWrite(replacedReport_, key, *report);
     const Condition* validated = verdict.condition(conditions::kValidated);
     spdlog::info("report {}: Validated={} ({}) gpus={} interconnect={} p2p={} memlock={}", key, validated->status,
                  validated->reason, verdict.gpus, verdict.interconnect, verdict.p2p, verdict.memlock);
@@ -245,19 +267,20 @@ Reconciler::Outcome Reconciler::reconcile(const std::string& key) {
 }
 
 Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& node, const json& patch) {
-  (void)node;
   if (!mayWrite_()) return Outcome::NotLeader;
   auto written = client_.patch(kube::resourcePath("v1", "nodes", "", key), patch, kube::PatchType::Merge);
   if (!written) {
     if (written.error().isNotFound()) return Outcome::Done;
     if (written.error().isConflict()) {
       conflicts_.inc();
+      spdlog::info("node {}: changed since read; judging it again ({})", key, written.error().message);
     } else {
       spdlog::warn("node {}: labels not written: {}", key, written.error().message);
     }
     return Outcome::Retry;
   }
   writesNode_.inc();
+  rememberWrite(replacedNode_, key, node);
   spdlog::info("node {}: {}", key, patch.dump());
   return Outcome::Done;
 }

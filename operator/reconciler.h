@@ -54,6 +54,11 @@ class Reconciler {
   void reloadPolicies();
   std::vector<Policy> policies() const;
   void setVerdict(const std::string& key, const char* verdict);
+  // True when `object` is the version our write to it replaced (the cache lags).
+  bool cacheBehindWrite(std::map<std::string, std::string>& replaced, const std::string& key,
+                        const nlohmann::json& object);
+  void rememberWrite(std::map<std::string, std::string>& replaced, const std::string& key,
+                     const nlohmann::json& object);
 
   const kube::Client& client_;
   const OperatorConfig config_;
@@ -72,6 +77,10 @@ class Reconciler {
   mutable std::mutex mu_;  // guards policies_, verdicts_
   std::vector<Policy> policies_;
   std::map<std::string, std::string> verdicts_;  // report → validated / not_validated
+  // The resourceVersions our last writes replaced, per key: while the cache
+  // still holds that version it has not seen our write yet, and judging it
+  // again would only earn a 409.
+  std::map<std::string, std::string> replacedReport_, replacedNode_;
   std::atomic<unsigned> eventSequence_{0};
 
   server::Counter &reconcilesOk_, &reconcilesError_, &reconcilesSkipped_;

@@ -243,6 +243,18 @@ TEST(Verdict, AnUnreadableReportIsJudgedNotThrown) {
   }
 }
 
+TEST(Verdict, MissingPairsAreNotMeasured) {
+  NodeFacts node = gpuNode(8);
+  json spec = TopologyBuilder(8).spec();
+  spec["pairs"].erase(spec["pairs"].begin() + 3, spec["pairs"].end());
+  Verdict v = judge(spec, &node, {defaultPolicy()}, kNow);
+  EXPECT_FALSE(v.validated);
+  EXPECT_EQ(v.p2p, "unknown");
+  EXPECT_EQ(v.condition("P2PComplete")->status, "Unknown");
+  EXPECT_NE(v.condition("Validated")->message.find("only 3 of 28 GPU pairs"), std::string::npos)
+      << v.condition("Validated")->message;
+}
+
 TEST(Verdict, MixedAndSingleGPU) {
   NodeFacts node = gpuNode(4);
   EXPECT_EQ(judge(TopologyBuilder(4).pair(0, 3, "SYS", "OK").spec(), &node, {}, kNow).interconnect, "mixed");
