@@ -13,7 +13,7 @@ check "and names it" grep -q 'unknown command "frobnicate"' "$tmp/err"
 # run exits 2 with one line naming the setting, before it needs a cluster.
 refuses() {  # refuses "what" "config yaml" "message"
   printf '%s\n' "$2" >"$tmp/config.yaml"
-  set +e; "$bin" run --kubeconfig /nonexistent --config "$tmp/config.yaml" --listen 127.0.0.1:0 >/dev/null 2>"$tmp/err"; rc=$?; set -e
+  set +e; "$bin" run --kubeconfig /nonexistent --config "$tmp/config.yaml" >/dev/null 2>"$tmp/err"; rc=$?; set -e
   check "$1: exit 2" test $rc -eq 2
   check "$1: the message names it" grep -qF -- "$3" "$tmp/err"
 }
