@@ -1,70 +1,8 @@
-#include <sstream>
-#include <vector>
-
 #include "agent/backend.h"
 #include "cli/flags.h"
 
 namespace podshaper::agent {
 namespace {
-
-// The shape of the matrices in an nvidia-smi output, enough to tell a `topo -m`
-// output from a `topo -p2p r` one and to compare their sizes before they are
-// parsed together (the parser reads only the pairs the topo -m matrix names, so
-// it would not notice a P2P matrix of another size).
-struct MatrixShape {
-  int gpuColumns = 0;
-  int gpuRows = 0;
-  bool cpuColumn = false;  // `topo -m` has CPU Affinity columns; `-p2p r` has none
-};
-
-std::string stripAnsi(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
-      i += 2;
-      while (i < text.size() && !(text[i] >= '@' && text[i] <= '~')) ++i;
-      continue;
-    }
-    out += text[i];
-  }
-  return out;
-}
-
-bool isGpuName(const std::string& token) {
-  if (token.size() <= 3 || token.compare(0, 3, "GPU") != 0) return false;
-  for (std::size_t i = 3; i < token.size(); ++i) {
-    if (token[i] < '0' || token[i] > '9') return false;
-  }
-  return true;
-}
-
-// One entry per matrix: a header line starts with GPU0 followed by another GPU,
-// a NIC or CPU column (or nothing, for one GPU); rows start with a GPU name.
-std::vector<MatrixShape> matrixShapes(const std::string& text) {
-  std::vector<MatrixShape> shapes;
-  std::istringstream in(stripAnsi(text));
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    std::vector<std::string> t;
-    for (std::string w; words >> w;) t.push_back(w);
-    if (t.empty()) continue;
-    if (t[0] == "GPU0" && (t.size() == 1 || isGpuName(t[1]) || t[1] == "CPU" || t[1].compare(0, 3, "NIC") == 0)) {
-      MatrixShape shape;
-      for (const auto& c : t) {
-        if (c == "CPU") {
-          shape.cpuColumn = true;
-          break;
-        }
-        if (isGpuName(c)) ++shape.gpuColumns;
-      }
-      shapes.push_back(shape);
-    } else if (isGpuName(t[0]) && !shapes.empty()) {
-      ++shapes.back().gpuRows;
-    }
-  }
-  return shapes;
-}
 
 std::string gpus(int n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
 
@@ -81,11 +19,11 @@ class FixtureBackend : public Backend {
 
     auto p2p = cli::readFile(p2pPath_);
     if (!p2p) return makeError("p2p fixture: " + p2p.error().message);
-    if (matrixShapes(*text).size() > 1) {
+    if (nvidiaSmiMatrixShapes(*text).size() > 1) {
       return makeError(path_ + ": already holds a P2P matrix after the topo -m one; give the topo -m output alone, "
                        "or drop --p2p-fixture");
     }
-    auto shapes = matrixShapes(*p2p);
+    auto shapes = nvidiaSmiMatrixShapes(*p2p);
     if (shapes.empty()) {
       return makeError(p2pPath_ + ": no nvidia-smi topo -p2p r matrix (a header line starting with GPU0) found");
     }
@@ -93,7 +31,7 @@ class FixtureBackend : public Backend {
       return makeError(p2pPath_ + ": holds " + std::to_string(shapes.size()) +
                        " matrices; expected the output of nvidia-smi topo -p2p r alone");
     }
-    const MatrixShape& shape = shapes.front();
+    const NvidiaSmiMatrixShape& shape = shapes.front();
     if (shape.cpuColumn) {
       return makeError(p2pPath_ + ": is an nvidia-smi topo -m matrix (it has a CPU Affinity column), not topo -p2p r");
     }

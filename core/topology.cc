@@ -41,6 +41,7 @@ std::optional<int> gpuIndex(std::string_view token) {
 struct Matrix {
   std::vector<std::string> columns;                // GPU0.., NIC0..
   std::map<int, std::vector<std::string>> rows;    // GPU index → all tokens after the name
+  bool cpuColumn = false;                          // `topo -m` has CPU Affinity columns; `-p2p r` none
 };
 
 const std::vector<std::string> kLinkWords = {"X", "PIX", "PXB", "PHB", "NODE", "SYS"};
@@ -57,20 +58,22 @@ bool isP2P(const std::string& cell) {
   return false;
 }
 
-}  // namespace
-
-Result<Topology> parseNvidiaSmiTopology(std::string_view raw) {
+// Every matrix in an nvidia-smi output, in order. A header line names columns,
+// starting with GPU0; a row starts with a GPU name and then holds cells (X, NV#,
+// OK, ...), never another GPU name.
+std::vector<Matrix> readMatrices(std::string_view raw) {
   std::istringstream in(stripAnsi(raw));
   std::vector<Matrix> matrices;
   for (std::string line; std::getline(in, line);) {
     auto t = tokens(line);
     if (t.empty()) continue;
-    // A header line names columns, starting with GPU0; a row starts with a GPU
-    // name and then holds cells (X, NV#, OK, ...), never another GPU name.
     if (t[0] == "GPU0" && (t.size() == 1 || gpuIndex(t[1]) || t[1] == "CPU" || t[1].starts_with("NIC"))) {
       Matrix m;
       for (const auto& c : t) {
-        if (c == "CPU") break;
+        if (c == "CPU") {
+          m.cpuColumn = true;
+          break;
+        }
         m.columns.push_back(c);
       }
       matrices.push_back(std::move(m));
@@ -81,6 +84,25 @@ Result<Topology> parseNvidiaSmiTopology(std::string_view raw) {
       matrices.back().rows[*row] = std::vector<std::string>(t.begin() + 1, t.end());
     }
   }
+  return matrices;
+}
+
+}  // namespace
+
+std::vector<NvidiaSmiMatrixShape> nvidiaSmiMatrixShapes(std::string_view text) {
+  std::vector<NvidiaSmiMatrixShape> shapes;
+  for (const auto& m : readMatrices(text)) {
+    NvidiaSmiMatrixShape shape;
+    for (const auto& c : m.columns) shape.gpuColumns += gpuIndex(c) ? 1 : 0;
+    shape.gpuRows = static_cast<int>(m.rows.size());
+    shape.cpuColumn = m.cpuColumn;
+    shapes.push_back(shape);
+  }
+  return shapes;
+}
+
+Result<Topology> parseNvidiaSmiTopology(std::string_view raw) {
+  std::vector<Matrix> matrices = readMatrices(raw);
   if (matrices.empty()) return makeError("topology: no nvidia-smi matrix (a header line starting with GPU0) found");
 
   const Matrix& links = matrices[0];

@@ -55,6 +55,16 @@ struct Topology {
 // backend reads these captures.
 Result<Topology> parseNvidiaSmiTopology(std::string_view text);
 
+// The shape of each matrix in an nvidia-smi output, to tell a `topo -m` output
+// from a `topo -p2p r` one and to compare their sizes before parsing them
+// together (the parser reads only the pairs the topo -m matrix names).
+struct NvidiaSmiMatrixShape {
+  int gpuColumns = 0;
+  int gpuRows = 0;
+  bool cpuColumn = false;  // `topo -m` has CPU Affinity columns; `-p2p r` has none
+};
+std::vector<NvidiaSmiMatrixShape> nvidiaSmiMatrixShapes(std::string_view text);
+
 nlohmann::json toJson(const Topology& topology);
 
 // The inverse of toJson(), for a report's spec as the API server stores it
