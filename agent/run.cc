@@ -54,11 +54,13 @@ Result<std::string> reconcile(const kube::Client& client, Backend& backend, cons
   // The heartbeat is judged from the stored observedAt, so a restarted agent does
   // not write just because it restarted.
   if (!changed && !heartbeatDue(current, std::time(nullptr), heartbeatSeconds)) return std::string("unchanged");
-  // A merge patch with the resourceVersion read: a concurrent writer makes it a 409.
-  nlohmann::json patch = {{"metadata", {{"resourceVersion", (*existing)["metadata"]["resourceVersion"]}}},
-                          {"spec", spec}};
-  auto patched = client.patch(path, patch, kube::PatchType::Merge);
-  if (!patched) return makeError("update: " + patched.error().message);
+  // The whole object back (PUT) with the resourceVersion read: a concurrent
+  // writer makes it a 409. Not a merge patch: that would drop the spec's nulls
+  // ("unknown"), and the next compare would see a change that is not there.
+  nlohmann::json updated = *existing;
+  updated["spec"] = spec;
+  auto replaced = client.replace(path, updated);
+  if (!replaced) return makeError("update: " + replaced.error().message);
   return std::string(changed ? "updated" : "heartbeat");
 }
 

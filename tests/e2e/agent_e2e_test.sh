@@ -37,6 +37,10 @@ check "nothing changed: no write" test "$(rv $node)" = "$before"
 check "and it says so" grep -q "unchanged" "$tmp/log"
 run_once $node "$fixtures/p5.48xlarge-8xH100-nv18.topo-m.txt" --heartbeat 0 2>/dev/null
 check "a due heartbeat writes observedAt" test "$(rv $node)" != "$before"
+after=$(rv $node)
+run_once $node "$fixtures/p5.48xlarge-8xH100-nv18.topo-m.txt" 2>/dev/null
+check "after the heartbeat, the next run writes nothing (the stored spec keeps its nulls)" test "$(rv $node)" = "$after"
+check "memlockBytes is still null: unlimited, not missing" test "$(kc get gtr $node -o jsonpath='{.spec.host}' | python3 -c 'import json,sys; h=json.load(sys.stdin); print("memlockBytes" in h and h["memlockBytes"] is None)')" = True
 run_once $node "$fixtures/p4d.24xlarge-8xA100-nv12.topo-m.txt" 2>/dev/null
 check "a changed topology is written" test "$(kc get gtr $node -o jsonpath='{.spec.pairs[0].link}')" = NV12
 

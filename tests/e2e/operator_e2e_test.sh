@@ -1,0 +1,472 @@
+#!/usr/bin/env bash
+# End-to-end: two podshaper-operator replicas (one leader, by a Lease) judge the
+# GPUTopologyReports that podshaper-agent writes against the TopologyPolicies, on a real
+# control plane (scripts/cluster.sh): report status, Events, node labels and taints;
+# podshaper-webhook places pods by those labels. Everything is checked with kubectl.
+source "$(dirname "$0")/../cli/lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export PODSHAPER_CLUSTER_DIR=${PODSHAPER_CLUSTER_DIR:-$root/build/e2e-operator-cluster}
+kubeconfig=$PODSHAPER_CLUSTER_DIR/kubeconfig
+logs=$PODSHAPER_CLUSTER_DIR/logs
+bin=${PODSHAPER_BIN:-$root/build/bin}
+operator=$bin/podshaper-operator
+agent=$bin/podshaper-agent
+topo=$root/tests/fixtures/topologies
+p2p=$root/tests/fixtures/p2p
+p5=p5-48xlarge-h100-0
+p4d=p4d-24xlarge-a100-0
+g6e=g6e-12xlarge-l40s-0
+lease_duration=4  # seconds; the config below
+tmp=$(mktemp -d)
+declare -A op_pid=() op_port=()  # replica (a, b) -> pid, HTTPS port
+
+stop_operator() {  # stop_operator REPLICA: SIGTERM, then SIGKILL after 5 s; only the pid we started
+  local pid=${op_pid[$1]:-}
+  [[ -n $pid ]] || return 0
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  unset "op_pid[$1]"
+}
+cleanup() {
+  local rc=$?
+  for r in "${!op_pid[@]}"; do stop_operator "$r"; done
+  if [[ $rc -ne 0 || $failures -gt 0 ]]; then  # what CI needs to see
+    for f in "$logs"/operator-*.log; do [[ -f $f ]] && { echo "--- $f"; tail -60 "$f"; }; done
+    for f in "$logs"/*.log; do [[ $f == */operator-* ]] || { echo "--- $f"; tail -15 "$f"; }; done
+    if kc get --raw /readyz >/dev/null 2>&1; then
+      echo "--- kubectl get gtr -o wide"; kc get gtr -o wide 2>&1 || true
+      echo "--- kubectl get events -n default"; kc get events -n default 2>&1 | tail -40 || true
+    fi
+  fi
+  bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+quiet() { "$@" >/dev/null; }
+
+# eventually SECONDS WANT CMD...: retry CMD until its output matches WANT (a bash glob;
+# plain text matches itself); on timeout, say what it printed last.
+eventually() {
+  local deadline=$((SECONDS + $1)) want=$2 got
+  shift 2
+  while :; do
+    got=$("$@" 2>&1) || true
+    # shellcheck disable=SC2053  # WANT is a pattern on purpose
+    [[ $got == $want ]] && return 0
+    if [[ $SECONDS -ge $deadline ]]; then
+      echo "  wanted: $want" >&2; echo "  got:    ${got:0:2000}" >&2
+      return 1
+    fi
+    sleep 0.3
+  done
+}
+# until_ok SECONDS CMD...: retry CMD until it succeeds
+until_ok() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do [[ $SECONDS -lt $deadline ]] || return 1; sleep 0.3; done
+}
+
+# Free ports below the kernel's ephemeral range (as scripts/cluster.sh chooses them).
+free_port() {
+  python3 - <<'PY'
+import random, socket
+while True:
+    port = random.randint(20000, 31999)
+    with socket.socket() as s:
+        try: s.bind(("127.0.0.1", port))
+        except OSError: continue
+    print(port); break
+PY
+}
+
+config=$PODSHAPER_CLUSTER_DIR/operator.yaml
+start_operator() {  # start_operator a|b: identity op-a|op-b, log logs/operator-a|b.log
+  op_port[$1]=$(free_port)
+  echo "=== $(date -u +%FT%TZ) starting op-$1 on 127.0.0.1:${op_port[$1]}" >>"$logs/operator-$1.log"
+  "$operator" run --kubeconfig "$kubeconfig" --config "$config" --listen "127.0.0.1:${op_port[$1]}" \
+    --identity "op-$1" >>"$logs/operator-$1.log" 2>&1 &
+  op_pid[$1]=$!
+}
+http_code() {  # http_code REPLICA PATH
+  curl -sk --max-time 3 -o /dev/null -w '%{http_code}' "https://127.0.0.1:${op_port[$1]}$2" || true
+}
+# metric REPLICA NAME [LABELS]: the sum of NAME's samples (those whose labels contain LABELS)
+metric() {
+  curl -sk --max-time 3 "https://127.0.0.1:${op_port[$1]}/metrics" |
+    awk -v n="$2" -v m="${3:-}" '
+      ($1 == n || index($1, n "{") == 1) && (m == "" || index($1, m)) { s += $2; found = 1 }
+      END { if (!found) { print "no sample of " n (m == "" ? "" : " " m); exit 1 } printf "%g\n", s }'
+}
+holder() { kc -n podshaper-system get lease podshaper-operator -o jsonpath='{.spec.holderIdentity}'; }
+replica_of() { case $1 in op-a) echo a ;; op-b) echo b ;; *) echo "?" ;; esac; }
+
+# cond REPORT TYPE: "STATUS REASON" of the report's condition TYPE
+cond() {
+  kc get gtr "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].status} {.status.conditions[?(@.type==\"$2\")].reason}"
+}
+field() { kc get gtr "$1" -o jsonpath="{.status.$2}"; }
+label() { kc get node "$1" -o jsonpath="{.metadata.labels.podshaper\.io/$2}"; }
+labels() {  # labels NODE: the podshaper.io labels, "key=value ..." sorted
+  kc get node "$1" -o json | python3 -c '
+import json, sys
+l = json.load(sys.stdin)["metadata"].get("labels", {})
+print(" ".join(k[len("podshaper.io/"):] + "=" + v for k, v in sorted(l.items()) if k.startswith("podshaper.io/")))'
+}
+taints() { kc get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}={.value}:{.effect} {end}'; }
+row() { kc get gtr "$1" --no-headers | awk '{print $2, $3, $4, $5}'; }
+# events KIND NAME REASON: how many times that Event was emitted in namespace default
+# (its objects, each counted `count` times)
+events() {
+  kc get events -n default --field-selector "involvedObject.kind=$1,involvedObject.name=$2,reason=$3" -o json |
+    python3 -c '
+import json, sys
+print(sum(max(e.get("count") or 0, (e.get("series") or {}).get("count") or 0, 1) for e in json.load(sys.stdin)["items"]))'
+}
+described_events() {  # described_events gtr|node NAME: the Events section of kubectl describe
+  kc describe "$1" "$2" | sed -n '/^Events:/,$p'
+}
+
+agent_once() {  # agent_once NODE TOPOLOGY [P2P] [agent flags...]: one probe and write
+  local node=$1 fixture=$2 p2pfile=${3:-}
+  "$agent" run --node "$node" --fixture "$topo/$fixture" ${p2pfile:+--p2p-fixture "$p2p/$p2pfile"} \
+    --kubeconfig "$kubeconfig" --once "${@:4}" >>"$logs/agent.log" 2>&1
+}
+p5_topo=p5.48xlarge-8xH100-nv18.topo-m.txt
+p4d_topo=p4d.24xlarge-8xA100-nv12.topo-m.txt
+g6e_topo=g6e.12xlarge-4xL40S-pcie-node.topo-m.txt
+
+# report NAME [PYTHON]: a GPUTopologyReport of the g6e fixture with observedAt now;
+# PYTHON may edit the spec `s` first
+report() {
+  "$agent" probe --fixture "$topo/$g6e_topo" --p2p-fixture "$p2p/4gpu-all-ok.p2p-r.txt" --format json >"$tmp/probe.json"
+  python3 - "$1" "$tmp/probe.json" "${2:-}" <<'PY'
+import datetime, json, sys
+name, probe, edit = sys.argv[1:4]
+s = json.load(open(probe))
+s["observedAt"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+exec(edit)
+print(json.dumps({"apiVersion": "podshaper.io/v1alpha1", "kind": "GPUTopologyReport",
+                  "metadata": {"name": name}, "spec": s}))
+PY
+}
+
+# A training pod (as in e2e_test.sh): pod NAME GPUS [podshaper.io/gpu-count nodeSelector]
+pod() {
+  python3 - "$@" <<'PY'
+import json, sys
+name, gpus = sys.argv[1], sys.argv[2]
+res = {"nvidia.com/gpu": gpus, "memory": "64Gi", "cpu": "8"}
+spec = {"containers": [{"name": "trainer", "image": "pytorch:2", "resources": {"limits": res, "requests": res}}],
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+if len(sys.argv) > 3: spec["nodeSelector"] = {"podshaper.io/gpu-count": sys.argv[3]}
+print(json.dumps({"apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": name, "labels": {"podshaper.io/inject": "true", "app": "e2e"},
+    "annotations": {"podshaper.io/dataloader-workers": "8", "podshaper.io/prefetch-factor": "4",
+                    "podshaper.io/batch-shape": "32x3x224x224", "podshaper.io/batch-dtype": "float32"}},
+  "spec": spec}))
+PY
+}
+# shaped NAME GPUS [SELECTOR]: how the webhook shapes the pod (a server-side dry run), in one line:
+# "validated=V gpu-count=G nccl=none|reserve" from its required node affinity and its
+# podshaper.io/shm-formula, or "denied: MESSAGE"
+shaped() {
+  local out
+  # stderr carries the webhook's warnings
+  if out=$(pod "$@" | kc -n training create --dry-run=server -o json -f - 2>"$tmp/shaped.err"); then
+    python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+f = p["metadata"].get("annotations", {}).get("podshaper.io/shm-formula", "")
+aff = (p["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+req = {}
+for t in (aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []:
+    for e in t.get("matchExpressions") or []:
+        if e.get("operator") == "In": req[e["key"]] = ",".join(e.get("values") or [])
+nccl = "none" if "no NCCL shm reserve" in f else "reserve" if "NCCL shm reserve" in f else "?(" + f + ")"
+print("validated=%s gpu-count=%s nccl=%s" % (req.get("podshaper.io/topology-validated", "-"),
+      req.get("podshaper.io/gpu-count", "-"), nccl))' <<<"$out"
+  else
+    echo "denied: $(tr '\n' ' ' <"$tmp/shaped.err")"
+  fi
+}
+
+# A cluster left by a killed run is not reused.
+bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
+bash "$root/scripts/cluster.sh" up
+[[ -x $operator ]] || { echo "$operator is missing: build it first" >&2; exit 1; }
+
+# --- the CRDs' schemas, enforced by the real API server
+kc wait --for condition=established --timeout 30s \
+  crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io >/dev/null
+report crd-check >"$tmp/valid.json"
+check "a report as the agent probes it passes the API server's validation" \
+  quiet kc apply --dry-run=server -f "$tmp/valid.json"
+report crd-check 's["pairs"][0]["link"] = "XYZ"' >"$tmp/bad-link.json"
+set +e; kc apply --dry-run=server -f "$tmp/bad-link.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "a report with pairs[0].link XYZ is refused" test $rc -ne 0
+check "naming the field" grep -q 'spec.pairs\[0\].link' "$tmp/err"
+cat >"$tmp/bad-policy.yaml" <<'YAML'
+apiVersion: podshaper.io/v1alpha1
+kind: TopologyPolicy
+metadata: {name: bad}
+spec:
+  requirements: {minLink: fast}
+YAML
+set +e; kc apply --dry-run=server -f "$tmp/bad-policy.yaml" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "a TopologyPolicy with minLink fast is refused" test $rc -ne 0
+check "naming the field and the value" grep -q 'spec.requirements.minLink: Unsupported value: "fast"' "$tmp/err"
+
+# --- two replicas
+printf 'eventNamespace: default\nleaderElection: {namespace: podshaper-system, name: podshaper-operator, leaseDurationn: 4s}\n' \
+  >"$tmp/bad-config.yaml"
+set +e
+timeout 20 "$operator" run --kubeconfig "$kubeconfig" --config "$tmp/bad-config.yaml" \
+  --listen "127.0.0.1:$(free_port)" --identity op-bad >"$tmp/out" 2>"$tmp/err"
+rc=$?
+set -e
+check "a config with an unknown key is refused (exit 2)" test $rc -eq 2
+check "naming the key" grep -q 'leaseDurationn' "$tmp/err"
+
+kc create namespace podshaper-system >/dev/null
+kc apply -f "$root/manifests/topologypolicy-default.yaml" >/dev/null
+cat >"$config" <<YAML
+eventNamespace: default
+leaderElection:
+  namespace: podshaper-system
+  name: podshaper-operator
+  leaseDuration: ${lease_duration}s
+  renewDeadline: 3s
+  retryPeriod: 1s
+YAML
+start_operator a
+start_operator b
+check "op-a is healthy" eventually 30 200 http_code a /healthz
+check "op-b is healthy" eventually 30 200 http_code b /healthz
+check "one of them holds the Lease" eventually 20 "op-[ab]" holder
+leader=$(replica_of "$(holder)"); standby=$([[ $leader == a ]] && echo b || echo a)
+echo "leader: op-$leader, standby: op-$standby"
+check "the leader is ready (informers synced)" eventually 30 200 http_code "$leader" /readyz
+check "the leader's podshaper_operator_leader is 1" eventually 10 1 metric "$leader" podshaper_operator_leader
+check "the standby's is 0" eventually 10 0 metric "$standby" podshaper_operator_leader
+
+# --- the agents report; the operator judges
+check "the p5 agent writes its report" agent_once $p5 $p5_topo 8gpu-all-ok.p2p-r.txt
+check "the p4d agent writes its report" agent_once $p4d $p4d_topo 8gpu-all-ok.p2p-r.txt
+check "the g6e agent writes its report" agent_once $g6e $g6e_topo 4gpu-all-ok.p2p-r.txt
+for n in $p5 $p4d $g6e; do
+  check "$n is validated" eventually 20 "True RequirementsMet" cond $n Validated
+done
+kc get gtr | tee "$tmp/get.txt"
+check "kubectl get gtr shows NAME GPUS INTERCONNECT P2P VALIDATED AGE" \
+  test "$(head -1 "$tmp/get.txt" | awk '{$1 = $1; print}')" = "NAME GPUS INTERCONNECT P2P VALIDATED AGE"
+check "p5: 8 GPUs, nvlink, P2P all, validated" eventually 5 "8 nvlink all True" row $p5
+check "p4d: 8 GPUs, nvlink, P2P all, validated" eventually 5 "8 nvlink all True" row $p4d
+check "g6e: 4 GPUs, pcie, P2P all, validated" eventually 5 "4 pcie all True" row $g6e
+check "the status says memlock unlimited" eventually 5 unlimited field $p5 memlock
+check "and the policy that applies" eventually 5 default field $p5 'policies[*]'
+for c in "P2PComplete True AllPairsP2P" "MemlockUnlimited True Unlimited" "GPUCountMatchesNode True CountMatches" \
+         "Fresh True ReportCurrent"; do
+  set -- $c
+  check "p5: $1 $2 ($3)" eventually 5 "$2 $3" cond $p5 "$1"
+done
+check "kubectl describe gtr shows the conditions" \
+  eventually 5 "*Conditions:*Reason:*RequirementsMet*Type:*Validated*" kc describe gtr $p5
+check "and a Normal TopologyValidated Event" \
+  eventually 15 "*Normal*TopologyValidated*" described_events gtr $p5
+check "p5's node labels" eventually 15 \
+  "gpu-count=8 interconnect=nvlink memlock=unlimited p2p=all topology-validated=true" labels $p5
+check "p4d's node labels" eventually 15 \
+  "gpu-count=8 interconnect=nvlink memlock=unlimited p2p=all topology-validated=true" labels $p4d
+check "g6e's node labels" eventually 15 \
+  "gpu-count=4 interconnect=pcie memlock=unlimited p2p=all topology-validated=true" labels $g6e
+
+# --- the webhook places pods by the labels (it learns them through a watch)
+kc create namespace training >/dev/null
+check "namespace training has its default service account" until_ok 30 kc -n training get serviceaccount default
+check "an 8-GPU pod requires a validated 8-GPU node, with no NCCL /dev/shm reserve (P2P everywhere)" \
+  eventually 30 "validated=true gpu-count=8 nccl=none" shaped train-8 8
+check "a 4-GPU pod requires a validated 4-GPU node, with no NCCL reserve" \
+  eventually 30 "validated=true gpu-count=4 nccl=none" shaped train-4 4
+
+# --- a node without P2P between some GPU pairs
+check "the g6e agent reports P2P NS between its two PCIe halves" agent_once $g6e $g6e_topo 4gpu-ns.p2p-r.txt
+check "g6e: Validated False (P2PUnavailable)" eventually 20 "False P2PUnavailable" cond $g6e Validated
+check "g6e: P2PComplete False" eventually 5 "False P2PUnavailable" cond $g6e P2PComplete
+check "g6e: P2P partial" eventually 5 "4 pcie partial False" row $g6e
+check "g6e's node labels: topology-validated=false, p2p=partial" eventually 15 \
+  "gpu-count=4 interconnect=pcie memlock=unlimited p2p=partial topology-validated=false" labels $g6e
+check "a Warning P2PUnavailable Event on the report names GPU0-GPU2 and /dev/shm" eventually 15 \
+  "*Warning*P2PUnavailable*GPU0-GPU2*NCCL falls back to shared memory (/dev/shm)*" described_events gtr $g6e
+check "and a Warning TopologyNotValidated" eventually 15 "*Warning*TopologyNotValidated*" described_events gtr $g6e
+check "kubectl describe node shows the P2PUnavailable Event too" eventually 15 \
+  "*Warning*P2PUnavailable*GPU0-GPU2*" described_events node $g6e
+kc describe gtr $g6e | tee "$tmp/describe-g6e.txt"
+[[ -n ${PODSHAPER_DESCRIBE_OUT:-} ]] && cp "$tmp/describe-g6e.txt" "$PODSHAPER_DESCRIBE_OUT"
+check "with g6e failing, a 4-GPU node-exclusive pod is denied (no validated 4-GPU node: 8-GPU nodes are whole)" \
+  eventually 30 "denied:*node-exclusive pods own whole 8-GPU nodes (from the cluster's validated nodes)*" shaped train-4 4
+check "a pod that asks for 4-GPU nodes gets the NCCL /dev/shm reserve (no 4-GPU node has P2P everywhere)" \
+  eventually 30 "validated=true gpu-count=4 nccl=reserve" shaped train-4 4 4
+check "8-GPU pods still have no reserve" eventually 5 "validated=true gpu-count=8 nccl=none" shaped train-8 8
+
+check "the g6e agent reports P2P OK again" agent_once $g6e $g6e_topo 4gpu-all-ok.p2p-r.txt
+check "g6e: Validated True again" eventually 20 "True RequirementsMet" cond $g6e Validated
+check "its labels: topology-validated=true, p2p=all" eventually 15 \
+  "gpu-count=4 interconnect=pcie memlock=unlimited p2p=all topology-validated=true" labels $g6e
+check "a second Normal TopologyValidated Event, after the warning" \
+  eventually 15 2 events GPUTopologyReport $g6e TopologyValidated
+check "and a Normal AllPairsP2P (P2PComplete recovered)" \
+  eventually 15 1 events GPUTopologyReport $g6e AllPairsP2P
+check "exactly one TopologyNotValidated Event on the report, from two replicas" \
+  eventually 1 1 events GPUTopologyReport $g6e TopologyNotValidated
+check "exactly one on the Node" eventually 1 1 events Node $g6e TopologyNotValidated
+check "exactly one P2PUnavailable on the report" eventually 1 1 events GPUTopologyReport $g6e P2PUnavailable
+
+# --- a policy that taints the nodes it fails
+cat >"$tmp/nvlink-policy.yaml" <<'YAML'
+apiVersion: podshaper.io/v1alpha1
+kind: TopologyPolicy
+metadata: {name: g6e-needs-nvlink}
+spec:
+  nodeSelector: {matchLabels: {node.kubernetes.io/instance-type: g6e.12xlarge}}
+  requirements: {minLink: NVLink}
+  taintOnFailure: {effect: NoSchedule}
+YAML
+kc apply -f "$tmp/nvlink-policy.yaml" >/dev/null
+check "a policy asking NVLink fails g6e: Validated False (LinkTooSlow)" \
+  eventually 20 "False LinkTooSlow" cond $g6e Validated
+check "both policies apply to it" eventually 5 "default g6e-needs-nvlink" field $g6e 'policies[*]'
+check "g6e is tainted podshaper.io/topology-not-validated=LinkTooSlow:NoSchedule" \
+  eventually 15 "podshaper.io/topology-not-validated=LinkTooSlow:NoSchedule " taints $g6e
+check "the Warning names the slow links" eventually 15 \
+  "*Warning*TopologyNotValidated*slower than NVLink*" described_events gtr $g6e
+check "p5 is not selected by it" eventually 5 "True RequirementsMet" cond $p5 Validated
+check "and not tainted" eventually 1 "" taints $p5
+kc delete -f "$tmp/nvlink-policy.yaml" >/dev/null
+check "deleting the policy removes the taint" eventually 20 "" taints $g6e
+check "and validates g6e again" eventually 20 "True RequirementsMet" cond $g6e Validated
+
+# --- a stale report
+kc patch gtr $p4d --type merge -p '{"spec":{"observedAt":"2020-01-01T00:00:00Z"}}' >/dev/null
+check "a report last observed in 2020: Fresh False (ReportStale)" eventually 20 "False ReportStale" cond $p4d Fresh
+check "Validated False (ReportStale)" eventually 5 "False ReportStale" cond $p4d Validated
+check "label topology-validated=false" eventually 15 false label $p4d topology-validated
+check "the agent's heartbeat (--heartbeat 0) writes observedAt" agent_once $p4d $p4d_topo 8gpu-all-ok.p2p-r.txt --heartbeat 0
+check "Fresh True again" eventually 20 "True ReportCurrent" cond $p4d Fresh
+check "Validated True again" eventually 5 "True RequirementsMet" cond $p4d Validated
+check "label topology-validated=true again" eventually 15 true label $p4d topology-validated
+# Going stale is no API event: the operator must judge again when the age passes.
+check "a heartbeat just before a policy with maxReportAge 8s" agent_once $p4d $p4d_topo 8gpu-all-ok.p2p-r.txt --heartbeat 0
+kc apply -f - >/dev/null <<'YAML'
+apiVersion: podshaper.io/v1alpha1
+kind: TopologyPolicy
+metadata: {name: p4d-fresh-8s}
+spec:
+  nodeSelector: {matchLabels: {node.kubernetes.io/instance-type: p4d.24xlarge}}
+  requirements: {maxReportAge: 8s}
+YAML
+check "with maxReportAge 8s the fresh p4d report is Fresh" \
+  eventually 10 "*within the last 8s*" kc get gtr $p4d -o jsonpath='{.status.conditions[?(@.type=="Fresh")].message}'
+check "and goes stale by itself 8 s after its heartbeat, with nothing written" \
+  eventually 20 "False ReportStale" cond $p4d Fresh
+check "then p4d loses topology-validated=true" eventually 15 false label $p4d topology-validated
+kc delete topologypolicy p4d-fresh-8s >/dev/null
+check "without that policy it is Fresh again (10m)" eventually 20 "True ReportCurrent" cond $p4d Fresh
+check "and validated" eventually 15 true label $p4d topology-validated
+
+# --- leader failover
+leader=$(replica_of "$(holder)"); standby=$([[ $leader == a ]] && echo b || echo a)
+echo "leader: op-$leader (pid ${op_pid[$leader]:-?}), standby: op-$standby"
+check "the Lease names a running replica" test "$leader" != "?"
+killed_at=$(date +%s.%N)
+kill -9 "${op_pid[$leader]}"
+wait "${op_pid[$leader]}" 2>/dev/null || true
+unset "op_pid[$leader]"
+# A change while no replica leads: p5's agent loses its P2P matrix (P2P unknown).
+check "while no replica leads, the p5 agent reports without a P2P matrix" agent_once $p5 $p5_topo
+before_takeover=$(cond $p5 Validated || true)
+if [[ $(holder) == "op-$leader" ]]; then
+  check "nobody judges a change while no replica leads" test "$before_takeover" = "True RequirementsMet"
+else
+  echo "note: the standby took over before the change was written; the leaderless-window check is skipped"
+fi
+check "op-$standby takes the Lease within leaseDuration + 5 s" \
+  eventually $((lease_duration + 5)) "op-$standby" holder
+echo "takeover after $(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$killed_at") s"
+check "op-$standby's podshaper_operator_leader is 1" eventually 10 1 metric "$standby" podshaper_operator_leader
+check "the change made while no replica led is judged: p5 Validated False (P2PNotMeasured)" \
+  eventually 20 "False P2PNotMeasured" cond $p5 Validated
+check "p5: P2PComplete Unknown" eventually 5 "Unknown P2PNotMeasured" cond $p5 P2PComplete
+check "p5: labels p2p=unknown, topology-validated=false" eventually 15 \
+  "gpu-count=8 interconnect=nvlink memlock=unlimited p2p=unknown topology-validated=false" labels $p5
+check "a change after the takeover: the g6e agent reports P2P NS" agent_once $g6e $g6e_topo 4gpu-ns.p2p-r.txt
+check "the new leader judges it: g6e Validated False (P2PUnavailable)" \
+  eventually 20 "False P2PUnavailable" cond $g6e Validated
+check "label topology-validated=false" eventually 15 false label $g6e topology-validated
+check "one more TopologyNotValidated Event on the report (3 in all: P2P, NVLink, P2P)" \
+  eventually 15 3 events GPUTopologyReport $g6e TopologyNotValidated
+check "and on the Node" eventually 15 3 events Node $g6e TopologyNotValidated
+start_operator "$leader"
+check "op-$leader restarted is healthy" eventually 30 200 http_code "$leader" /healthz
+check "and stands by" eventually 10 0 metric "$leader" podshaper_operator_leader
+check "op-$standby keeps the Lease" eventually 1 "op-$standby" holder
+leader_was=$leader; leader=$standby; standby=$leader_was
+
+# --- a deleted report: its node loses podshaper's labels
+kc delete gtr $g6e >/dev/null
+check "deleting g6e's report removes its node's podshaper labels" eventually 20 "" labels $g6e
+check "the agent writes it again" agent_once $g6e $g6e_topo 4gpu-all-ok.p2p-r.txt
+check "and it is judged: validated" eventually 20 "True RequirementsMet" cond $g6e Validated
+check "labels back" eventually 15 \
+  "gpu-count=4 interconnect=pcie memlock=unlimited p2p=all topology-validated=true" labels $g6e
+
+# --- a deleted Node: its report is garbage-collected (ownerReference)
+kc delete node $p5 >/dev/null
+check "deleting Node $p5 removes its report" until_ok 30 bash -c "! kubectl --kubeconfig $kubeconfig get gtr $p5"
+
+# --- a report of no Node
+report ghost-node >"$tmp/ghost.json"
+check "a report named ghost-node (no such Node) is created" quiet kc create -f "$tmp/ghost.json"
+check "ghost-node: GPUCountMatchesNode False (NodeNotFound)" \
+  eventually 20 "False NodeNotFound" cond ghost-node GPUCountMatchesNode
+check "ghost-node: Validated False" eventually 5 "False NodeNotFound" cond ghost-node Validated
+check "the leader is still healthy" eventually 5 200 http_code "$leader" /healthz
+check "and running" kill -0 "${op_pid[$leader]}"
+check "the standby too" kill -0 "${op_pid[$standby]}"
+
+# --- a steady cluster: no writes
+check "the leader's queue drains" eventually 20 0 metric "$leader" podshaper_operator_queue_depth
+check "the leader reports 2 validated nodes" eventually 10 2 metric "$leader" podshaper_operator_reports 'verdict="validated"'
+check "and 1 not validated (ghost-node)" eventually 10 1 metric "$leader" podshaper_operator_reports 'verdict="not_validated"'
+check "reconciles succeed" eventually 1 "[1-9]*" metric "$leader" podshaper_operator_reconciles_total 'result="ok"'
+writes=$(metric "$leader" podshaper_operator_writes_total || echo "?")
+errors=$(metric "$leader" podshaper_operator_reconciles_total 'result="error"' || echo 0)
+sleep 5
+writes_after=$(metric "$leader" podshaper_operator_writes_total || echo "?")
+errors_after=$(metric "$leader" podshaper_operator_reconciles_total 'result="error"' || echo 0)
+echo "leader writes_total: $writes -> $writes_after in 5 s; reconcile errors: $errors -> $errors_after"
+check "a steady cluster causes no writes" test "$writes" != "?" -a "$writes" = "$writes_after"
+check "nor failing reconciles" test "$errors" = "$errors_after"
+check "the standby has written nothing" eventually 1 0 metric "$standby" podshaper_operator_writes_total
+# Over the whole run g6e failed three times (P2P NS, NVLink policy, P2P NS after the failover),
+# with two replicas and a leader change: one Warning each, on the report and on the Node.
+check "over the whole run: 3 TopologyNotValidated Events on g6e's report, one per failure" \
+  eventually 1 3 events GPUTopologyReport $g6e TopologyNotValidated
+check "and 3 on its Node" eventually 1 3 events Node $g6e TopologyNotValidated
+
+# --- SIGTERM: the leader stops cleanly and the standby takes over
+pid=${op_pid[$leader]}
+kill -TERM "$pid"
+stopped=no
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || { stopped=yes; break; }; sleep 0.1; done
+check "SIGTERM stops the leader within 10 s" test $stopped = yes
+set +e; wait "$pid"; rc=$?; set -e
+unset "op_pid[$leader]"
+check "cleanly (exit 0)" test $rc -eq 0
+check "the standby takes over" eventually $((lease_duration + 5)) "op-$standby" holder
+
+echo "--- kubectl get gtr"
+kc get gtr
+finish
