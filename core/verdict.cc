@@ -79,7 +79,7 @@ class Judge {
     v.interconnect = n == 0 ? "none" : nv == n ? "nvlink" : nv == 0 ? "pcie" : "mixed";
     unknown += missingPairs();
     if (ok == n && unknown == 0) v.p2p = "all";
-    else if (ok + unknown == n + missingPairs()) v.p2p = unknown > 0 ? "unknown" : "all";
+    else if (ok + unknown == n + missingPairs()) v.p2p = "unknown";
     else v.p2p = ok > 0 ? "partial" : "none";
     v.memlock = t_.host.memlockBytes ? "limited" : "unlimited";
   }
@@ -171,18 +171,25 @@ class Judge {
       c.message = "No Node of this name exists. A report is deleted with its Node; if this one stays, "
                   "delete it by hand (kubectl delete gtr <name>).";
       failures.push_back({c.reason, "no Node of this name exists"});
+    } else if (found == 0) {
+      c.status = "False";
+      c.reason = "NoGPUs";
+      c.message = "The agent found no GPU on this node (no NVIDIA driver, or no GPU visible to the agent's "
+                  "container: is it run with the NVIDIA container runtime and NVIDIA_VISIBLE_DEVICES=all?).";
+      failures.push_back({c.reason, "the agent found no GPU"});
     } else if (!node_->allocatableGpus) {
       c.status = "False";
       c.reason = "NoGPUsAllocatable";
-      c.message = "The agent found " + plural(found, "GPU") + " but the Node offers none to pods (no " +
-                  std::string(names::kGpuResource) + " allocatable): is the NVIDIA device plugin running there?";
-      failures.push_back({c.reason, "the Node offers no " + std::string(names::kGpuResource)});
+      c.message = "The agent found " + plural(found, "GPU") + " but the Node lists no " +
+                  std::string(names::kGpuResource) + " at all: is the NVIDIA device plugin running there?";
+      failures.push_back({c.reason, "the Node lists no " + std::string(names::kGpuResource)});
     } else if (*node_->allocatableGpus != found) {
       c.status = "False";
       c.reason = "CountMismatch";
       c.message = "The agent found " + plural(found, "GPU") + " but the Node offers " +
                   std::to_string(*node_->allocatableGpus) + " to pods (" + std::string(names::kGpuResource) +
-                  " allocatable): a GPU may have failed or be hidden from the device plugin.";
+                  " allocatable): the device plugin may have marked a GPU unhealthy, or it shares GPUs "
+                  "(time-slicing, MIG), which node-exclusive training does not expect.";
       failures.push_back({c.reason, "the agent found " + std::to_string(found) + " GPUs, the Node offers " +
                                         std::to_string(*node_->allocatableGpus)});
     } else {
@@ -275,7 +282,12 @@ NodeFacts nodeFactsFromJson(const json& node) {
   NodeFacts f;
   f.name = std::move(view.name);
   f.labels = std::move(view.labels);
-  if (view.gpus > 0) f.allocatableGpus = view.gpus;
+  // Absent and "0" differ: no device plugin, or every GPU marked unhealthy.
+  if (view.gpus > 0 || (node.is_object() && node.contains("status") && node["status"].is_object() &&
+                        node["status"].contains("allocatable") && node["status"]["allocatable"].is_object() &&
+                        node["status"]["allocatable"].contains(std::string(names::kGpuResource)))) {
+    f.allocatableGpus = view.gpus;
+  }
   if (node.is_object() && node.contains("metadata") && node["metadata"].is_object() &&
       node["metadata"].contains("uid") && node["metadata"]["uid"].is_string()) {
     f.uid = node["metadata"]["uid"].get<std::string>();
@@ -291,8 +303,15 @@ const Condition* Verdict::condition(const std::string& type) const {
 }
 
 Verdict judge(const json& spec, const NodeFacts* node, const std::vector<Policy>& policies, long long now) {
-  static const std::map<std::string, std::string> kNoLabels;
-  const EffectiveRequirements eff = effectiveRequirements(policies, node ? node->labels : kNoLabels);
+  // Policies select by the Node's own labels, never by the ones this verdict
+  // writes: a policy on podshaper.io/topology-validated would flip forever.
+  std::map<std::string, std::string> selectable;
+  if (node != nullptr) {
+    for (const auto& [k, value] : node->labels) {
+      if (!k.starts_with("podshaper.io/")) selectable.emplace(k, value);
+    }
+  }
+  const EffectiveRequirements eff = effectiveRequirements(policies, selectable);
   Verdict v;
   v.policies = eff.policies;
 
@@ -300,7 +319,7 @@ Verdict judge(const json& spec, const NodeFacts* node, const std::vector<Policy>
   if (!topology) {
     v.interconnect = "none";
     v.p2p = "unknown";
-    v.memlock = "limited";
+    v.memlock = "unknown";
     const std::string why = "The report cannot be read (" + topology.error().message + "); is the agent on this "
                             "node the same version as the operator?";
     v.conditions = {{conditions::kValidated, "False", "ReportUnreadable", why},

@@ -35,7 +35,7 @@ struct Condition {
 struct NodeFacts {
   std::string name{}, uid{};
   std::map<std::string, std::string> labels{};
-  std::optional<uint64_t> allocatableGpus{};  // nvidia.com/gpu; unset when the Node offers none
+  std::optional<uint64_t> allocatableGpus{};  // nvidia.com/gpu; unset when the Node does not list it
 };
 NodeFacts nodeFactsFromJson(const nlohmann::json& node);
 
@@ -44,7 +44,7 @@ struct Verdict {
   long long gpus = 0;
   std::string interconnect;  // nvlink, pcie, mixed, none (fewer than two GPUs)
   std::string p2p;           // all, partial, none, unknown (not measured)
-  std::string memlock;       // unlimited, limited
+  std::string memlock;       // unlimited, limited; unknown when the report cannot be read
   std::vector<std::string> policies;
   std::vector<Condition> conditions;  // Validated, P2PComplete, MemlockUnlimited, GPUCountMatchesNode, Fresh
   std::optional<long long> staleAt;   // seconds since the epoch when Fresh turns False; judge again then

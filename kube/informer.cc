@@ -46,6 +46,14 @@ std::vector<nlohmann::json> Informer::snapshot() const {
   return out;
 }
 
+std::vector<std::string> Informer::keys() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(store_.size());
+  for (const auto& [key, object] : store_) out.push_back(key);
+  return out;
+}
+
 std::optional<nlohmann::json> Informer::get(const std::string& key) const {
   std::lock_guard lock(mu_);
   auto it = store_.find(key);

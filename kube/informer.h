@@ -57,6 +57,8 @@ class Informer {
 
   bool hasSynced() const { return synced_.load(); }
   std::vector<nlohmann::json> snapshot() const;
+  // The store's keys, without copying the objects.
+  std::vector<std::string> keys() const;
   // By store key: "namespace/name", or "name" when cluster-scoped.
   std::optional<nlohmann::json> get(const std::string& key) const;
   std::string resourceVersion() const;

@@ -17,9 +17,30 @@ using Clock = std::chrono::system_clock;
 
 constexpr const char* kGroupVersion = "podshaper.io/v1alpha1";
 constexpr auto kResyncPeriod = std::chrono::minutes(10);
+// How long a report may outlive its Node before it is flagged (the garbage
+// collector normally deletes it within seconds).
+constexpr long long kNodeGoneGraceSeconds = 60;
 
 long long nowMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
+
+long long steadySeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool ownedByNode(const json& report) {
+  const json* refs = report.contains("metadata") && report["metadata"].is_object() &&
+                             report["metadata"].contains("ownerReferences") &&
+                             report["metadata"]["ownerReferences"].is_array()
+                         ? &report["metadata"]["ownerReferences"]
+                         : nullptr;
+  if (refs == nullptr) return false;
+  for (const auto& r : *refs) {
+    if (r.is_object() && r.value("kind", json()) == "Node") return true;
+  }
+  return false;
 }
 
 std::string metaString(const json& object, const char* key) {
@@ -69,12 +90,12 @@ Reconciler::Reconciler(const kube::Client& client, const OperatorConfig& config,
       duration_(metrics.histogram("podshaper_operator_reconcile_duration_seconds",
                                   "Time to reconcile one key, API writes included.",
                                   {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5})) {
-  reports_.onKeys([this](const std::vector<std::string>& keys) {
+  // Reports and Nodes share names: either one changing queues that node.
+  auto enqueue = [this](const std::vector<std::string>& keys) {
     for (const auto& k : keys) queue_.add(k);
-  });
-  nodes_.onKeys([this](const std::vector<std::string>& keys) {
-    for (const auto& k : keys) queue_.add(k);
-  });
+  };
+  reports_.onKeys(enqueue);
+  nodes_.onKeys(enqueue);
   policyInformer_.onChange([this] {
     reloadPolicies();
     enqueueAll();
@@ -113,12 +134,30 @@ void Reconciler::stop() {
 bool Reconciler::synced() const { return reports_.hasSynced() && nodes_.hasSynced() && policyInformer_.hasSynced(); }
 
 void Reconciler::enqueueAll() {
-  for (const auto& r : reports_.snapshot()) {
-    if (auto name = metaString(r, "name"); !name.empty()) queue_.add(name);
+  for (const auto& key : reports_.keys()) queue_.add(key);
+  for (const auto& key : nodes_.keys()) queue_.add(key);
+}
+
+void Reconciler::forgetVerdicts() {
+  std::lock_guard lock(mu_);
+  verdicts_.clear();
+  reportsValidated_.set(0);
+  reportsNotValidated_.set(0);
+}
+
+bool Reconciler::waitForCaches() {
+  if (cachesReady_.load()) return true;
+  std::unique_lock lock(resyncMu_);
+  while (!synced()) {
+    if (resyncCv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping_.load(); })) return false;
   }
-  for (const auto& n : nodes_.snapshot()) {
-    if (auto name = metaString(n, "name"); !name.empty()) queue_.add(name);
+  lock.unlock();
+  if (!cachesReady_.exchange(true)) {
+    reloadPolicies();  // the policy informer's own callback may not have run yet
+    spdlog::info("caches synced: {} reports, {} Nodes; judging", reports_.keys().size(), nodes_.keys().size());
+    enqueueAll();
   }
+  return true;
 }
 
 void Reconciler::reloadPolicies() {
@@ -162,7 +201,7 @@ bool Reconciler::cacheBehindWrite(std::map<std::string, std::string>& replaced, 
   std::lock_guard lock(mu_);
   auto it = replaced.find(key);
   if (it == replaced.end()) return false;
-  if (it->second == metaString(object, "resourceVersion")) return true;
+  if (it->second == kube::resourceVersionOf(object)) return true;
   replaced.erase(it);  // the cache moved on
   return false;
 }
@@ -170,10 +209,11 @@ bool Reconciler::cacheBehindWrite(std::map<std::string, std::string>& replaced, 
 void Reconciler::rememberWrite(std::map<std::string, std::string>& replaced, const std::string& key,
                                const json& object) {
   std::lock_guard lock(mu_);
-  replaced[key] = metaString(object, "resourceVersion");
+  replaced[key] = kube::resourceVersionOf(object);
 }
 
 void Reconciler::work() {
+  if (!waitForCaches()) return;
   while (auto key = queue_.get()) {
     queueDepth_.set(static_cast<double>(queue_.depth()));
     const auto start = std::chrono::steady_clock::now();
@@ -191,6 +231,7 @@ void Reconciler::work() {
         break;
       case Outcome::NotLeader:
         reconcilesSkipped_.inc();  // the new leader judges everything when it starts
+        queue_.forget(*key);
         break;
       case Outcome::Retry:
         reconcilesError_.inc();
@@ -214,12 +255,35 @@ Reconciler::Outcome Reconciler::reconcile(const std::string& key) {
 
   if (!report) {
     setVerdict(key, nullptr);
+    {
+      std::lock_guard lock(mu_);
+      replacedReport_.erase(key);
+      nodeMissingSince_.erase(key);
+      if (!node) replacedNode_.erase(key);
+    }
     // A Node whose report is gone keeps no verdict it can no longer back.
     if (node) {
       const json patch = nodePatch(*node, nullptr);
       if (!patch.is_null()) return writeNode(key, *node, patch);
     }
     return Outcome::Done;
+  }
+
+  if (!node && ownedByNode(*report)) {
+    // Its Node was just deleted: the garbage collector removes the report next.
+    long long waited;
+    {
+      std::lock_guard lock(mu_);
+      replacedNode_.erase(key);
+      waited = steadySeconds() - nodeMissingSince_.try_emplace(key, steadySeconds()).first->second;
+    }
+    if (waited < kNodeGoneGraceSeconds) {
+      queue_.addAfter(key, std::chrono::seconds(kNodeGoneGraceSeconds - waited));
+      return Outcome::Done;
+    }
+  } else {
+    std::lock_guard lock(mu_);
+    nodeMissingSince_.erase(key);
   }
 
   NodeFacts facts;
@@ -233,19 +297,10 @@ Reconciler::Outcome Reconciler::reconcile(const std::string& key) {
   const json next = reportStatus(verdict, current, generationOf(*report), nowSeconds);
   if (statusChanged(current, next)) {
     if (!mayWrite_()) return Outcome::NotLeader;
-    const json body = {{"metadata", {{"resourceVersion", metaString(*report, "resourceVersion")}}}, {"status", next}};
+    const json body = {{"metadata", {{"resourceVersion", kube::resourceVersionOf(*report)}}}, {"status", next}};
     auto written = client_.patchStatus(kube::resourcePath(kGroupVersion, "gputopologyreports", "", key), body,
                                        kube::PatchType::Merge);
-    if (!written) {
-      if (written.error().isNotFound()) return Outcome::Done;  // deleted meanwhile: its DELETED event follows
-      if (written.error().isConflict()) {
-        conflicts_.inc();
-        spdlog::info("report {}: changed since read; judging it again ({})", key, written.error().message);
-      } else {
-        spdlog::warn("report {}: status not written: {}", key, written.error().message);
-      }
-      return Outcome::Retry;
-    }
+    if (!written) return writeFailed("report", key, written.error());
     writesStatus_.inc();
     rememberWrite(replacedReport_, key, *report);
     const Condition* validated = verdict.condition(conditions::kValidated);
@@ -266,19 +321,21 @@ Reconciler::Outcome Reconciler::reconcile(const std::string& key) {
   return Outcome::Done;
 }
 
+Reconciler::Outcome Reconciler::writeFailed(const char* what, const std::string& key, const kube::ApiError& error) {
+  if (error.isNotFound()) return Outcome::Done;  // deleted meanwhile: its DELETED event follows
+  if (error.isConflict()) {
+    conflicts_.inc();
+    spdlog::info("{} {}: changed since read; judging it again ({})", what, key, error.message);
+  } else {
+    spdlog::warn("{} {}: not written: {}", what, key, error.message);
+  }
+  return Outcome::Retry;
+}
+
 Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& node, const json& patch) {
   if (!mayWrite_()) return Outcome::NotLeader;
   auto written = client_.patch(kube::resourcePath("v1", "nodes", "", key), patch, kube::PatchType::Merge);
-  if (!written) {
-    if (written.error().isNotFound()) return Outcome::Done;
-    if (written.error().isConflict()) {
-      conflicts_.inc();
-      spdlog::info("node {}: changed since read; judging it again ({})", key, written.error().message);
-    } else {
-      spdlog::warn("node {}: labels not written: {}", key, written.error().message);
-    }
-    return Outcome::Retry;
-  }
+  if (!written) return writeFailed("node", key, written.error());
   writesNode_.inc();
   rememberWrite(replacedNode_, key, node);
   spdlog::info("node {}: {}", key, patch.dump());

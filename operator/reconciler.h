@@ -43,10 +43,16 @@ class Reconciler {
   bool synced() const;
   // Every report and every Node, e.g. on becoming the leader.
   void enqueueAll();
+  // On losing the lease: the verdict gauges are the leader's to show.
+  void forgetVerdicts();
 
  private:
   enum class Outcome { Done, NotLeader, Retry };
   void work();
+  // Blocks until every watch has synced and the policies are read: judging a
+  // half-loaded world would flag reports whose Node or policy is not loaded yet.
+  bool waitForCaches();
+  Outcome writeFailed(const char* what, const std::string& key, const kube::ApiError& error);
   Outcome reconcile(const std::string& key);
   Outcome writeNode(const std::string& key, const nlohmann::json& node, const nlohmann::json& patch);
   void recordEvents(const nlohmann::json& report, const nlohmann::json* node, const nlohmann::json& currentStatus,
@@ -81,6 +87,10 @@ class Reconciler {
   // still holds that version it has not seen our write yet, and judging it
   // again would only earn a 409.
   std::map<std::string, std::string> replacedReport_, replacedNode_;
+  // Reports whose Node is gone, since when (steady seconds): the garbage
+  // collector deletes an owned report soon after its Node; flag it only if not.
+  std::map<std::string, long long> nodeMissingSince_;
+  std::atomic<bool> cachesReady_{false};
   std::atomic<unsigned> eventSequence_{0};
 
   server::Counter &reconcilesOk_, &reconcilesError_, &reconcilesSkipped_;

@@ -113,7 +113,10 @@ int runOperator(int argc, char** argv) {
           leaderGauge.set(1);
           reconciler.enqueueAll();
         },
-        [&] { leaderGauge.set(0); });
+        [&] {
+          leaderGauge.set(0);
+          reconciler.forgetVerdicts();
+        });
   } else {
     leaderGauge.set(1);
   }
@@ -143,8 +146,10 @@ int runOperator(int argc, char** argv) {
   int signal = 0;
   sigwait(&signals, &signal);
   spdlog::info("podshaper-operator: signal {}, shutting down", signal);
-  if (elector) elector->stop();  // releases the lease: the standby takes over at once
+  // Workers first, so that nothing of ours is in flight when the lease is released
+  // and the standby takes over at once.
   reconciler.stop();
+  if (elector) elector->stop();
   https.stop();
   return 0;
 }

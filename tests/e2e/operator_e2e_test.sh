@@ -83,7 +83,7 @@ PY
 }
 
 config=$PODSHAPER_CLUSTER_DIR/operator.yaml
-start_operator() {  # start_operator a|b: identity op-a|op-b, log logs/operator-a|b.log
+start_operator() {  # start_operator a|b|c: identity op-a|op-b|op-c, log logs/operator-a|b|c.log
   op_port[$1]=$(free_port)
   echo "=== $(date -u +%FT%TZ) starting op-$1 on 127.0.0.1:${op_port[$1]}" >>"$logs/operator-$1.log"
   "$operator" run --kubeconfig "$kubeconfig" --config "$config" --listen "127.0.0.1:${op_port[$1]}" \
@@ -425,6 +425,8 @@ check "labels back" eventually 15 \
 # --- a deleted Node: its report is garbage-collected (ownerReference)
 kc delete node $p5 >/dev/null
 check "deleting Node $p5 removes its report" until_ok 30 bash -c "! kubectl --kubeconfig $kubeconfig get gtr $p5"
+check "without a NodeNotFound alarm in between (the garbage collector is given time)" \
+  eventually 1 0 events GPUTopologyReport $p5 NodeNotFound
 
 # --- a report of no Node
 report ghost-node >"$tmp/ghost.json"
@@ -466,6 +468,19 @@ set +e; wait "$pid"; rc=$?; set -e
 unset "op_pid[$leader]"
 check "cleanly (exit 0)" test $rc -eq 0
 check "the standby takes over" eventually $((lease_duration + 5)) "op-$standby" holder
+
+# --- a cold start over a judged cluster: nothing to write, no Event told twice
+kill -TERM "${op_pid[$standby]}"; wait "${op_pid[$standby]}" 2>/dev/null || true; unset "op_pid[$standby]"
+events_before=$(kc get events -n default -o name | wc -l)
+start_operator c
+check "a fresh replica takes the free Lease" eventually $((lease_duration + 5)) "op-c" holder
+check "and judges everything: its queue drains" eventually 20 0 metric c podshaper_operator_queue_depth
+check "having judged every report" eventually 10 3 metric c podshaper_operator_reports
+check "a cold start over a judged cluster writes nothing" eventually 1 0 metric c podshaper_operator_writes_total
+check "the agent's heartbeat (a new generation, the same verdict)" agent_once $p4d $p4d_topo 8gpu-all-ok.p2p-r.txt --heartbeat 0
+sleep 2
+check "is judged and writes nothing either" eventually 1 0 metric c podshaper_operator_writes_total
+check "and no Event was added" test "$(kc get events -n default -o name | wc -l)" = "$events_before"
 
 echo "--- kubectl get gtr"
 kc get gtr

@@ -5,82 +5,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/report.h"
-#include "core/report_status.h"
-#include "core/timefmt.h"
-#include "core/topology.h"
+#include "tests/unit/core/verdict_builder.h"
 
 namespace podshaper {
 namespace {
-
-using nlohmann::json;
-
-constexpr long long kNow = 1795305600;  // 2026-11-22T00:00:00Z
-
-// A node's report, as scenarios: TopologyBuilder(8).link("NV18").p2p("OK").spec()
-class TopologyBuilder {
- public:
-  explicit TopologyBuilder(int gpus) {
-    for (int i = 0; i < gpus; ++i) {
-      GpuInfo g;
-      g.index = i;
-      g.uuid = "GPU-" + std::to_string(i);
-      t_.gpus.push_back(g);
-    }
-    for (int a = 0; a < gpus; ++a) {
-      for (int b = a + 1; b < gpus; ++b) {
-        GpuPair p;
-        p.a = a;
-        p.b = b;
-        p.link = "NV18";
-        p.nvlinks = 18;
-        t_.pairs.push_back(p);
-      }
-    }
-    p2p("OK");
-  }
-  TopologyBuilder& link(const std::string& l) {
-    for (auto& p : t_.pairs) p.link = l;
-    return *this;
-  }
-  TopologyBuilder& p2p(const std::string& s) {
-    for (auto& p : t_.pairs) p.p2p.read = p.p2p.write = s;
-    return *this;
-  }
-  TopologyBuilder& pair(int a, int b, const std::string& link, const std::string& p2p) {
-    for (auto& p : t_.pairs) {
-      if (p.a == a && p.b == b) {
-        p.link = link;
-        p.p2p.read = p2p;
-      }
-    }
-    return *this;
-  }
-  TopologyBuilder& bandwidth(double gbps) {
-    for (auto& p : t_.pairs) p.bandwidthGBps = gbps;
-    return *this;
-  }
-  TopologyBuilder& memlock(uint64_t bytes) {
-    t_.host.memlockBytes = bytes;
-    return *this;
-  }
-  json spec(long long observedAt = kNow - 30) const { return reportSpec(t_, formatTime(observedAt)); }
-
- private:
-  Topology t_;
-};
-
-NodeFacts gpuNode(uint64_t gpus, std::map<std::string, std::string> labels = {}) {
-  return NodeFacts{.name = "gpu-0", .uid = "uid-0", .labels = std::move(labels), .allocatableGpus = gpus};
-}
-
-Policy defaultPolicy() {
-  Policy p{.name = "default"};
-  p.requirements.requireP2PAllPairs = true;
-  p.requirements.requireMemlockUnlimited = true;
-  p.requirements.maxReportAgeSeconds = 600;
-  return p;
-}
 
 TEST(Verdict, AHealthyNVLinkNodeIsValidated) {
   NodeFacts node = gpuNode(8);
@@ -255,6 +183,27 @@ TEST(Verdict, MissingPairsAreNotMeasured) {
       << v.condition("Validated")->message;
 }
 
+TEST(Verdict, GPUCountCases) {
+  NodeFacts unhealthy = gpuNode(0);  // the device plugin lists nvidia.com/gpu: "0"
+  Verdict v = judge(TopologyBuilder(8).spec(), &unhealthy, {}, kNow);
+  EXPECT_EQ(v.condition("GPUCountMatchesNode")->reason, "CountMismatch");
+  EXPECT_NE(v.condition("GPUCountMatchesNode")->message.find("unhealthy"), std::string::npos);
+  NodeFacts plain = gpuNode(0);
+  plain.allocatableGpus.reset();
+  EXPECT_EQ(judge(TopologyBuilder(0).spec(), &plain, {}, kNow).condition("GPUCountMatchesNode")->reason, "NoGPUs");
+  EXPECT_EQ(nodeFactsFromJson({{"status", {{"allocatable", {{"nvidia.com/gpu", "0"}}}}}}).allocatableGpus, 0u);
+}
+
+TEST(Verdict, PoliciesDoNotSelectByTheLabelsTheVerdictWrites) {
+  Policy onValidated{.name = "loop"};
+  onValidated.nodeSelector.matchLabels = {{"podshaper.io/topology-validated", "true"}};
+  onValidated.requirements.minGPUs = 16;
+  NodeFacts node = gpuNode(8, {{"podshaper.io/topology-validated", "true"}, {"pool", "a"}});
+  Verdict v = judge(TopologyBuilder(8).spec(), &node, {defaultPolicy(), onValidated}, kNow);
+  EXPECT_TRUE(v.validated);
+  EXPECT_EQ(v.policies, std::vector<std::string>{"default"});
+}
+
 TEST(Verdict, MixedAndSingleGPU) {
   NodeFacts node = gpuNode(4);
   EXPECT_EQ(judge(TopologyBuilder(4).pair(0, 3, "SYS", "OK").spec(), &node, {}, kNow).interconnect, "mixed");
@@ -275,117 +224,6 @@ TEST(Verdict, NodeFactsFromANode) {
   EXPECT_EQ(f.labels["a"], "b");
   EXPECT_EQ(f.allocatableGpus, 8u);
   EXPECT_FALSE(nodeFactsFromJson({{"metadata", {{"name", "cpu"}}}}).allocatableGpus);
-}
-
-// ---- status, events, node patch
-
-TEST(ReportStatus, TransitionTimeKeptWhileTheStatusHolds) {
-  NodeFacts node = gpuNode(8);
-  Verdict v = judge(TopologyBuilder(8).spec(), &node, {defaultPolicy()}, kNow);
-  json first = reportStatus(v, nullptr, 1, kNow);
-  EXPECT_EQ(first["gpus"], 8);
-  EXPECT_EQ(first["interconnect"], "nvlink");
-  EXPECT_EQ(first["conditions"][0]["type"], "Validated");
-  EXPECT_EQ(first["conditions"][0]["lastTransitionTime"], "2026-11-22T00:00:00Z");
-  EXPECT_EQ(first["conditions"][0]["observedGeneration"], 1);
-
-  // A heartbeat: a new generation, the same verdict: no write.
-  json again = reportStatus(judge(TopologyBuilder(8).spec(kNow + 60), &node, {defaultPolicy()}, kNow + 90), first, 2,
-                            kNow + 90);
-  EXPECT_EQ(again["conditions"][0]["lastTransitionTime"], "2026-11-22T00:00:00Z");
-  EXPECT_FALSE(statusChanged(first, again));
-
-  // P2P lost: that condition moves on, the others keep their time.
-  Verdict broken = judge(TopologyBuilder(8).pair(0, 1, "NV18", "NS").spec(), &node, {defaultPolicy()}, kNow + 120);
-  json next = reportStatus(broken, first, 3, kNow + 120);
-  EXPECT_TRUE(statusChanged(first, next));
-  EXPECT_EQ(next["conditions"][0]["lastTransitionTime"], "2026-11-22T00:02:00Z");
-  EXPECT_EQ(next["conditions"][2]["lastTransitionTime"], "2026-11-22T00:00:00Z");
-  EXPECT_EQ(next["p2p"], "partial");
-}
-
-TEST(ReportStatus, EventsOnTransitionsOnly) {
-  NodeFacts node = gpuNode(8);
-  Verdict good = judge(TopologyBuilder(8).spec(), &node, {defaultPolicy()}, kNow);
-  auto first = transitionEvents(nullptr, good);
-  ASSERT_EQ(first.size(), 1u);
-  EXPECT_EQ(first[0].type, "Normal");
-  EXPECT_EQ(first[0].reason, "TopologyValidated");
-
-  json status = reportStatus(good, nullptr, 1, kNow);
-  EXPECT_TRUE(transitionEvents(status, good).empty());
-
-  Verdict bad = judge(TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec(), &node, {defaultPolicy()}, kNow);
-  auto broke = transitionEvents(status, bad);
-  ASSERT_EQ(broke.size(), 2u);
-  EXPECT_EQ(broke[0].type, "Warning");
-  EXPECT_EQ(broke[0].reason, "TopologyNotValidated");
-  EXPECT_EQ(broke[1].reason, "P2PUnavailable");
-  EXPECT_NE(broke[1].message.find("GPU2-GPU5"), std::string::npos);
-  EXPECT_NE(broke[1].message.find("NCCL falls back to shared memory"), std::string::npos);
-
-  json badStatus = reportStatus(bad, status, 2, kNow);
-  EXPECT_TRUE(transitionEvents(badStatus, bad).empty());
-  auto fixed = transitionEvents(badStatus, good);
-  ASSERT_EQ(fixed.size(), 2u);
-  EXPECT_EQ(fixed[0].type, "Normal");
-  EXPECT_EQ(fixed[0].reason, "TopologyValidated");
-  EXPECT_EQ(fixed[1].type, "Normal");
-  EXPECT_EQ(fixed[1].reason, "AllPairsP2P");
-
-  // A node that starts bad: a warning per problem, no Normal noise.
-  auto startsBad = transitionEvents(nullptr, bad);
-  ASSERT_EQ(startsBad.size(), 2u);
-  for (const auto& e : startsBad) EXPECT_EQ(e.type, "Warning");
-}
-
-json nodeWith(json labels, json taints = json::array()) {
-  return {{"metadata", {{"name", "gpu-0"}, {"resourceVersion", "42"}, {"labels", labels}}},
-          {"spec", {{"taints", taints}}}};
-}
-
-TEST(NodePatch, LabelsOnlyWhenTheyDiffer) {
-  NodeFacts facts = gpuNode(8);
-  Verdict v = judge(TopologyBuilder(8).spec(), &facts, {defaultPolicy()}, kNow);
-  json patch = nodePatch(nodeWith({{"kubernetes.io/hostname", "gpu-0"}}), &v);
-  ASSERT_TRUE(patch.is_object());
-  EXPECT_EQ(patch["metadata"]["resourceVersion"], "42");
-  EXPECT_EQ(patch["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
-  EXPECT_EQ(patch["metadata"]["labels"].size(), 5u);
-  EXPECT_FALSE(patch.contains("spec"));
-
-  json labelled = nodeWith({{"kubernetes.io/hostname", "gpu-0"}});
-  for (const auto& [k, value] : nodeLabels(v)) labelled["metadata"]["labels"][k] = value;
-  EXPECT_TRUE(nodePatch(labelled, &v).is_null());
-
-  // The report is gone: podshaper's labels go, others stay.
-  json removal = nodePatch(labelled, nullptr);
-  EXPECT_EQ(removal["metadata"]["labels"].size(), 5u);
-  EXPECT_TRUE(removal["metadata"]["labels"]["podshaper.io/gpu-count"].is_null());
-  EXPECT_TRUE(nodePatch(nodeWith({{"kubernetes.io/hostname", "gpu-0"}}), nullptr).is_null());
-}
-
-TEST(NodePatch, TaintOnFailureComesAndGoes) {
-  NodeFacts facts = gpuNode(8);
-  Policy tainting = defaultPolicy();
-  tainting.requirements.taintEffect = "NoSchedule";
-  Verdict bad = judge(TopologyBuilder(8).p2p("NS").spec(), &facts, {tainting}, kNow);
-  json other = {{"key", "nvidia.com/gpu"}, {"effect", "NoSchedule"}};
-  json node = nodeWith(nodeLabels(bad), json::array({other}));
-  json patch = nodePatch(node, &bad);
-  ASSERT_TRUE(patch.contains("spec"));
-  ASSERT_EQ(patch["spec"]["taints"].size(), 2u);
-  EXPECT_EQ(patch["spec"]["taints"][0], other);
-  EXPECT_EQ(patch["spec"]["taints"][1]["key"], "podshaper.io/topology-not-validated");
-  EXPECT_EQ(patch["spec"]["taints"][1]["value"], "P2PUnavailable");
-  EXPECT_EQ(patch["spec"]["taints"][1]["effect"], "NoSchedule");
-
-  node["spec"]["taints"] = patch["spec"]["taints"];
-  EXPECT_TRUE(nodePatch(node, &bad).is_null());
-
-  Verdict good = judge(TopologyBuilder(8).spec(), &facts, {tainting}, kNow);
-  json healed = nodePatch(node, &good);
-  EXPECT_EQ(healed["spec"]["taints"], json::array({other}));
 }
 
 }  // namespace
