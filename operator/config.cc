@@ -29,7 +29,70 @@ Result<bool> boolean(const YAML::Node& node, const std::string& key) {
   return makeError(key + ": \"" + *text + "\": expected true or false");
 }
 
+Result<std::vector<std::string>> strings(const YAML::Node& node, const std::string& key) {
+  if (!node.IsSequence()) return makeError(key + ": expected a list");
+  std::vector<std::string> out;
+  for (const auto& item : node) {
+    if (!item.IsScalar() || item.as<std::string>().empty()) return makeError(key + ": expected non-empty names");
+    out.push_back(item.as<std::string>());
+  }
+  return out;
+}
+
+Result<bool> parseWebhookCertificate(const YAML::Node& node, WebhookCertificateConfig& c) {
+  if (!node.IsMap()) return makeError("webhookCertificate: expected a map");
+  for (const auto& item : node) {
+    const std::string sub = item.first.as<std::string>();
+    const std::string at = "webhookCertificate." + sub;
+    const YAML::Node& v = item.second;
+    if (sub == "mode") {
+      auto text = scalar(v, at);
+      if (!text) return text.error();
+      if (*text != "operator" && *text != "external") {
+        return makeError(at + ": \"" + *text + "\": expected operator or external");
+      }
+      c.managed = *text == "operator";
+    } else if (sub == "namespace" || sub == "secretName" || sub == "webhookConfiguration" || sub == "service") {
+      auto text = scalar(v, at);
+      if (!text) return text.error();
+      (sub == "namespace" ? c.ns : sub == "secretName" ? c.secretName
+                                 : sub == "webhookConfiguration" ? c.webhookConfiguration : c.service) = *text;
+    } else if (sub == "dnsNames" || sub == "ipAddresses") {
+      auto list = strings(v, at);
+      if (!list) return list.error();
+      (sub == "dnsNames" ? c.dnsNames : c.ipAddresses) = *list;
+    } else if (sub == "caValidity" || sub == "validity" || sub == "renewBefore" || sub == "checkInterval") {
+      auto d = duration(v, at);
+      if (!d) return d.error();
+      (sub == "caValidity" ? c.caValidity : sub == "validity" ? c.validity
+                                         : sub == "renewBefore" ? c.renewBefore : c.checkInterval) = *d;
+    } else {
+      return makeError(at + ": unknown setting");
+    }
+  }
+  if (c.renewBefore >= c.validity) {
+    return makeError("webhookCertificate.renewBefore must be shorter than validity, or it renews forever");
+  }
+  if (c.validity >= c.caValidity) return makeError("webhookCertificate.validity must be shorter than caValidity");
+  if (c.managed && c.service.empty() && c.dnsNames.empty() && c.ipAddresses.empty()) {
+    return makeError("webhookCertificate: a service, dnsNames or ipAddresses are needed for the certificate's names");
+  }
+  return true;
+}
+
 }  // namespace
+
+std::vector<std::string> WebhookCertificateConfig::sans() const {
+  std::vector<std::string> out;
+  if (!service.empty()) {
+    for (const std::string& suffix : {std::string(), "." + ns, "." + ns + ".svc", "." + ns + ".svc.cluster.local"}) {
+      out.push_back(service + suffix);
+    }
+  }
+  out.insert(out.end(), dnsNames.begin(), dnsNames.end());
+  out.insert(out.end(), ipAddresses.begin(), ipAddresses.end());
+  return out;
+}
 
 Result<OperatorConfig> parseOperatorConfig(const std::string& yaml) {
   OperatorConfig c;
@@ -76,6 +139,8 @@ Result<OperatorConfig> parseOperatorConfig(const std::string& yaml) {
           return makeError(at + ": unknown setting");
         }
       }
+    } else if (key == "webhookCertificate") {
+      if (auto ok = parseWebhookCertificate(v, c.webhookCertificate); !ok) return ok.error();
     } else {
       return makeError(key + ": unknown setting");
     }

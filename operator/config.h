@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -21,6 +22,32 @@ namespace podshaper::op {
 //     leaseDuration: 15s
 //     renewDeadline: 10s
 //     retryPeriod: 2s
+//   webhookCertificate:
+//     mode: external                 # operator: made and rotated here; external: cert-manager or yours
+//     namespace: podshaper-system    # the Secret's
+//     secretName: podshaper-webhook-tls
+//     webhookConfiguration: podshaper
+//     service: podshaper-webhook     # SANs <service>.<namespace>.svc[.cluster.local]
+//     dnsNames: []                   # more SANs
+//     ipAddresses: []
+//     caValidity: 87600h
+//     validity: 2160h
+//     renewBefore: 720h
+//     checkInterval: 1m
+struct WebhookCertificateConfig {
+  bool managed = false;  // mode: operator
+  std::string ns = "podshaper-system";
+  std::string secretName = "podshaper-webhook-tls";
+  std::string webhookConfiguration = "podshaper";
+  std::string service = "podshaper-webhook";
+  std::vector<std::string> dnsNames, ipAddresses;
+  std::chrono::seconds caValidity{87600LL * 3600}, validity{2160LL * 3600}, renewBefore{720LL * 3600};
+  std::chrono::seconds checkInterval{60};
+
+  // The serving certificate's SANs: the Service's names, then dnsNames and ipAddresses.
+  std::vector<std::string> sans() const;
+};
+
 struct OperatorConfig {
   std::string listen = ":8443";
   std::string tlsCertFile, tlsKeyFile;
@@ -30,6 +57,7 @@ struct OperatorConfig {
   std::string leaseNamespace = "podshaper-system";
   std::string leaseName = "podshaper-operator";
   std::chrono::seconds leaseDuration{15}, renewDeadline{10}, retryPeriod{2};
+  WebhookCertificateConfig webhookCertificate;
 };
 
 // The error names the key: "leaderElection.leaseDuration: \"15\": expected a duration such as 15s".

@@ -15,6 +15,7 @@
 #include "kube/leader_elector.h"
 #include "operator/config.h"
 #include "operator/reconciler.h"
+#include "operator/webhook_certs.h"
 #include "server/https_server.h"
 #include "server/metrics.h"
 #include "server/selfsigned.h"
@@ -104,14 +105,19 @@ int runOperator(int argc, char** argv) {
   kube::Client client(*clientConfig, kube::ClientOptions{.fieldManager = "podshaper-operator",
                                                          .userAgent = "podshaper-operator/" PODSHAPER_VERSION});
   std::unique_ptr<kube::LeaderElector> elector;
-  Reconciler reconciler(client, config, *metrics,
-                        [&elector] { return elector == nullptr || elector->isLeading(); }, identity);
+  auto mayWrite = [&elector] { return elector == nullptr || elector->isLeading(); };
+  Reconciler reconciler(client, config, *metrics, mayWrite, identity);
+  std::unique_ptr<WebhookCertificates> certificates;
+  if (config.webhookCertificate.managed) {
+    certificates = std::make_unique<WebhookCertificates>(client, config.webhookCertificate, *metrics, mayWrite);
+  }
   if (config.leaderElection) {
     elector = std::make_unique<kube::LeaderElector>(
         client, lease,
         [&] {
           leaderGauge.set(1);
           reconciler.enqueueAll();
+          if (certificates) certificates->trigger();
         },
         [&] {
           leaderGauge.set(0);
@@ -133,15 +139,20 @@ int runOperator(int argc, char** argv) {
   if (auto started = https.start(); !started) return fail(started.error().message);
 
   reconciler.start();
+  if (certificates) certificates->start();
   if (elector) {
     elector->start();
   } else {
     reconciler.enqueueAll();
+    if (certificates) certificates->trigger();
   }
   spdlog::info("podshaper-operator {} as {} on {}:{} ({})", PODSHAPER_VERSION, identity, listen->host,
                https.boundPort(),
-               config.leaderElection ? "leader election on lease " + lease.ns + "/" + lease.name
-                                     : std::string("leader election off"));
+               (config.leaderElection ? "leader election on lease " + lease.ns + "/" + lease.name
+                                      : std::string("leader election off")) +
+                   (certificates ? ", webhook certificate in Secret " + config.webhookCertificate.ns + "/" +
+                                       config.webhookCertificate.secretName
+                                 : std::string()));
 
   int signal = 0;
   sigwait(&signals, &signal);
@@ -149,6 +160,7 @@ int runOperator(int argc, char** argv) {
   // Workers first, so that nothing of ours is in flight when the lease is released
   // and the standby takes over at once.
   reconciler.stop();
+  if (certificates) certificates->stop();
   if (elector) elector->stop();
   https.stop();
   return 0;

@@ -17,6 +17,7 @@ cpbin=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
 webhook_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
 operator_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-operator
 webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; defaults when empty
+with_webhook=${PODSHAPER_WITH_WEBHOOK:-yes}    # no: the install test brings its own (manifests/)
 kubeconfig=$dir/kubeconfig
 
 log() { echo "cluster: $*" >&2; }
@@ -198,7 +199,8 @@ wait_shaping() {
 
 up() {
   if [[ -f $dir/env ]] && running etcd && running kube-apiserver && running kube-scheduler &&
-     running kube-controller-manager && running podshaper-webhook && kc get --raw /readyz >/dev/null 2>&1; then
+     running kube-controller-manager && { [[ $with_webhook == no ]] || running podshaper-webhook; } &&
+     kc get --raw /readyz >/dev/null 2>&1; then
     log "already up ($kubeconfig)"
     return 0
   fi
@@ -206,7 +208,7 @@ up() {
   for b in etcd kube-apiserver kube-scheduler kube-controller-manager; do
     [[ -x $cpbin/$b ]] || die "$cpbin/$b is missing: run scripts/controlplane-build.sh (make cluster-up does)"
   done
-  [[ -x $webhook_bin ]] || die "$webhook_bin is missing: run make build"
+  [[ $with_webhook == no || -x $webhook_bin ]] || die "$webhook_bin is missing: run make build"
   mkdir -p "$dir/logs" "$dir/pids"
   rm -rf "$dir/etcd"
   pki
@@ -265,16 +267,18 @@ up() {
   bash "$root/scripts/gpu-nodes.sh" | kc apply -f - >/dev/null
 
   log "installing podshaper's CRDs and the default TopologyPolicy"
-  kc apply -f "$root/crds/" >/dev/null
+  kc apply -k "$root/crds/" >/dev/null
   wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
     crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
-  wait_for 30 kube-apiserver kc apply -f "$root/manifests/topologypolicy-default.yaml"
+  wait_for 30 kube-apiserver kc apply -f "$root/manifests/base/topologypolicy-default.yaml"
 
-  log "starting podshaper-webhook"
-  webhook_rbac
-  start_webhook
-  register_webhook
-  wait_shaping
+  if [[ $with_webhook == yes ]]; then
+    log "starting podshaper-webhook"
+    webhook_rbac
+    start_webhook
+    register_webhook
+    wait_shaping
+  fi
   starting=no
   log "up: kubectl --kubeconfig $kubeconfig get nodes"
 }

@@ -2,6 +2,7 @@
 # End-to-end: podshaper-webhook behind a real kube-apiserver, pods placed by the real
 # kube-scheduler, everything checked with the real kubectl.
 source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PODSHAPER_CLUSTER_DIR=${PODSHAPER_CLUSTER_DIR:-$root/build/e2e-cluster}
 kubeconfig=$PODSHAPER_CLUSTER_DIR/kubeconfig
@@ -45,11 +46,6 @@ namespace() {  # namespace NAME [label=value ...]
   for _ in $(seq 150); do kc -n "$name" get serviceaccount default >/dev/null 2>&1 && return 0; sleep 0.2; done
   echo "namespace $name: no default service account after 30s" >&2
   return 1
-}
-# until SECONDS CMD...: retry CMD until it succeeds (watches and the scheduler are asynchronous)
-until_ok() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do [[ $SECONDS -lt $deadline ]] || return 1; sleep 0.3; done
 }
 
 # --- 1. shaped exactly as the offline review says; unlabelled pods untouched

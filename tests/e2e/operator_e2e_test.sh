@@ -4,6 +4,7 @@
 # control plane (scripts/cluster.sh): report status, Events, node labels and taints;
 # podshaper-webhook places pods by those labels. Everything is checked with kubectl.
 source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PODSHAPER_CLUSTER_DIR=${PODSHAPER_CLUSTER_DIR:-$root/build/e2e-operator-cluster}
 kubeconfig=$PODSHAPER_CLUSTER_DIR/kubeconfig
@@ -45,43 +46,6 @@ cleanup() {
 }
 trap cleanup EXIT
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
-quiet() { "$@" >/dev/null; }
-
-# eventually SECONDS WANT CMD...: retry CMD until its output matches WANT (a bash glob;
-# plain text matches itself); on timeout, say what it printed last.
-eventually() {
-  local deadline=$((SECONDS + $1)) want=$2 got
-  shift 2
-  while :; do
-    got=$("$@" 2>&1) || true
-    # shellcheck disable=SC2053  # WANT is a pattern on purpose
-    [[ $got == $want ]] && return 0
-    if [[ $SECONDS -ge $deadline ]]; then
-      echo "  wanted: $want" >&2; echo "  got:    ${got:0:2000}" >&2
-      return 1
-    fi
-    sleep 0.3
-  done
-}
-# until_ok SECONDS CMD...: retry CMD until it succeeds
-until_ok() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do [[ $SECONDS -lt $deadline ]] || return 1; sleep 0.3; done
-}
-
-# Free ports below the kernel's ephemeral range (as scripts/cluster.sh chooses them).
-free_port() {
-  python3 - <<'PY'
-import random, socket
-while True:
-    port = random.randint(20000, 31999)
-    with socket.socket() as s:
-        try: s.bind(("127.0.0.1", port))
-        except OSError: continue
-    print(port); break
-PY
-}
-
 config=$PODSHAPER_CLUSTER_DIR/operator.yaml
 start_operator() {  # start_operator a|b|c: identity op-a|op-b|op-c, log logs/operator-a|b|c.log
   op_port[$1]=$(free_port)
@@ -231,7 +195,7 @@ check "a config with an unknown key is refused (exit 2)" test $rc -eq 2
 check "naming the key" grep -q 'leaseDurationn' "$tmp/err"
 
 kc create namespace podshaper-system >/dev/null
-kc apply -f "$root/manifests/topologypolicy-default.yaml" >/dev/null
+kc apply -f "$root/manifests/base/topologypolicy-default.yaml" >/dev/null
 cat >"$config" <<YAML
 eventNamespace: default
 leaderElection:
@@ -477,6 +441,7 @@ check "a fresh replica takes the free Lease" eventually $((lease_duration + 5)) 
 check "and judges everything: its queue drains" eventually 20 0 metric c podshaper_operator_queue_depth
 check "having judged every report" eventually 10 3 metric c podshaper_operator_reports
 check "a cold start over a judged cluster writes nothing" eventually 1 0 metric c podshaper_operator_writes_total
+sleep 1  # a heartbeat in a new second: a new observedAt, a new generation
 check "the agent's heartbeat (a new generation, the same verdict)" agent_once $p4d $p4d_topo 8gpu-all-ok.p2p-r.txt --heartbeat 0
 sleep 2
 check "is judged and writes nothing either" eventually 1 0 metric c podshaper_operator_writes_total

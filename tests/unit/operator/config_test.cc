@@ -35,6 +35,35 @@ leaderElection:
   EXPECT_EQ(c->retryPeriod, std::chrono::seconds(5));
 }
 
+TEST(OperatorConfig, WebhookCertificate) {
+  auto d = parseOperatorConfig("");
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(d->webhookCertificate.managed);  // only the install's config turns it on
+  auto c = parseOperatorConfig(R"(
+webhookCertificate:
+  mode: operator
+  namespace: ps
+  secretName: tls
+  webhookConfiguration: mwc
+  service: hook
+  dnsNames: [hook.example.com]
+  ipAddresses: [127.0.0.1]
+  caValidity: 1000h
+  validity: 100h
+  renewBefore: 10h
+  checkInterval: 2s
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  const auto& w = c->webhookCertificate;
+  EXPECT_TRUE(w.managed);
+  EXPECT_EQ(w.secretName, "tls");
+  EXPECT_EQ(w.webhookConfiguration, "mwc");
+  EXPECT_EQ(w.validity, std::chrono::hours(100));
+  EXPECT_EQ(w.checkInterval, std::chrono::seconds(2));
+  EXPECT_EQ(w.sans(), (std::vector<std::string>{"hook", "hook.ps", "hook.ps.svc", "hook.ps.svc.cluster.local",
+                                                "hook.example.com", "127.0.0.1"}));
+}
+
 TEST(OperatorConfig, ErrorsNameTheKey) {
   const std::vector<std::pair<const char*, const char*>> cases = {
       {"workres: 2", "workres: unknown setting"},
@@ -46,6 +75,11 @@ TEST(OperatorConfig, ErrorsNameTheKey) {
       {"listen: [a, b]", "listen: expected a single value"},
       {"- a", "expected a map of settings"},
       {"a: [", "not YAML"},
+      {"webhookCertificate: {mode: auto}", "webhookCertificate.mode: \"auto\": expected operator or external"},
+      {"webhookCertificate: {validity: 1h, renewBefore: 2h}", "renewBefore must be shorter than validity"},
+      {"webhookCertificate: {dnsNames: a}", "webhookCertificate.dnsNames: expected a list"},
+      {"webhookCertificate: {mode: operator, service: \"\"}", "a service, dnsNames or ipAddresses are needed"},
+      {"webhookCertificate: {colour: red}", "webhookCertificate.colour: unknown setting"},
   };
   for (const auto& [yaml, message] : cases) {
     auto c = parseOperatorConfig(yaml);

@@ -1,0 +1,234 @@
+#include "operator/webhook_certs.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <set>
+
+#include "core/base64.h"
+#include "kube/protocol.h"
+#include "server/certs.h"
+
+namespace podshaper::op {
+namespace {
+
+using nlohmann::json;
+
+long long nowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The PEM blocks of a bundle, in order.
+std::vector<std::string> splitPem(const std::string& bundle) {
+  static const std::string kBegin = "-----BEGIN CERTIFICATE-----", kEnd = "-----END CERTIFICATE-----";
+  std::vector<std::string> out;
+  for (std::size_t at = bundle.find(kBegin); at != std::string::npos; at = bundle.find(kBegin, at)) {
+    const std::size_t end = bundle.find(kEnd, at);
+    if (end == std::string::npos) break;
+    out.push_back(bundle.substr(at, end + kEnd.size() - at) + "\n");
+    at = end;
+  }
+  return out;
+}
+
+std::string secretField(const json& secret, const char* key) {
+  if (!secret.is_object() || !secret.contains("data") || !secret["data"].is_object()) return "";
+  const json& data = secret["data"];
+  if (!data.contains(key) || !data[key].is_string()) return "";
+  auto decoded = base64Decode(data[key].get<std::string>());
+  return decoded ? *decoded : "";
+}
+
+// Why the serving certificate must be issued again, or "" when it is good.
+std::string leafProblem(const std::string& cert, const std::string& key, const std::string& caPem,
+                        const std::vector<std::string>& sans, long long now, long long renewBefore) {
+  if (cert.empty() || key.empty()) return "no serving certificate yet";
+  auto info = server::inspectCertificate(cert);
+  if (!info) return "the serving certificate does not parse (" + info.error().message + ")";
+  auto signedOk = server::signedBy(cert, caPem);
+  if (!signedOk || !*signedOk) return "the serving certificate is not signed by the current CA";
+  auto keyOk = server::keyMatches(cert, key);
+  if (!keyOk || !*keyOk) return "the serving key does not match its certificate";
+  std::set<std::string> want(sans.begin(), sans.end());
+  std::set<std::string> have(info->dnsNames.begin(), info->dnsNames.end());
+  have.insert(info->ipAddresses.begin(), info->ipAddresses.end());
+  if (want != have) return "its names differ from the configured ones";
+  if (info->notAfter - now <= renewBefore) return "it expires within renewBefore";
+  return "";
+}
+
+}  // namespace
+
+WebhookCertificates::WebhookCertificates(const kube::Client& client, WebhookCertificateConfig config,
+                                         server::Metrics& metrics, std::function<bool()> mayWrite)
+    : client_(client),
+      config_(std::move(config)),
+      mayWrite_(std::move(mayWrite)),
+      expiry_(metrics.gauge("podshaper_operator_webhook_certificate_expiry_timestamp_seconds",
+                            "When the webhook's serving certificate in its Secret expires.")),
+      issued_(metrics.counter("podshaper_operator_webhook_certificates_issued_total",
+                              "Serving certificates issued for the webhook.")),
+      caIssued_(metrics.counter("podshaper_operator_webhook_cas_issued_total", "CAs made for the webhook.")),
+      bundleWrites_(metrics.counter("podshaper_operator_webhook_cabundle_writes_total",
+                                    "Writes of the MutatingWebhookConfiguration's caBundle.")),
+      errors_(metrics.counter("podshaper_operator_webhook_certificate_errors_total",
+                              "Certificate checks that failed (see the log).")) {}
+
+WebhookCertificates::~WebhookCertificates() { stop(); }
+
+void WebhookCertificates::start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void WebhookCertificates::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WebhookCertificates::trigger() {
+  {
+    std::lock_guard lock(mu_);
+    triggered_ = true;
+  }
+  cv_.notify_all();
+}
+
+void WebhookCertificates::loop() {
+  auto delay = config_.checkInterval;
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, delay, [this] { return stop_ || triggered_; });
+      if (stop_) return;
+      triggered_ = false;
+    }
+    delay = config_.checkInterval;
+    if (!mayWrite_()) continue;
+    if (auto done = reconcile(); !done) {
+      errors_.inc();
+      spdlog::warn("webhook certificate: {}", done.error().message);
+      delay = std::min<std::chrono::seconds>(delay, std::chrono::seconds(5));
+    }
+  }
+}
+
+Result<bool> WebhookCertificates::reconcile() {
+  const long long now = nowSeconds();
+  const std::string secretPath = kube::resourcePath("v1", "secrets", config_.ns, config_.secretName);
+  auto got = client_.get(secretPath);
+  json secret = nullptr;
+  if (got) {
+    secret = *got;
+  } else if (!got.error().isNotFound()) {
+    return makeError("reading Secret " + config_.ns + "/" + config_.secretName + ": " + got.error().message);
+  }
+
+  // The CA: the first certificate of ca.crt, with ca.key.
+  std::string caKey = secretField(secret, "ca.key");
+  std::vector<std::string> bundle = splitPem(secretField(secret, "ca.crt"));
+  std::string caCert = bundle.empty() ? "" : bundle.front();
+  std::string caWhy;
+  if (caCert.empty() || caKey.empty()) {
+    caWhy = "no CA yet";
+  } else if (auto info = server::inspectCertificate(caCert); !info || !info->isCA) {
+    caWhy = "ca.crt is not a CA certificate";
+  } else if (auto match = server::keyMatches(caCert, caKey); !match || !*match) {
+    caWhy = "ca.key does not match ca.crt";
+  } else if (info->notAfter - now <= (info->notAfter - info->notBefore) / 10) {
+    caWhy = "the CA is in the last tenth of its life";
+  }
+  bool changed = false;
+  if (!caWhy.empty()) {
+    auto ca = server::makeCertificateAuthority("podshaper-webhook-ca", config_.caValidity.count());
+    if (!ca) return makeError("making a CA: " + ca.error().message);
+    spdlog::info("webhook certificate: a new CA ({})", caWhy);
+    caCert = ca->certPem;
+    caKey = ca->keyPem;
+    bundle.insert(bundle.begin(), caCert);
+    caIssued_.inc();
+    changed = true;
+  }
+  // The bundle: the current CA and every earlier one still valid (certificates
+  // they signed may still be served until the kubelet refreshes the files).
+  std::string caBundle;
+  for (std::size_t i = 0; i < bundle.size(); ++i) {
+    auto info = server::inspectCertificate(bundle[i]);
+    if (i == 0 || (info && info->isCA && info->notAfter > now)) caBundle += bundle[i];
+  }
+
+  // The caBundle first: the API server must trust the new CA before anything it signed is served.
+  const std::string mwcPath = kube::resourcePath("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations",
+                                                 "", config_.webhookConfiguration);
+  auto mwc = client_.get(mwcPath);
+  if (!mwc) {
+    return makeError("reading MutatingWebhookConfiguration " + config_.webhookConfiguration + ": " +
+                     mwc.error().message);
+  }
+  const std::string encoded = base64Encode(caBundle);
+  bool bundleDiffers = false;
+  json updated = *mwc;
+  if (updated.contains("webhooks") && updated["webhooks"].is_array()) {
+    for (auto& w : updated["webhooks"]) {
+      if (!w.is_object()) continue;
+      if (!w.contains("clientConfig") || !w["clientConfig"].is_object()) w["clientConfig"] = json::object();
+      if (w["clientConfig"].value("caBundle", json("")) != encoded) {
+        w["clientConfig"]["caBundle"] = encoded;
+        bundleDiffers = true;
+      }
+    }
+  }
+  if (bundleDiffers) {
+    if (!mayWrite_()) return false;
+    auto written = client_.replace(mwcPath, updated);
+    if (!written) return makeError("writing the caBundle: " + written.error().message);
+    bundleWrites_.inc();
+    spdlog::info("webhook certificate: caBundle of MutatingWebhookConfiguration {} set ({} CA{})",
+                 config_.webhookConfiguration, splitPem(caBundle).size(), splitPem(caBundle).size() == 1 ? "" : "s");
+  }
+
+  // The serving certificate.
+  std::string cert = secretField(secret, "tls.crt"), key = secretField(secret, "tls.key");
+  const bool renewAsked = secret.is_object() && secret.contains("metadata") &&
+                          secret["metadata"].value("annotations", json::object()).contains(kRenewAnnotation);
+  std::string leafWhy = renewAsked ? std::string("asked by the ") + kRenewAnnotation + " annotation"
+                                   : leafProblem(cert, key, caCert, config_.sans(), now, config_.renewBefore.count());
+  if (!leafWhy.empty()) {
+    auto leaf = server::issueServingCertificate({caCert, caKey}, config_.sans(), config_.validity.count());
+    if (!leaf) return makeError("issuing the serving certificate: " + leaf.error().message);
+    spdlog::info("webhook certificate: a new serving certificate ({})", leafWhy);
+    cert = leaf->certPem;
+    key = leaf->keyPem;
+    issued_.inc();
+    changed = true;
+  }
+  if (auto info = server::inspectCertificate(cert)) expiry_.set(static_cast<double>(info->notAfter));
+
+  const bool caFieldDiffers = secretField(secret, "ca.crt") != caBundle;
+  if (!changed && !caFieldDiffers) return bundleDiffers;
+  if (!mayWrite_()) return false;
+  json body = secret.is_object() ? secret
+                                  : json{{"apiVersion", "v1"},
+                                         {"kind", "Secret"},
+                                         {"metadata", {{"name", config_.secretName}, {"namespace", config_.ns}}},
+                                         {"type", "kubernetes.io/tls"}};
+  body["data"] = {{"tls.crt", base64Encode(cert)},
+                  {"tls.key", base64Encode(key)},
+                  {"ca.crt", base64Encode(caBundle)},
+                  {"ca.key", base64Encode(caKey)}};
+  if (body["metadata"].contains("annotations") && body["metadata"]["annotations"].is_object()) {
+    body["metadata"]["annotations"].erase(kRenewAnnotation);
+  }
+  auto written = secret.is_object() ? client_.replace(secretPath, body)
+                                    : client_.create(kube::resourcePath("v1", "secrets", config_.ns), body);
+  if (!written) return makeError("writing Secret " + config_.ns + "/" + config_.secretName + ": " + written.error().message);
+  spdlog::info("webhook certificate: Secret {}/{} written", config_.ns, config_.secretName);
+  return true;
+}
+
+}  // namespace podshaper::op

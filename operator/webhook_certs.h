@@ -1,0 +1,63 @@
+#pragma once
+
+// The webhook's TLS, made by the operator (webhookCertificate.mode: operator):
+// a CA and a serving certificate in Secret <namespace>/<secretName> (type
+// kubernetes.io/tls: tls.crt, tls.key, ca.crt, ca.key), the CA injected as the
+// caBundle of every webhook of the MutatingWebhookConfiguration, the serving
+// certificate renewed renewBefore its expiry (or when the Secret is annotated
+// podshaper.io/renew), the CA at 90% of its life. The webhook pods mount only
+// tls.crt and tls.key and reload them when the kubelet updates the files.
+//
+// Order matters for a rotation that the API server must survive: the caBundle
+// gains a new CA before any certificate signed by it is served, and keeps the
+// previous CA while certificates it signed may still be served.
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/result.h"
+#include "kube/client.h"
+#include "operator/config.h"
+#include "server/metrics.h"
+
+namespace podshaper::op {
+
+// The annotation that asks for a new serving certificate now (any value).
+inline constexpr const char* kRenewAnnotation = "podshaper.io/renew";
+
+class WebhookCertificates {
+ public:
+  WebhookCertificates(const kube::Client& client, WebhookCertificateConfig config, server::Metrics& metrics,
+                      std::function<bool()> mayWrite);
+  ~WebhookCertificates();
+  WebhookCertificates(const WebhookCertificates&) = delete;
+  WebhookCertificates& operator=(const WebhookCertificates&) = delete;
+
+  void start();
+  void stop();
+  // Check now (on becoming the leader).
+  void trigger();
+
+  // One check: the Secret and the caBundle made right. Public for tests.
+  Result<bool> reconcile();
+
+ private:
+  void loop();
+
+  const kube::Client& client_;
+  const WebhookCertificateConfig config_;
+  const std::function<bool()> mayWrite_;
+  server::Gauge& expiry_;
+  server::Counter &issued_, &caIssued_, &bundleWrites_, &errors_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, triggered_ = false;
+  std::thread thread_;
+};
+
+}  // namespace podshaper::op
