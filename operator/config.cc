@@ -1,6 +1,9 @@
 #include "operator/config.h"
 
+#include <arpa/inet.h>
 #include <yaml-cpp/yaml.h>
+
+#include <optional>
 
 #include "core/quantity.h"
 #include "core/timefmt.h"
@@ -39,6 +42,19 @@ Result<std::vector<std::string>> strings(const YAML::Node& node, const std::stri
   return out;
 }
 
+// An IP address as certificates print it ("0:0::1" is "::1"), so that the
+// configured names compare equal to the ones read back from the certificate.
+std::optional<std::string> canonicalIp(const std::string& text) {
+  unsigned char bytes[16];
+  char out[INET6_ADDRSTRLEN];
+  for (int family : {AF_INET, AF_INET6}) {
+    if (inet_pton(family, text.c_str(), bytes) == 1 && inet_ntop(family, bytes, out, sizeof out) != nullptr) {
+      return std::string(out);
+    }
+  }
+  return std::nullopt;
+}
+
 Result<bool> parseWebhookCertificate(const YAML::Node& node, WebhookCertificateConfig& c) {
   if (!node.IsMap()) return makeError("webhookCertificate: expected a map");
   for (const auto& item : node) {
@@ -60,6 +76,13 @@ Result<bool> parseWebhookCertificate(const YAML::Node& node, WebhookCertificateC
     } else if (sub == "dnsNames" || sub == "ipAddresses") {
       auto list = strings(v, at);
       if (!list) return list.error();
+      if (sub == "ipAddresses") {
+        for (auto& ip : *list) {
+          auto canonical = canonicalIp(ip);
+          if (!canonical) return makeError(at + ": \"" + ip + "\" is not an IP address");
+          ip = *canonical;
+        }
+      }
       (sub == "dnsNames" ? c.dnsNames : c.ipAddresses) = *list;
     } else if (sub == "caValidity" || sub == "validity" || sub == "renewBefore" || sub == "checkInterval") {
       auto d = duration(v, at);

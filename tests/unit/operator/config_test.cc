@@ -47,7 +47,7 @@ webhookCertificate:
   webhookConfiguration: mwc
   service: hook
   dnsNames: [hook.example.com]
-  ipAddresses: [127.0.0.1]
+  ipAddresses: [127.0.0.1, "0:0::1"]
   caValidity: 1000h
   validity: 100h
   renewBefore: 10h
@@ -61,7 +61,7 @@ webhookCertificate:
   EXPECT_EQ(w.validity, std::chrono::hours(100));
   EXPECT_EQ(w.checkInterval, std::chrono::seconds(2));
   EXPECT_EQ(w.sans(), (std::vector<std::string>{"hook", "hook.ps", "hook.ps.svc", "hook.ps.svc.cluster.local",
-                                                "hook.example.com", "127.0.0.1"}));
+                                                "hook.example.com", "127.0.0.1", "::1"}));
 }
 
 TEST(OperatorConfig, ErrorsNameTheKey) {
@@ -80,6 +80,7 @@ TEST(OperatorConfig, ErrorsNameTheKey) {
       {"webhookCertificate: {dnsNames: a}", "webhookCertificate.dnsNames: expected a list"},
       {"webhookCertificate: {mode: operator, service: \"\"}", "a service, dnsNames or ipAddresses are needed"},
       {"webhookCertificate: {colour: red}", "webhookCertificate.colour: unknown setting"},
+      {"webhookCertificate: {ipAddresses: [localhost]}", "webhookCertificate.ipAddresses: \"localhost\" is not an IP address"},
   };
   for (const auto& [yaml, message] : cases) {
     auto c = parseOperatorConfig(yaml);
