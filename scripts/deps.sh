@@ -8,7 +8,7 @@ packages=(
   libcpprest-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libspdlog-dev
   libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev googletest
-  openssl curl ca-certificates python3
+  openssl curl ca-certificates python3 python3-yaml
 )
 
 missing=()

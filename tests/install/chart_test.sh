@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# The Helm chart charts/podshaper/: its CRDs are crds/'s, `helm lint --strict` is clean,
+# it renders, and it installs the same objects as the kustomize install: manifests/ with
+# default values, manifests/overlays/cert-manager/ with certificates.mode=cert-manager.
+# Needs kubectl (for kustomize), python3 with PyYAML, and helm, which scripts/helm.sh
+# builds from the Go module proxy the first time (cached in ~/.cache/podshaper/ after).
+#   bash tests/install/chart_test.sh [SOURCE_DIR]
+source "$(dirname "$0")/../cli/lib.sh"
+root=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+cd "$root"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+chart=charts/podshaper
+compare=tests/install/compare_manifests.py
+# helm reads no repositories or plugins of the user's.
+export HELM_CONFIG_HOME=$tmp/helm/config HELM_CACHE_HOME=$tmp/helm/cache HELM_DATA_HOME=$tmp/helm/data
+
+command -v kubectl >/dev/null || { echo "FAIL: kubectl is not installed (kubectl kustomize renders manifests/)" >&2; exit 1; }
+python3 -c 'import yaml' 2>/dev/null || { echo "FAIL: python3 cannot import yaml (apt-get install python3-yaml)" >&2; exit 1; }
+helm=$(scripts/helm.sh) || { echo "FAIL: scripts/helm.sh could not build helm" >&2; exit 1; }
+echo "using $("$helm" version --short) ($helm)"
+
+# --- The CRDs: crds/ is the single source; the chart's crds/ holds byte copies.
+crd_fix="run scripts/helm.sh sync-crds (it copies the CRDs of crds/, not its kustomization.yaml, into $chart/crds/)"
+for f in crds/*.yaml; do
+  name=$(basename "$f")
+  [[ $name == kustomization.yaml ]] && continue
+  if [[ ! -f $chart/crds/$name ]]; then
+    fail "$chart/crds/$name is missing: $crd_fix"
+  elif ! cmp -s "$f" "$chart/crds/$name"; then
+    fail "$chart/crds/$name differs from crds/$name: $crd_fix"
+  else
+    pass "$chart/crds/$name is crds/$name"
+  fi
+done
+for f in "$chart"/crds/*; do
+  [[ -f crds/$(basename "$f") && $(basename "$f") != kustomization.yaml ]] ||
+    fail "$f is not a CRD of crds/ (Helm would install it): $crd_fix"
+done
+
+# --- helm lint --strict: no [WARNING] or [ERROR], in either certificate mode.
+lint() {  # lint NAME HELM-ARGS...
+  local name=$1; shift
+  if "$helm" lint --strict "$chart" "$@" >"$tmp/lint-$name" 2>&1 && ! grep -qE '\[(WARNING|ERROR)\]' "$tmp/lint-$name"; then
+    pass "helm lint --strict ($name) is clean"
+  else
+    fail "helm lint --strict ($name):"; sed 's/^/    /' "$tmp/lint-$name" >&2
+  fi
+}
+lint default
+lint cert-manager --set certificates.mode=cert-manager
+
+# --- It renders, and gives kustomize's objects.
+render() {  # render FILE HELM-ARGS...: helm template as the README installs it, CRDs included
+  local file=$1; shift
+  "$helm" template podshaper "$chart" --namespace podshaper-system --include-crds "$@" >"$tmp/$file" 2>"$tmp/$file.err"
+}
+check "helm template renders with default values" render helm-default.yaml
+check "helm template renders with certificates.mode=cert-manager" render helm-cm.yaml --set certificates.mode=cert-manager
+check "scripts/helm.sh template-default is the default render" \
+  bash -c "scripts/helm.sh template-default | cmp -s - '$tmp/helm-default.yaml'"
+check "kubectl kustomize manifests/ renders" bash -c "kubectl kustomize manifests/ >'$tmp/kustomize-default.yaml'"
+check "kubectl kustomize manifests/overlays/cert-manager/ renders" \
+  bash -c "kubectl kustomize manifests/overlays/cert-manager/ >'$tmp/kustomize-cm.yaml'"
+
+parity() {  # parity NAME KUSTOMIZE HELM [compare_manifests.py options]
+  local name=$1 k=$2 h=$3; shift 3
+  if python3 "$compare" "$tmp/$k" "$tmp/$h" "$@" >"$tmp/parity-$name" 2>&1; then
+    pass "helm's objects are kustomize's ($name): $(tail -1 "$tmp/parity-$name")"
+  else
+    fail "helm's objects differ from kustomize's ($name):"; grep -v '^ok:' "$tmp/parity-$name" | sed 's/^/    /' >&2
+  fi
+}
+parity default kustomize-default.yaml helm-default.yaml
+# The overlay's operator config leaves the leader-election durations to the operator's
+# defaults; the chart always writes them (operator.leaderElection.* in values.yaml).
+parity cert-manager kustomize-cm.yaml helm-cm.yaml \
+  --allow-extra ConfigMap/podshaper-operator-config:data.config.yaml.leaderElection.leaseDuration \
+  --allow-extra ConfigMap/podshaper-operator-config:data.config.yaml.leaderElection.renewDeadline \
+  --allow-extra ConfigMap/podshaper-operator-config:data.config.yaml.leaderElection.retryPeriod
+
+# --- Spot checks of the fields that matter most, by name (the parity check above
+# compares every field; these say what broke in words).
+field() {  # field FILE KIND NAME PYTHON-EXPR-OF-o: prints the value as JSON
+  python3 - "$tmp/$1" "$2" "$3" "$4" <<'EOF'
+import json, sys, yaml
+path, kind, name, expr = sys.argv[1:]
+def ws(x):  # every string's runs of whitespace made one space (CEL, folded YAML)
+    if isinstance(x, dict): return {k: ws(v) for k, v in x.items()}
+    if isinstance(x, list): return [ws(v) for v in x]
+    return " ".join(x.split()) if isinstance(x, str) else x
+for o in yaml.safe_load_all(open(path)):
+    if o and o["kind"] == kind and o["metadata"]["name"] == name:
+        print(json.dumps(eval(expr, {"yaml": yaml, "ws": ws}, {"o": o}), sort_keys=True))
+        break
+else:
+    sys.exit(f"no {kind} {name}")
+EOF
+}
+same() {  # same "what" KIND NAME EXPR [variant]: the field is the same in kustomize's and helm's render
+  local what=$1 kind=$2 name=$3 expr=$4 v=${5:-default} a b
+  a=$(field "kustomize-$v.yaml" "$kind" "$name" "$expr" 2>&1) || true
+  b=$(field "helm-$v.yaml" "$kind" "$name" "$expr" 2>&1) || true
+  if [[ -n $a && $a == "$b" ]]; then pass "$what ($v)"; else fail "$what ($v): kustomize $a, helm $b"; fi
+}
+for v in default cm; do
+  same "the MutatingWebhookConfiguration's webhooks" MutatingWebhookConfiguration podshaper 'o["webhooks"]' $v
+  same "the MutatingWebhookConfiguration's annotations" MutatingWebhookConfiguration podshaper 'o["metadata"].get("annotations")' $v
+  same "the ValidatingAdmissionPolicy (CEL whitespace aside)" ValidatingAdmissionPolicy podshaper-agent-own-node 'ws(o["spec"])' $v
+  same "the DaemonSet's tolerations and nodeSelector" DaemonSet podshaper-agent \
+    '[o["spec"]["template"]["spec"].get(k) for k in ("tolerations", "nodeSelector", "runtimeClassName")]' $v
+  same "the DaemonSet's containers" DaemonSet podshaper-agent 'o["spec"]["template"]["spec"]["containers"]' $v
+  for d in webhook operator; do
+    same "podshaper-$d's securityContexts" Deployment podshaper-$d \
+      '[o["spec"]["template"]["spec"]["securityContext"]] + [c["securityContext"] for c in o["spec"]["template"]["spec"]["containers"]]' $v
+  done
+  same "the webhook's config.yaml" ConfigMap podshaper-webhook-config 'yaml.safe_load(o["data"]["config.yaml"])' $v
+done
+same "the operator's config.yaml" ConfigMap podshaper-operator-config 'yaml.safe_load(o["data"]["config.yaml"])'
+same "the operator's webhookCertificate" ConfigMap podshaper-operator-config \
+  'yaml.safe_load(o["data"]["config.yaml"])["webhookCertificate"]' cm
+same "the cert-manager Certificate" Certificate podshaper-webhook 'o["spec"]' cm
+
+# --- Values: another namespace reaches every reference to it.
+check "renders with namespace=gpu-admission" render helm-ns.yaml --set namespace=gpu-admission
+ns_refs=$(python3 - "$tmp/helm-ns.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+get = lambda kind, name: next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+w = get("MutatingWebhookConfiguration", "podshaper")["webhooks"][0]
+print(w["clientConfig"]["service"]["namespace"])
+print(w["namespaceSelector"]["matchExpressions"][1]["values"][-1])
+print(get("ValidatingAdmissionPolicy", "podshaper-agent-own-node")["spec"]["matchConditions"][0]["expression"].split(":")[2])
+cfg = yaml.safe_load(get("ConfigMap", "podshaper-operator-config")["data"]["config.yaml"])
+print(cfg["leaderElection"]["namespace"]); print(cfg["webhookCertificate"]["namespace"])
+for o in objs:
+    for s in o.get("subjects", []): print(s.get("namespace"))
+    if o["kind"] == "Namespace": print(o["metadata"]["name"])
+    elif o["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+                           "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "TopologyPolicy"):
+        print(o.get("metadata", {}).get("namespace"))
+EOF
+)
+check "namespace=gpu-admission reaches the MWC, the VAP, RBAC subjects, configs and every object" \
+  test "$(sort -u <<<"$ns_refs")" == gpu-admission
+"$helm" template podshaper "$chart" --set namespace=gpu-admission --set certificates.mode=cert-manager >"$tmp/helm-ns-cm.yaml"
+check "and the cert-manager annotation and dnsNames" bash -c \
+  "grep -q 'cert-manager.io/inject-ca-from: gpu-admission/podshaper-webhook' '$tmp/helm-ns-cm.yaml' &&
+   grep -q -- '- podshaper-webhook.gpu-admission.svc$' '$tmp/helm-ns-cm.yaml'"
+"$helm" template podshaper "$chart" --namespace other --set namespace= >"$tmp/helm-relns.yaml"
+check "namespace empty: the release's" grep -q 'system:serviceaccount:other:podshaper-agent' "$tmp/helm-relns.yaml"
+
+# --- Values: the rest change what they say.
+"$helm" template podshaper "$chart" --set webhook.replicas=1 --set operator.replicas=3 \
+  --set createNamespace=false --set installDefaultPolicy=false --set webhook.failurePolicy=Ignore \
+  --set webhook.timeoutSeconds=10 --set 'webhook.excludeNamespaces={monitoring}' \
+  --set agent.runtimeClassName=nvidia --set agent.interval=30 --set webhook.image.registry=registry.example.com/ps \
+  --set operator.image.tag=0.2.0 --set 'imagePullSecrets={regcred}' --set webhook.config.partialNode=warn \
+  --set operator.leaderElection.leaseDuration=30s --set operator.eventNamespace=podshaper-events >"$tmp/helm-values.yaml"
+v=$tmp/helm-values.yaml
+objects() {  # objects FILE: "Kind name" of each object
+  python3 -c 'import sys, yaml
+for o in yaml.safe_load_all(open(sys.argv[1])):
+    if o: print(o["kind"], o["metadata"]["name"])' "$1"
+}
+objects "$v" >"$tmp/values-objects"
+check "one webhook replica: no webhook PDB" bash -c "! grep -qx 'PodDisruptionBudget podshaper-webhook' '$tmp/values-objects'"
+check "three operator replicas, and the operator's PDB" bash -c \
+  "grep -q 'replicas: 3' '$v' && grep -qx 'PodDisruptionBudget podshaper-operator' '$tmp/values-objects'"
+check "createNamespace=false: no Namespace" bash -c "! grep -q '^Namespace ' '$tmp/values-objects'"
+check "installDefaultPolicy=false: no TopologyPolicy" bash -c "! grep -q '^TopologyPolicy ' '$tmp/values-objects'"
+check "failurePolicy and timeoutSeconds" bash -c "grep -q 'failurePolicy: Ignore' '$v' && grep -q 'timeoutSeconds: 10' '$v'"
+check "excludeNamespaces, with podshaper's own added" grep -q '"monitoring"' "$v"
+check "the agent's runtimeClassName and interval" bash -c "grep -q 'runtimeClassName: nvidia' '$v' && grep -q -- '--interval, \"30\"' '$v'"
+check "images: registry and tag" bash -c "grep -q 'image: registry.example.com/ps/podshaper-webhook:0.1.0' '$v' &&
+  grep -q 'image: podshaper-operator:0.2.0' '$v' && grep -q -- '- name: regcred' '$v'"
+check "the webhook config" grep -q 'partialNode: warn' "$v"
+check "the operator config" bash -c "grep -q 'leaseDuration: 30s' '$v' && grep -q 'eventNamespace: \"podshaper-events\"' '$v'"
+"$helm" template podshaper "$chart" --set certificates.mode=cert-manager \
+  --set certificates.certManager.issuerRef.kind=ClusterIssuer --set certificates.certManager.issuerRef.name=corp-ca >"$tmp/helm-issuer.yaml"
+"$helm" template podshaper "$chart" --set 'webhook.configText=partialNode: expand' >"$tmp/helm-configtext.yaml"
+check "webhook.configText replaces webhook.config" bash -c \
+  "grep -q '^    partialNode: expand$' '$tmp/helm-configtext.yaml' && ! grep -q 'prefetchFactor' '$tmp/helm-configtext.yaml'"
+objects "$tmp/helm-issuer.yaml" >"$tmp/issuer-objects"
+check "certManager.issuerRef: no self-signed Issuer, the Certificate uses it" bash -c \
+  "! grep -q '^Issuer ' '$tmp/issuer-objects' && grep -q 'name: corp-ca' '$tmp/helm-issuer.yaml'"
+
+# --- Values that would break the install fail the render, naming the value.
+refuses() {  # refuses "what" "message" HELM-ARGS...
+  local what=$1 msg=$2; shift 2
+  if "$helm" template podshaper "$chart" "$@" >/dev/null 2>"$tmp/err"; then
+    fail "$what: rendered"
+  else
+    check "$what: refused, naming it" grep -qF -- "$msg" "$tmp/err"
+  fi
+}
+refuses "timeoutSeconds 31" "webhook.timeoutSeconds: 31: expected whole seconds from 1 to 30" --set webhook.timeoutSeconds=31
+refuses "timeoutSeconds 0" "webhook.timeoutSeconds: 0" --set webhook.timeoutSeconds=0
+refuses "a certificates.mode" 'certificates.mode: "vault": expected operator or cert-manager' --set certificates.mode=vault
+refuses "a failurePolicy" 'webhook.failurePolicy: "fail": expected Fail or Ignore' --set webhook.failurePolicy=fail
+finish
