@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs podshaper's build and test dependencies from Debian's packages.
 # Idempotent: when every package is already installed it only checks and returns.
+#   scripts/deps.sh           build and test
+#   scripts/deps.sh --bench   also what make bench needs (Google Benchmark, matplotlib)
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   openssl curl ca-certificates python3 python3-yaml
 )
+[[ ${1:-} == --bench ]] && packages+=(libbenchmark-dev python3-matplotlib)
 
 missing=()
 for p in "${packages[@]}"; do

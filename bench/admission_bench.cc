@@ -1,0 +1,44 @@
+// The webhook's work per request, in process: an AdmissionReview's bytes in, the
+// response's bytes out (decode, shape, diff into a JSON Patch, encode). No TLS, no
+// HTTP: what podshaper-webhook adds on top of its server.
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/admission.h"
+
+namespace {
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void admitFile(benchmark::State& state, const std::string& path) {
+  const std::string body = readFile(path);
+  const podshaper::Config config;
+  if (body.empty()) {
+    state.SkipWithError(("cannot read " + path).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    auto decision = podshaper::admit(body, config, nullptr, "podshaper-webhook/bench");
+    std::string out = decision->review.dump();
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(body.size()));
+}
+
+void BM_AdmitRealisticPod(benchmark::State& state) { admitFile(state, PODSHAPER_BENCH_DIR "/inputs/realistic-pod.json"); }
+void BM_AdmitSeedPod(benchmark::State& state) { admitFile(state, PODSHAPER_BENCH_DIR "/inputs/seed-pod.json"); }
+
+BENCHMARK(BM_AdmitRealisticPod);
+BENCHMARK(BM_AdmitSeedPod);
+
+}  // namespace
+
+BENCHMARK_MAIN();
