@@ -37,6 +37,12 @@ demo: cluster-up
 review-demo: build
 	@bash scripts/review-demo.sh
 
+# The container images podshaper-{webhook,operator,agent}:0.1.0, with the local Docker
+# engine (images/Dockerfile; base image debootstrapped and cached in ~/.cache/podshaper).
+.PHONY: images
+images:
+	@bash scripts/images.sh
+
 clean:
 	-@bash scripts/cluster.sh down
 	rm -rf $(BUILD_DIR) .cluster
