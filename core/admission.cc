@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/base64.h"
+#include "core/json_util.h"
 #include "core/pod_shaper.h"
 
 namespace podshaper {
@@ -57,13 +58,13 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config,
   }
   json in = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (in.is_discarded()) return makeError("not an AdmissionReview: the body is not JSON");
-  if (!in.is_object() || in.value("kind", json()) != "AdmissionReview") {
+  if (!in.is_object() || member(in, "kind") != "AdmissionReview") {
     return makeError("not an AdmissionReview: kind is not \"AdmissionReview\"");
   }
-  if (in.value("apiVersion", json()) != "admission.k8s.io/v1") {
+  if (member(in, "apiVersion") != "admission.k8s.io/v1") {
     return makeError("not an AdmissionReview: apiVersion must be admission.k8s.io/v1");
   }
-  const json& request = in.value("request", json());
+  const json& request = member(in, "request");
   if (!request.is_object() || !request.contains("uid") || !request["uid"].is_string()) {
     return makeError("not an AdmissionReview: request.uid is missing");
   }
@@ -71,7 +72,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config,
   AdmissionDecision decision;
   json response = {{"uid", request["uid"]}, {"allowed", true}};
   if (isPodCreate(request)) {
-    const json& pod = request.value("object", json());
+    const json& pod = member(request, "object");
     AdmissionContext context;
     context.namespaceName = text(request, "namespace").value_or("");
     context.cluster = cluster;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/checked.h"
+#include "core/json_util.h"
 #include "core/memlock.h"
 #include "core/names.h"
 #include "core/node_class.h"
@@ -84,10 +85,7 @@ std::string podSecurityLevel(const AdmissionContext& ctx) {
 // The MutatingWebhookConfiguration's objectSelector sends only labelled pods;
 // checking again keeps a misconfigured registration from shaping other pods.
 bool optedIn(const json& pod) {
-  const json& metadata = pod.value("metadata", json::object());
-  const json& labels = metadata.is_object() ? metadata.value("labels", json::object()) : json::object();
-  auto it = labels.is_object() ? labels.find(key(names::kInjectLabel)) : labels.end();
-  return it != labels.end() && *it == "true";
+  return member(member(member(pod, "metadata"), "labels"), key(names::kInjectLabel)) == "true";
 }
 
 bool namespaceOptedOut(const AdmissionContext& ctx) {
@@ -100,7 +98,8 @@ bool namespaceOptedOut(const AdmissionContext& ctx) {
 
 bool alreadyShaped(const json& pod) {
   if (annotation(pod, names::kShapedBy)) return true;
-  const json& volumes = pod["spec"].value("volumes", json::array());
+  const json& volumes = member(member(pod, "spec"), "volumes");
+  if (!volumes.is_array()) return false;
   return std::any_of(volumes.begin(), volumes.end(), [](const json& v) {
     return v.is_object() && v.value("name", std::string()) == names::kShmVolume;
   });
@@ -109,10 +108,11 @@ bool alreadyShaped(const json& pod) {
 // A user's own /dev/shm volume is kept; say so if it is smaller than needed.
 void checkOwnShm(const json& pod, const GpuContainer& c, uint64_t shmBytes,
                  std::vector<std::string>& warnings) {
-  const json& volumes = pod["spec"].value("volumes", json::array());
+  const json& volumes = member(member(pod, "spec"), "volumes");
+  if (!volumes.is_array()) return;
   for (const json& v : volumes) {
     if (!v.is_object() || v.value("name", std::string()) != *c.ownShmVolume) continue;
-    const json& emptyDir = v.value("emptyDir", json());
+    const json& emptyDir = member(v, "emptyDir");
     if (!emptyDir.is_object() || !emptyDir.contains("sizeLimit")) return;
     auto limit = parseQuantity(emptyDir["sizeLimit"].is_string() ? emptyDir["sizeLimit"].get<std::string>() : "");
     if (limit && static_cast<uint64_t>(*limit) < shmBytes) {

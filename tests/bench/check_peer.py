@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Helpers for check_peer.sh: make the extra review variants, and compare what
+podshaper-webhook and peer-webhook answer to one AdmissionReview.
+
+  check_peer.py variants CASES_DIR OUT_DIR
+  check_peer.py compare REVIEW PODSHAPER_URL PEER_URL CA   (prints one JSON verdict line)
+"""
+import base64
+import copy
+import json
+import os
+import ssl
+import sys
+import urllib.request
+
+SHAPED_BY = "podshaper.io/shaped-by"
+
+try:
+    import jsonpatch  # python3-jsonpatch, where installed
+
+    def apply_patch(doc, patch):
+        return jsonpatch.apply_patch(doc, patch)
+except ImportError:  # a small RFC 6902 applier: the ops the two webhooks emit, and test
+
+    def _tokens(pointer):
+        if pointer == "":
+            return []
+        return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+    def _walk(doc, tokens):
+        for t in tokens:
+            doc = doc[int(t)] if isinstance(doc, list) else doc[t]
+        return doc
+
+    def _put(parent, token, value, insert):
+        if isinstance(parent, list):
+            if token == "-":
+                parent.append(value)
+            elif insert:
+                parent.insert(int(token), value)
+            else:
+                parent[int(token)] = value
+        else:
+            parent[token] = value
+
+    def _remove(parent, token):
+        if isinstance(parent, list):
+            return parent.pop(int(token))
+        return parent.pop(token)
+
+    def apply_patch(doc, patch):
+        doc = copy.deepcopy(doc)
+        for op in patch:
+            path = _tokens(op["path"])
+            if not path:
+                if op["op"] in ("add", "replace"):
+                    doc = copy.deepcopy(op["value"])
+                    continue
+                raise ValueError("unsupported root op %s" % op)
+            parent = _walk(doc, path[:-1])
+            kind = op["op"]
+            if kind == "add":
+                _put(parent, path[-1], copy.deepcopy(op["value"]), insert=True)
+            elif kind == "replace":
+                _walk(parent, [path[-1]])  # must exist
+                _put(parent, path[-1], copy.deepcopy(op["value"]), insert=False)
+            elif kind == "remove":
+                _remove(parent, path[-1])
+            elif kind in ("move", "copy"):
+                src = _tokens(op["from"])
+                value = _walk(doc, src)
+                if kind == "move":
+                    _remove(_walk(doc, src[:-1]), src[-1])
+                else:
+                    value = copy.deepcopy(value)
+                _put(_walk(doc, path[:-1]), path[-1], value, insert=True)
+            elif kind == "test":
+                if _walk(parent, [path[-1]]) != op["value"]:
+                    raise ValueError("test failed: %s" % op)
+            else:
+                raise ValueError("unknown op %s" % op)
+        return doc
+
+
+def post(url, body, ca):
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def shaped(pod, response):
+    """The pod after the response's patch, or None for a denial."""
+    if not response.get("allowed"):
+        return None
+    if not response.get("patch"):
+        return copy.deepcopy(pod)
+    if response.get("patchType") != "JSONPatch":
+        raise ValueError("patchType %r" % response.get("patchType"))
+    return apply_patch(pod, json.loads(base64.b64decode(response["patch"])))
+
+
+def go_zero_values(peer, ours, path=""):
+    """Members the peer's pod has and podshaper's lacks whose value is null or {}: the
+    zero values Go's encoding of the typed Pod writes (creationTimestamp: null,
+    status: {}, resources: {}), which the API server's own decoding discards. Returns
+    their paths, and peer with them removed."""
+    found = []
+    if isinstance(peer, dict) and isinstance(ours, dict):
+        out = {}
+        for k, v in peer.items():
+            here = path + "/" + k.replace("~", "~0").replace("/", "~1")
+            if k not in ours and (v is None or v == {}):
+                found.append(here)
+                continue
+            sub, out[k] = go_zero_values(v, ours.get(k), here)
+            found += sub
+        return found, out
+    if isinstance(peer, list) and isinstance(ours, list) and len(peer) == len(ours):
+        out = []
+        for i, (a, b) in enumerate(zip(peer, ours)):
+            sub, v = go_zero_values(a, b, "%s/%d" % (path, i))
+            found += sub
+            out.append(v)
+        return found, out
+    return found, peer
+
+
+def first_difference(a, b, path=""):
+    if type(a) is not type(b):
+        return "%s: %s != %s" % (path or "/", json.dumps(a)[:200], json.dumps(b)[:200])
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return "%s/%s: only in %s" % (path, k, "podshaper" if k in a else "peer")
+            d = first_difference(a[k], b[k], path + "/" + k)
+            if d:
+                return d
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return "%s: %d items != %d items" % (path or "/", len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, "%s/%d" % (path, i))
+            if d:
+                return d
+        return None
+    return None if a == b else "%s: %s != %s" % (path or "/", json.dumps(a)[:300], json.dumps(b)[:300])
+
+
+def drop_shaped_by(pod):
+    if pod is not None:
+        pod.get("metadata", {}).get("annotations", {}).pop(SHAPED_BY, None)
+    return pod
+
+
+def compare(review_file, podshaper_url, peer_url, ca):
+    body = open(review_file, "rb").read()
+    pod = (json.loads(body).get("request") or {}).get("object")
+    verdict = {"case": review_file}
+    answers = {}
+    for who, url in (("podshaper", podshaper_url), ("peer", peer_url)):
+        status, raw = post(url, body, ca)
+        if status != 200:
+            verdict.update(result="mismatch", why="%s answered HTTP %d: %s" % (who, status, raw[:200]))
+            return verdict
+        answers[who] = json.loads(raw)["response"]
+    ps, peer = answers["podshaper"], answers["peer"]
+    verdict["podshaper"] = ("denied" if not ps.get("allowed") else "patched" if ps.get("patch") else "unchanged")
+    if not ps.get("allowed") or not peer.get("allowed"):
+        if ps.get("allowed") == peer.get("allowed"):
+            verdict.update(result="match", messages=[ps.get("status", {}).get("message"),
+                                                     (peer.get("status") or {}).get("message")])
+        else:
+            who = "podshaper" if not ps.get("allowed") else "peer"
+            msg = (answers[who].get("status") or {}).get("message")
+            verdict.update(result="mismatch", why="only %s denies: %s" % (who, msg))
+        return verdict
+    ours, theirs = drop_shaped_by(shaped(pod, ps)), drop_shaped_by(shaped(pod, peer))
+    if ours == theirs:
+        verdict["result"] = "match"
+        return verdict
+    zeros, stripped = go_zero_values(theirs, ours)
+    if stripped == ours:
+        verdict.update(result="match", go_zero_values=zeros)
+        return verdict
+    verdict.update(result="mismatch", why=first_difference(ours, stripped))
+    return verdict
+
+
+def variants(cases_dir, out_dir):
+    """Review variants of the golden pods: each annotation's edge cases, the ulimit
+    merge, several GPU containers, existing affinity, shaped pods, configs."""
+    seed = json.load(open(os.path.join(cases_dir, "seed-no-cluster-nccl-reserve", "review.json")))
+    realistic = json.load(open(os.path.join(cases_dir, "realistic-llm-pod-with-sidecar", "review.json")))
+
+    def make(name, base=seed, annotations=None, drop=(), edit=None, config=None):
+        review = copy.deepcopy(base)
+        pod = review["request"]["object"]
+        ann = pod["metadata"].setdefault("annotations", {})
+        for k in drop:
+            ann.pop(k, None)
+        ann.update(annotations or {})
+        if edit:
+            edit(pod)
+        d = os.path.join(out_dir, name)
+        os.makedirs(d, exist_ok=True)
+        json.dump(review, open(os.path.join(d, "review.json"), "w"), indent=2, ensure_ascii=False)
+        if config:
+            open(os.path.join(d, "config.yaml"), "w").write(config)
+
+    shape = ("podshaper.io/batch-shape", "podshaper.io/batch-dtype")
+    trainer = lambda pod: pod["spec"]["containers"][0]
+
+    make("batch-bytes-integer", drop=shape, annotations={"podshaper.io/batch-bytes": "19267584"})
+    make("batch-bytes-fraction", drop=shape, annotations={"podshaper.io/batch-bytes": "1.5Gi"})
+    make("batch-bytes-decimal-suffix", drop=shape, annotations={"podshaper.io/batch-bytes": "20M"})
+    make("batch-bytes-exponent", drop=shape, annotations={"podshaper.io/batch-bytes": "2e7"})
+    make("batch-bytes-zero-denied", drop=shape, annotations={"podshaper.io/batch-bytes": "0"})
+    make("batch-bytes-negative-denied", drop=shape, annotations={"podshaper.io/batch-bytes": "-18Mi"})
+    make("batch-bytes-garbage-denied", drop=shape, annotations={"podshaper.io/batch-bytes": "lots"})
+    make("batch-bytes-and-shape-denied", annotations={"podshaper.io/batch-bytes": "18Mi"})
+    make("batch-size-missing-denied", drop=shape)
+    make("dtype-default-float32", drop=("podshaper.io/batch-dtype",))
+    make("dtype-torch-bfloat16", annotations={"podshaper.io/batch-dtype": "torch.bfloat16"})
+    make("dtype-alias-half", annotations={"podshaper.io/batch-dtype": "half"})
+    make("shape-zero-dim-denied", annotations={"podshaper.io/batch-shape": "32x0x224"})
+    make("shape-trailing-x-denied", annotations={"podshaper.io/batch-shape": "32x"})
+    make("shape-overflow-denied", annotations={"podshaper.io/batch-shape": "4294967296x4294967296"})
+    make("shm-overflow-denied", drop=shape, annotations={"podshaper.io/batch-bytes": "4Ei",
+                                                         "podshaper.io/dataloader-workers": "1024"})
+    make("workers-zero", annotations={"podshaper.io/dataloader-workers": "0"})
+    make("workers-default", drop=("podshaper.io/dataloader-workers", "podshaper.io/prefetch-factor"))
+    make("workers-negative-denied", annotations={"podshaper.io/dataloader-workers": "-1"})
+    make("workers-plus-sign-denied", annotations={"podshaper.io/dataloader-workers": "+8"})
+    make("prefetch-zero-denied", annotations={"podshaper.io/prefetch-factor": "0"})
+    make("ranks-16", annotations={"podshaper.io/ranks-per-pod": "16"})
+    make("ranks-one-no-reserve", annotations={"podshaper.io/ranks-per-pod": "1"})
+    make("ranks-zero-denied", annotations={"podshaper.io/ranks-per-pod": "0"})
+    make("placement-bogus-denied", annotations={"podshaper.io/placement": "exclusive"})
+    make("placement-node-exclusive-explicit", annotations={"podshaper.io/placement": "node-exclusive"})
+
+    def gpus(n):
+        def edit(pod):
+            for field in ("limits", "requests"):
+                trainer(pod)["resources"][field]["nvidia.com/gpu"] = str(n)
+        return edit
+    make("shared-four-gpus", annotations={"podshaper.io/placement": "shared"}, edit=gpus(4))
+    make("partial-node-denied", edit=gpus(4))
+    make("more-than-node-denied", edit=gpus(16))
+    make("partial-node-warn", edit=gpus(4), config="partialNode: warn\n")
+    make("partial-node-expand-nproc-set", edit=lambda p: (gpus(2)(p), trainer(p).setdefault("env", []).append(
+        {"name": "PET_NPROC_PER_NODE", "value": "2"})), config="partialNode: expand\n")
+
+    def selector(n):
+        def edit(pod):
+            gpus(n)(pod)
+            pod["spec"]["nodeSelector"] = {"podshaper.io/gpu-count": str(n)}
+        return edit
+    make("node-selector-gpu-count-4", edit=selector(4))
+    make("node-selector-gpu-count-bad-denied", edit=lambda p: p["spec"].__setitem__(
+        "nodeSelector", {"podshaper.io/gpu-count": "eight"}))
+
+    make("ulimit-user-annotation-merged",
+         annotations={"ulimits.noderesource.dev/container.trainer": "- type: RLIMIT_NOFILE\n  soft: 65536\n  hard: 65536"})
+    make("ulimit-user-memlock-kept",
+         annotations={"ulimits.noderesource.dev/container.trainer": "- type: memlock\n  soft: 1024\n  hard: 1024\n"})
+    make("ulimit-deprecated-key-merged",
+         annotations={"ulimits.nri.containerd.io/container.trainer": "- type: RLIMIT_NOFILE\n  soft: 1\n  hard: 1\n"})
+    make("ulimit-not-a-list-kept", annotations={"ulimits.noderesource.dev/container.trainer": "nofile=1"})
+
+    def two_containers(pod):
+        a = trainer(pod)
+        b = copy.deepcopy(a)
+        b["name"] = "trainer-b"
+        for c in (a, b):
+            for field in ("limits", "requests"):
+                c["resources"][field]["nvidia.com/gpu"] = "4"
+        b["resources"]["limits"]["memory"] = "50Gi"
+        del b["resources"]["requests"]["memory"]
+        b["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}, "runAsUser": 1000}
+        b["env"] = [{"name": "PET_NPROC_PER_NODE", "value": "3"}]
+        pod["spec"]["containers"].append(b)
+        pod["spec"]["containers"].insert(0, {"name": "sidecar", "image": "busybox",
+                                             "resources": {"limits": {"memory": "64Mi"}}})
+    make("two-gpu-containers", annotations={"podshaper.io/ranks-per-pod": "6"}, edit=two_containers)
+    make("memory-limit-decimal", edit=lambda p: trainer(p)["resources"]["limits"].__setitem__("memory", "100G"))
+    make("memory-limit-missing", edit=lambda p: [trainer(p)["resources"][f].pop("memory") for f in ("limits", "requests")])
+
+    def existing_affinity(pod):
+        pod["spec"]["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]},
+                                      {"key": "podshaper.io/memlock", "operator": "In", "values": ["unlimited"]}]},
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchExpressions": [{"key": "podshaper.io/placement", "operator": "In",
+                                                         "values": ["node-exclusive"]}]},
+                 "topologyKey": "kubernetes.io/hostname", "namespaceSelector": {}}]}}
+    make("existing-affinity-merged", edit=existing_affinity)
+    make("own-shm-volume-large-enough", edit=lambda p: (
+        trainer(p).setdefault("volumeMounts", []).append({"name": "dshm", "mountPath": "/dev/shm/"}),
+        p["spec"].setdefault("volumes", []).append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}})))
+    make("already-shaped-by", annotations={SHAPED_BY: "podshaper-webhook/0.1.0 config=x"})
+    make("already-has-dshm-volume", edit=lambda p: p["spec"].setdefault("volumes", []).append(
+        {"name": "podshaper-dshm", "emptyDir": {"medium": "Memory"}}))
+    make("not-opted-in", edit=lambda p: p["metadata"]["labels"].pop("podshaper.io/inject"))
+    make("no-annotations-denied", drop=list(seed["request"]["object"]["metadata"]["annotations"]))
+    make("node-memory-cap-denied", config="defaults:\n  nodeMemory: 8Gi\n")
+    make("node-memory-cap-ok", config="defaults:\n  nodeMemory: 2Ti\nlimits:\n  maxShmPercentOfNodeMemory: 10\n")
+    make("config-defaults", drop=("podshaper.io/dataloader-workers", "podshaper.io/prefetch-factor"),
+         config="defaults:\n  workers: 2\n  prefetchFactor: 3\n  headroomPercent: 0\n  ncclShmReservePerRank: 100Mi\n  gpusPerNode: 8\n")
+    # As the API server sends a pod: its own encoding of the typed object already has
+    # the zero values Go writes, so the peer's patch must carry none of its own.
+    def apiserver_form(pod):
+        pod["metadata"].setdefault("creationTimestamp", None)
+        pod.setdefault("status", {})
+        for c in pod["spec"].get("containers", []) + pod["spec"].get("initContainers", []):
+            c.setdefault("resources", {})
+    make("apiserver-form-seed", edit=apiserver_form)
+    make("apiserver-form-realistic", base=realistic, edit=apiserver_form)
+    make("realistic-shared-with-bytes", base=realistic, drop=shape,
+         annotations={"podshaper.io/batch-bytes": "37Mi", "podshaper.io/placement": "shared"})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "variants":
+        variants(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 6 and sys.argv[1] == "compare":
+        print(json.dumps(compare(*sys.argv[2:]), ensure_ascii=False))
+    else:
+        sys.exit(__doc__)

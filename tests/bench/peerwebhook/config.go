@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+)
+
+// Config is podshaper's webhook config file (README "Config"): every key optional,
+// unknown keys are errors.
+type Config struct {
+	Defaults    Defaults `json:"defaults"`
+	Limits      Limits   `json:"limits"`
+	PartialNode string   `json:"partialNode"` // deny | warn | expand
+	PodSecurity string   `json:"podSecurity"` // deny | warn
+}
+
+type Defaults struct {
+	Workers               uint64             `json:"workers"`
+	PrefetchFactor        uint64             `json:"prefetchFactor"`
+	HeadroomPercent       uint64             `json:"headroomPercent"`
+	NCCLShmReservePerRank resource.Quantity  `json:"ncclShmReservePerRank"`
+	GPUsPerNode           uint64             `json:"gpusPerNode"`
+	NodeMemory            *resource.Quantity `json:"nodeMemory,omitempty"` // nil: the shm cap is not checked
+}
+
+type Limits struct {
+	MaxShmPercentOfNodeMemory uint64 `json:"maxShmPercentOfNodeMemory"`
+}
+
+// DefaultConfig is the config an empty (or absent) file means.
+func DefaultConfig() Config {
+	return Config{
+		Defaults: Defaults{
+			Workers:               4,
+			PrefetchFactor:        2,
+			HeadroomPercent:       20,
+			NCCLShmReservePerRank: resource.MustParse("64Mi"),
+			GPUsPerNode:           8,
+		},
+		Limits:      Limits{MaxShmPercentOfNodeMemory: 50},
+		PartialNode: "deny",
+		PodSecurity: "deny",
+	}
+}
+
+// LoadConfig reads the YAML file at path ("" means all defaults).
+func LoadConfig(path string) (Config, error) {
+	cfg := DefaultConfig()
+	if path == "" {
+		return cfg, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return cfg, fmt.Errorf("%s: config: %w", path, err)
+	}
+	if err := cfg.validate(); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func (c *Config) validate() error {
+	ranges := []struct {
+		key      string
+		value    uint64
+		min, max uint64
+	}{
+		{"defaults.workers", c.Defaults.Workers, 0, 1024},
+		{"defaults.prefetchFactor", c.Defaults.PrefetchFactor, 1, 1024},
+		{"defaults.headroomPercent", c.Defaults.HeadroomPercent, 0, 1000},
+		{"defaults.gpusPerNode", c.Defaults.GPUsPerNode, 1, 1024},
+		{"limits.maxShmPercentOfNodeMemory", c.Limits.MaxShmPercentOfNodeMemory, 1, 100},
+	}
+	for _, r := range ranges {
+		if r.value < r.min || r.value > r.max {
+			return fmt.Errorf("config: %s: %d is out of range %d..%d", r.key, r.value, r.min, r.max)
+		}
+	}
+	if c.Defaults.NCCLShmReservePerRank.Sign() < 0 {
+		return fmt.Errorf("config: defaults.ncclShmReservePerRank: %q is negative", c.Defaults.NCCLShmReservePerRank.String())
+	}
+	if c.Defaults.NodeMemory != nil && c.Defaults.NodeMemory.Sign() < 0 {
+		return fmt.Errorf("config: defaults.nodeMemory: %q is negative", c.Defaults.NodeMemory.String())
+	}
+	switch c.PartialNode {
+	case "deny", "warn", "expand":
+	default:
+		return fmt.Errorf("config: partialNode: %q is not one of deny, warn, expand", c.PartialNode)
+	}
+	switch c.PodSecurity {
+	case "deny", "warn":
+	default:
+		return fmt.Errorf("config: podSecurity: %q is not one of deny, warn", c.PodSecurity)
+	}
+	return nil
+}
+
+// Hash is a stable hash of the effective settings, shown in podshaper.io/shaped-by.
+// It hashes the same canonical text as podshaper's Config::hash (FNV-1a 64), so both
+// webhooks name one config alike.
+func (c *Config) Hash() string {
+	nodeMemory := ""
+	if c.Defaults.NodeMemory != nil {
+		nodeMemory = strconv.FormatInt(c.Defaults.NodeMemory.Value(), 10)
+	}
+	canonical := fmt.Sprintf("workers=%d;prefetchFactor=%d;headroomPercent=%d;ncclShmReservePerRank=%d;"+
+		"gpusPerNode=%d;nodeMemory=%s;maxShmPercentOfNodeMemory=%d;partialNode=%s;podSecurity=%s",
+		c.Defaults.Workers, c.Defaults.PrefetchFactor, c.Defaults.HeadroomPercent,
+		c.Defaults.NCCLShmReservePerRank.Value(), c.Defaults.GPUsPerNode, nodeMemory,
+		c.Limits.MaxShmPercentOfNodeMemory, c.PartialNode, c.PodSecurity)
+	h := fnv.New64a()
+	h.Write([]byte(canonical))
+	return fmt.Sprintf("%016x", h.Sum64())
+}

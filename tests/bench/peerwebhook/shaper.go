@@ -1,0 +1,550 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// The names podshaper reads and writes (core/names.h).
+const (
+	annWorkers    = "podshaper.io/dataloader-workers"
+	annPrefetch   = "podshaper.io/prefetch-factor"
+	annBatchBytes = "podshaper.io/batch-bytes"
+	annBatchShape = "podshaper.io/batch-shape"
+	annBatchDtype = "podshaper.io/batch-dtype"
+	annRanks      = "podshaper.io/ranks-per-pod"
+	annPlacement  = "podshaper.io/placement"
+
+	annShmSize    = "podshaper.io/shm-size"
+	annShmFormula = "podshaper.io/shm-formula"
+	annShapedBy   = "podshaper.io/shaped-by"
+
+	ulimitPrefix           = "ulimits.noderesource.dev/container."
+	ulimitDeprecatedPrefix = "ulimits.nri.containerd.io/container."
+
+	labelInject            = "podshaper.io/inject"
+	labelPlacement         = "podshaper.io/placement"
+	labelTopologyValidated = "podshaper.io/topology-validated"
+	labelGPUCount          = "podshaper.io/gpu-count"
+	labelMemlock           = "podshaper.io/memlock"
+	labelHostname          = "kubernetes.io/hostname"
+
+	nodeExclusive = "node-exclusive"
+	shared        = "shared"
+
+	shmVolume    = "podshaper-dshm"
+	shmMountPath = "/dev/shm"
+	gpuResource  = corev1.ResourceName("nvidia.com/gpu")
+	nprocEnv     = "PET_NPROC_PER_NODE"
+	ipcLock      = corev1.Capability("IPC_LOCK")
+
+	// RLIM_INFINITY: the NRI ulimit-adjuster parses soft/hard as uint64 ("-1" fails).
+	memlockEntry = "- type: RLIMIT_MEMLOCK\n  soft: 18446744073709551615\n  hard: 18446744073709551615\n"
+)
+
+// PodShaper shapes GPU training pods on CREATE: /dev/shm sized for the DataLoader,
+// memory raised to pay for it, hostIPC, IPC_LOCK, unlimited memlock and whole-node
+// placement. It decides from the pod's annotations and the config alone (no cluster view).
+type PodShaper struct {
+	Config   Config
+	ShapedBy string // "peer-webhook/<version> config=<hash>"
+}
+
+var _ admission.CustomDefaulter = &PodShaper{}
+
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.podshaper.io,admissionReviewVersions=v1
+
+// Default implements admission.CustomDefaulter.
+func (s *PodShaper) Default(ctx context.Context, obj runtime.Object) error {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return fmt.Errorf("podshaper: expected a Pod, got %T", obj)
+	}
+	if req, err := admission.RequestFromContext(ctx); err == nil &&
+		(req.Operation != admissionv1.Create || req.SubResource != "") {
+		return nil // only a Pod CREATE is shaped
+	}
+	if pod.Labels[labelInject] != "true" || alreadyShaped(pod) {
+		return nil
+	}
+	if err := s.shape(ctx, pod); err != nil {
+		return fmt.Errorf("podshaper: %w", err)
+	}
+	return nil
+}
+
+func alreadyShaped(pod *corev1.Pod) bool {
+	if _, ok := pod.Annotations[annShapedBy]; ok {
+		return true
+	}
+	return slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == shmVolume })
+}
+
+// gpuContainer is a container that requests GPUs.
+type gpuContainer struct {
+	index     int
+	gpus      uint64
+	ownShmVol string // the user's own volume at /dev/shm, if any
+}
+
+type podInputs struct {
+	containers        []gpuContainer
+	podGPUs           uint64
+	workers, prefetch uint64
+	ranks             uint64 // 0: the pod's GPUs
+	batch             batchSize
+	nodeExclusive     bool
+	nodeSelectorGPUs  uint64 // the pod's nodeSelector podshaper.io/gpu-count, 0 if none
+}
+
+func annotationError(key string, why any, hint string) error {
+	return fmt.Errorf("annotation %s: %v; %s", key, why, hint)
+}
+
+type namedList struct {
+	field string
+	list  corev1.ResourceList
+}
+
+// containerGPUs is a container's nvidia.com/gpu: limits (where the device plugin
+// requires it), else requests.
+func containerGPUs(c *corev1.Container) (uint64, error) {
+	for _, l := range []namedList{{"limits", c.Resources.Limits}, {"requests", c.Resources.Requests}} {
+		q, ok := l.list[gpuResource]
+		if !ok {
+			continue
+		}
+		n, exact := q.AsInt64()
+		if !exact || n < 0 {
+			return 0, fmt.Errorf("container %q: resources.%s[%s] %q is not a non-negative integer", c.Name, l.field, gpuResource, q.String())
+		}
+		return uint64(n), nil
+	}
+	return 0, nil
+}
+
+func ownShmVolume(c *corev1.Container) string {
+	for _, m := range c.VolumeMounts {
+		path := m.MountPath
+		for len(path) > 1 && strings.HasSuffix(path, "/") {
+			path = path[:len(path)-1]
+		}
+		if path == shmMountPath {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+func countAnnotation(pod *corev1.Pod, key string, fallback, minimum uint64, hint string) (uint64, error) {
+	text, ok := pod.Annotations[key]
+	if !ok {
+		return fallback, nil
+	}
+	v, err := parseCount(text)
+	if err != nil {
+		return 0, annotationError(key, err, hint)
+	}
+	if v < minimum {
+		return 0, annotationError(key, fmt.Sprintf("%q must be at least %d", text, minimum), hint)
+	}
+	return v, nil
+}
+
+// quantityBytes reads a non-negative quantity as whole bytes, rounding a fraction up.
+func quantityBytes(q resource.Quantity) (uint64, error) {
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("%q is negative", q.String())
+	}
+	if q.Cmp(*resource.NewQuantity(math.MaxInt64, resource.DecimalSI)) > 0 {
+		return 0, fmt.Errorf("%q is too large", q.String())
+	}
+	return uint64(q.Value()), nil
+}
+
+func readBatch(pod *corev1.Pod) (batchSize, error) {
+	bytes, hasBytes := pod.Annotations[annBatchBytes]
+	shape, hasShape := pod.Annotations[annBatchShape]
+	dtype, hasDtype := pod.Annotations[annBatchDtype]
+	both := fmt.Sprintf("set %s (e.g. 18Mi) or %s with %s (e.g. 32x3x224x224 and float32)", annBatchBytes, annBatchShape, annBatchDtype)
+	switch {
+	case hasBytes && hasShape:
+		return batchSize{}, fmt.Errorf("annotations %s and %s are both set; keep only one", annBatchBytes, annBatchShape)
+	case hasBytes:
+		q, err := resource.ParseQuantity(bytes)
+		if err != nil {
+			return batchSize{}, annotationError(annBatchBytes, fmt.Sprintf("%q is not a quantity (examples: 18Mi, 1.5Gi, 19267584)", bytes), both)
+		}
+		n, err := quantityBytes(q)
+		if err != nil {
+			return batchSize{}, annotationError(annBatchBytes, err, both)
+		}
+		if n == 0 {
+			return batchSize{}, annotationError(annBatchBytes, fmt.Sprintf("%q is zero", bytes), both)
+		}
+		return batchSize{bytes: n, source: "batch-bytes " + bytes}, nil
+	case hasShape:
+		if !hasDtype {
+			dtype = "float32"
+		}
+		n, err := shapeBytes(shape, dtype)
+		if err != nil {
+			key := annBatchShape
+			if _, dtypeErr := dtypeBytes(dtype); dtypeErr != nil {
+				key = annBatchDtype
+			}
+			return batchSize{}, annotationError(key, err, both)
+		}
+		return batchSize{bytes: n, source: shape + " " + dtype}, nil
+	}
+	return batchSize{}, fmt.Errorf("the pod does not say how large a DataLoader batch is: %s", both)
+}
+
+func (s *PodShaper) readInputs(pod *corev1.Pod) (podInputs, error) {
+	in := podInputs{nodeExclusive: true}
+	if len(pod.Spec.Containers) == 0 {
+		return in, fmt.Errorf("the object is not a Pod: spec.containers is missing")
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		gpus, err := containerGPUs(c)
+		if err != nil {
+			return in, err
+		}
+		if gpus == 0 {
+			continue
+		}
+		in.containers = append(in.containers, gpuContainer{index: i, gpus: gpus, ownShmVol: ownShmVolume(c)})
+		in.podGPUs += gpus
+	}
+	if len(in.containers) == 0 {
+		return in, nil
+	}
+
+	var err error
+	if in.workers, err = countAnnotation(pod, annWorkers, s.Config.Defaults.Workers, 0,
+		`set it to the DataLoader's num_workers, e.g. "8"`); err != nil {
+		return in, err
+	}
+	if in.prefetch, err = countAnnotation(pod, annPrefetch, s.Config.Defaults.PrefetchFactor, 1,
+		`set it to the DataLoader's prefetch_factor, e.g. "2"`); err != nil {
+		return in, err
+	}
+	if text, ok := pod.Annotations[annRanks]; ok {
+		const hint = `set it to the training processes in the pod, e.g. "8"`
+		v, err := parseCount(text)
+		if err != nil {
+			return in, annotationError(annRanks, err, hint)
+		}
+		if v == 0 {
+			return in, annotationError(annRanks, `"0" must be at least 1`, hint)
+		}
+		in.ranks = v
+	}
+	if in.batch, err = readBatch(pod); err != nil {
+		return in, err
+	}
+	if placement, ok := pod.Annotations[annPlacement]; ok {
+		switch placement {
+		case shared:
+			in.nodeExclusive = false
+		case nodeExclusive:
+		default:
+			return in, annotationError(annPlacement, fmt.Sprintf("%q is not a placement", placement), "use node-exclusive or shared")
+		}
+	}
+	if g, ok := pod.Spec.NodeSelector[labelGPUCount]; ok {
+		v, err := parseCount(g)
+		if err != nil || v == 0 {
+			return in, fmt.Errorf("nodeSelector %s: expected a positive GPU count, e.g. \"8\"", labelGPUCount)
+		}
+		in.nodeSelectorGPUs = v
+	}
+	return in, nil
+}
+
+func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
+	in, err := s.readInputs(pod)
+	if err != nil {
+		return err
+	}
+	if len(in.containers) == 0 {
+		return nil // not a GPU pod: left as it is
+	}
+	cfg := &s.Config
+
+	// G, the GPUs of the pod's node class: its nodeSelector, else the config (no cluster view).
+	G, gSource := cfg.Defaults.GPUsPerNode, "from config defaults.gpusPerNode"
+	if in.nodeSelectorGPUs != 0 {
+		G, gSource = in.nodeSelectorGPUs, "from the pod's nodeSelector "+labelGPUCount
+	}
+	expanded := false
+	if in.nodeExclusive && in.podGPUs > G {
+		return fmt.Errorf("the pod asks %d %s but nodes of its class have %d (%s): split the job into pods of %d GPUs each",
+			in.podGPUs, gpuResource, G, gSource, G)
+	}
+	if in.nodeExclusive && in.podGPUs < G {
+		asks := fmt.Sprintf("the pod asks %d %s but node-exclusive pods own whole %d-GPU nodes (%s)", in.podGPUs, gpuResource, G, gSource)
+		switch cfg.PartialNode {
+		case "deny":
+			return fmt.Errorf("%s: request %d GPUs (one rank per GPU), or set %s: shared to share the node", asks, G, annPlacement)
+		case "expand": // the extra GPUs go to the first GPU container; its ranks follow
+			in.containers[0].gpus += G - in.podGPUs
+			in.podGPUs = G
+			expanded = true
+		}
+	}
+	ranks := in.ranks
+	if ranks == 0 {
+		ranks = in.podGPUs
+	}
+
+	// Without a cluster view P2P between all GPU pairs is unknown: NCCL may need its
+	// SHM transport, except for a single rank.
+	var reserve uint64
+	if ranks >= 2 {
+		reserve = uint64(cfg.Defaults.NCCLShmReservePerRank.Value())
+	}
+	plan, err := planShm(shmInputs{
+		ranks: ranks, workers: in.workers, prefetch: in.prefetch, batch: in.batch,
+		headroomPercent: cfg.Defaults.HeadroomPercent, ncclReservePerRank: reserve,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.Defaults.NodeMemory != nil {
+		nodeMemory := uint64(cfg.Defaults.NodeMemory.Value())
+		if capBytes, ok := mul(nodeMemory, cfg.Limits.MaxShmPercentOfNodeMemory); ok && plan.bytes > capBytes/100 {
+			return fmt.Errorf("/dev/shm would be %s, above limits.maxShmPercentOfNodeMemory (%d%%) of the node's %s: lower %s, %s or the batch size (%s)",
+				formatBytes(plan.bytes), cfg.Limits.MaxShmPercentOfNodeMemory, formatBytes(nodeMemory), annWorkers, annPrefetch, plan.formula)
+		}
+	}
+	shmSize := resource.NewQuantity(int64(plan.bytes), resource.BinarySI)
+
+	needVolume := false
+	for i, gc := range in.containers {
+		c := &pod.Spec.Containers[gc.index]
+		if expanded && i == 0 {
+			gpus := resource.NewQuantity(int64(gc.gpus), resource.DecimalSI)
+			if c.Resources.Limits == nil {
+				c.Resources.Limits = corev1.ResourceList{}
+			}
+			c.Resources.Limits[gpuResource] = *gpus
+			if _, ok := c.Resources.Requests[gpuResource]; ok {
+				c.Resources.Requests[gpuResource] = *gpus
+			}
+		}
+		if gc.ownShmVol != "" {
+			logOwnShm(ctx, pod, c, gc.ownShmVol, plan.bytes)
+		} else {
+			needVolume = true
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: shmVolume, MountPath: shmMountPath})
+			// The memory-backed emptyDir counts against the memory limit: pay for this
+			// container's share of it, rounded up to MiB.
+			share, ok := mulDivCeil(plan.bytes, gc.gpus, in.podGPUs)
+			if !ok {
+				share = plan.bytes
+			}
+			share = ceilMiB(share) * miB
+			for _, l := range []namedList{{"limits", c.Resources.Limits}, {"requests", c.Resources.Requests}} {
+				current, ok := l.list[corev1.ResourceMemory]
+				if !ok {
+					continue
+				}
+				what := fmt.Sprintf("container %q resources.%s.memory", c.Name, l.field)
+				have, err := quantityBytes(current)
+				if err != nil {
+					return fmt.Errorf("%s %v", what, err)
+				}
+				raised, ok := add(have, share)
+				if !ok || raised > math.MaxInt64 {
+					return fmt.Errorf("%s overflows", what)
+				}
+				l.list[corev1.ResourceMemory] = *resource.NewQuantity(int64(raised), resource.BinarySI)
+			}
+		}
+		if c.SecurityContext == nil {
+			c.SecurityContext = &corev1.SecurityContext{}
+		}
+		if c.SecurityContext.Capabilities == nil {
+			c.SecurityContext.Capabilities = &corev1.Capabilities{}
+		}
+		if !slices.Contains(c.SecurityContext.Capabilities.Add, ipcLock) {
+			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, ipcLock)
+		}
+		setMemlock(ctx, pod, c.Name)
+
+		// torchrun in each container starts its share of the pod's ranks.
+		nprocs, ok := mulDivCeil(ranks, gc.gpus, in.podGPUs)
+		if !ok {
+			nprocs = ranks
+		}
+		value := strconv.FormatUint(nprocs, 10)
+		if j := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == nprocEnv }); j < 0 {
+			c.Env = append(c.Env, corev1.EnvVar{Name: nprocEnv, Value: value})
+		} else if expanded && i == 0 {
+			c.Env[j].Value = value
+		}
+	}
+	if needVolume {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: shmVolume,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				Medium: corev1.StorageMediumMemory, SizeLimit: shmSize,
+			}},
+		})
+	}
+	pod.Spec.HostIPC = true
+
+	if pod.Spec.Affinity == nil {
+		pod.Spec.Affinity = &corev1.Affinity{}
+	}
+	requirements := []corev1.NodeSelectorRequirement{
+		inRequirement(labelTopologyValidated, "true"),
+		inRequirement(labelMemlock, "unlimited"),
+	}
+	if in.nodeExclusive {
+		requireOnePodPerNode(pod)
+		requirements = append(requirements, inRequirement(labelGPUCount, strconv.FormatUint(G, 10)))
+	}
+	requireNodeLabels(pod.Spec.Affinity, requirements)
+
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[annShmSize] = shmSize.String()
+	pod.Annotations[annShmFormula] = plan.formula
+	pod.Annotations[annShapedBy] = s.ShapedBy
+	return nil
+}
+
+func inRequirement(key, value string) corev1.NodeSelectorRequirement {
+	return corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}
+}
+
+// requireOnePodPerNode labels the pod node-exclusive and keeps every other such pod,
+// of any namespace, off its node.
+func requireOnePodPerNode(pod *corev1.Pod) {
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[labelPlacement] = nodeExclusive
+	term := corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: labelPlacement, Operator: metav1.LabelSelectorOpIn, Values: []string{nodeExclusive}},
+		}},
+		TopologyKey: labelHostname,
+		// Without it the term would only see pods of this pod's own namespace.
+		NamespaceSelector: &metav1.LabelSelector{},
+	}
+	a := pod.Spec.Affinity
+	if a.PodAntiAffinity == nil {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	terms := &a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	if !slices.ContainsFunc(*terms, func(t corev1.PodAffinityTerm) bool { return equality.Semantic.DeepEqual(t, term) }) {
+		*terms = append(*terms, term)
+	}
+}
+
+// requireNodeLabels adds the requirements to every nodeSelectorTerm (terms are ORed,
+// expressions within one ANDed), or makes the first term.
+func requireNodeLabels(a *corev1.Affinity, requirements []corev1.NodeSelectorRequirement) {
+	if a.NodeAffinity == nil {
+		a.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	if a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	}
+	required := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(required.NodeSelectorTerms) == 0 {
+		required.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
+	}
+	for i := range required.NodeSelectorTerms {
+		term := &required.NodeSelectorTerms[i]
+		for _, r := range requirements {
+			if !slices.ContainsFunc(term.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool {
+				return equality.Semantic.DeepEqual(e, r)
+			}) {
+				term.MatchExpressions = append(term.MatchExpressions, r)
+			}
+		}
+	}
+}
+
+// setMemlock asks the NRI ulimit-adjuster for unlimited RLIMIT_MEMLOCK in the container.
+// A user's own ulimit annotation gains the entry, or is kept if it already sets memlock.
+func setMemlock(ctx context.Context, pod *corev1.Pod, container string) {
+	if len("container.")+len(container) > 63 {
+		logf.FromContext(ctx).Info("container name too long for the NRI ulimit annotation key; memlock left to the runtime default", "container", container)
+		return
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	for _, prefix := range []string{ulimitPrefix, ulimitDeprecatedPrefix} {
+		key := prefix + container
+		value, ok := pod.Annotations[key]
+		if !ok {
+			continue
+		}
+		var ulimits any
+		list, isList := []any(nil), false
+		if err := yaml.Unmarshal([]byte(value), &ulimits); err == nil {
+			list, isList = ulimits.([]any)
+		}
+		if !isList {
+			logf.FromContext(ctx).Info("ulimit annotation is not a list of ulimits; left as it is, memlock not set", "annotation", key)
+			return
+		}
+		for _, item := range list {
+			if m, ok := item.(map[string]any); ok && isMemlock(m["type"]) {
+				return // the user chose a memlock limit: theirs to keep
+			}
+		}
+		if value != "" && !strings.HasSuffix(value, "\n") {
+			value += "\n"
+		}
+		pod.Annotations[key] = value + memlockEntry
+		return
+	}
+	pod.Annotations[ulimitPrefix+container] = memlockEntry
+}
+
+func isMemlock(t any) bool {
+	name, ok := t.(string)
+	if !ok {
+		return false
+	}
+	name = strings.ToLower(name)
+	return strings.TrimPrefix(name, "rlimit_") == "memlock"
+}
+
+// logOwnShm says when a container's own /dev/shm volume is smaller than needed (it is kept).
+func logOwnShm(ctx context.Context, pod *corev1.Pod, c *corev1.Container, volume string, need uint64) {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != volume {
+			continue
+		}
+		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && uint64(v.EmptyDir.SizeLimit.Value()) < need {
+			logf.FromContext(ctx).Info("container keeps its own /dev/shm volume, smaller than its DataLoader needs",
+				"container", c.Name, "volume", volume, "sizeLimit", v.EmptyDir.SizeLimit.String(), "need", formatBytes(need))
+		}
+		return
+	}
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+const miB = 1 << 20
+
+var dtypeSizes = map[string]uint64{
+	"float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2,
+	"bfloat16": 2, "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2,
+	"int8": 1, "uint8": 1, "bool": 1,
+}
+
+// dtypeBytes is the element size of a PyTorch dtype name ("float32", "torch.bfloat16", ...).
+func dtypeBytes(dtype string) (uint64, error) {
+	if size, ok := dtypeSizes[strings.TrimPrefix(dtype, "torch.")]; ok {
+		return size, nil
+	}
+	return 0, fmt.Errorf("unknown dtype %q (use one of float64, float32, float16, bfloat16, int64, int32, int16, int8, uint8, bool)", dtype)
+}
+
+// parseCount reads a non-negative decimal integer.
+func parseCount(text string) (uint64, error) {
+	switch {
+	case text == "":
+		return 0, errors.New("is empty; expected a non-negative integer")
+	case text[0] == '-':
+		return 0, fmt.Errorf("%q is negative; expected a non-negative integer", text)
+	}
+	v, err := strconv.ParseUint(text, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("%q is too large", text)
+	}
+	if err != nil || text[0] == '+' {
+		return 0, fmt.Errorf("%q is not a non-negative integer", text)
+	}
+	return v, nil
+}
+
+// shapeBytes is the size of a tensor of shape "32x3x224x224" and the given dtype.
+func shapeBytes(shape, dtype string) (uint64, error) {
+	total, err := dtypeBytes(dtype)
+	if err != nil {
+		return 0, err
+	}
+	if shape == "" {
+		return 0, errors.New("shape is empty (expected e.g. 32x3x224x224)")
+	}
+	for _, dim := range strings.Split(shape, "x") {
+		n, err := parseCount(dim)
+		if err != nil {
+			return 0, fmt.Errorf("shape %q: dimension %v (expected e.g. 32x3x224x224)", shape, err)
+		}
+		if n == 0 {
+			return 0, fmt.Errorf("shape %q has a zero dimension", shape)
+		}
+		var ok bool
+		if total, ok = mul(total, n); !ok {
+			return 0, fmt.Errorf("shape %q overflows 64 bits", shape)
+		}
+	}
+	return total, nil
+}
+
+func mul(a, b uint64) (uint64, bool) {
+	hi, lo := bits.Mul64(a, b)
+	return lo, hi == 0
+}
+
+func add(a, b uint64) (uint64, bool) {
+	sum, carry := bits.Add64(a, b, 0)
+	return sum, carry == 0
+}
+
+// mulDivCeil is ceil(a×b/c) without intermediate overflow.
+func mulDivCeil(a, b, c uint64) (uint64, bool) {
+	if c == 0 {
+		return 0, false
+	}
+	hi, lo := bits.Mul64(a, b)
+	lo, carry := bits.Add64(lo, c-1, 0)
+	hi += carry
+	if hi >= c {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return q, true
+}
+
+func ceilMiB(b uint64) uint64 { return b/miB + min(b%miB, 1) }
+
+// formatBytes writes a byte count with the largest binary suffix that divides it.
+func formatBytes(b uint64) string {
+	if b == 0 {
+		return "0"
+	}
+	suffixes := []string{"Ei", "Pi", "Ti", "Gi", "Mi", "Ki"}
+	for i, s := range suffixes {
+		unit := uint64(1) << (10 * (6 - i))
+		if b%unit == 0 {
+			return strconv.FormatUint(b/unit, 10) + s
+		}
+	}
+	return strconv.FormatUint(b, 10)
+}
+
+type batchSize struct {
+	bytes  uint64
+	source string // "batch-bytes 18Mi" or "32x3x224x224 float32"
+}
+
+type shmInputs struct {
+	ranks, workers, prefetch uint64
+	batch                    batchSize
+	headroomPercent          uint64
+	ncclReservePerRank       uint64 // 0 when not needed
+}
+
+type shmPlan struct {
+	bytes   uint64 // a whole number of MiB
+	formula string // the numbers in words (podshaper.io/shm-formula)
+}
+
+func shmOverflow(what string) error {
+	return fmt.Errorf("the /dev/shm size overflows 64 bits at %s; check the batch size, workers, prefetch factor and ranks", what)
+}
+
+// planShm is README "The /dev/shm formula":
+//
+//	per_rank = (workers × prefetch + 1) × batch_bytes
+//	shm      = ceil_MiB(ceil(ranks × per_rank × (100 + headroom) / 100)) + ceil_MiB(ranks × reserve)
+func planShm(in shmInputs) (shmPlan, error) {
+	batches, ok := mul(in.workers, in.prefetch)
+	if ok {
+		batches, ok = add(batches, 1)
+	}
+	if !ok {
+		return shmPlan{}, shmOverflow("workers × prefetch")
+	}
+	perRank, ok := mul(batches, in.batch.bytes)
+	if !ok {
+		return shmPlan{}, shmOverflow("per-rank bytes")
+	}
+	payload, ok := mul(in.ranks, perRank)
+	if !ok {
+		return shmPlan{}, shmOverflow("ranks × per-rank bytes")
+	}
+	scaled, ok := mul(payload, 100+in.headroomPercent)
+	if !ok {
+		return shmPlan{}, shmOverflow("headroom")
+	}
+	withHeadroom := scaled/100 + min(scaled%100, 1)
+	reserve, ok := mul(in.ranks, in.ncclReservePerRank)
+	if !ok {
+		return shmPlan{}, shmOverflow("NCCL reserve")
+	}
+	totalMiB, ok := add(ceilMiB(withHeadroom), ceilMiB(reserve))
+	if !ok {
+		return shmPlan{}, shmOverflow("total")
+	}
+	shm, ok := mul(totalMiB, miB)
+	if !ok || shm > math.MaxInt64 {
+		return shmPlan{}, shmOverflow("total")
+	}
+
+	var f strings.Builder
+	fmt.Fprintf(&f, "%d ranks × (%d workers × prefetch %d + 1) × %d B (%s) = %d B; +%d%% headroom = %d B → %dMi",
+		in.ranks, in.workers, in.prefetch, in.batch.bytes, in.batch.source, payload,
+		in.headroomPercent, withHeadroom, ceilMiB(withHeadroom))
+	if in.ncclReservePerRank == 0 {
+		f.WriteString("; no NCCL shm reserve")
+	} else {
+		fmt.Fprintf(&f, "; + NCCL shm reserve %d × %s = %dMi", in.ranks, formatBytes(in.ncclReservePerRank), ceilMiB(reserve))
+	}
+	fmt.Fprintf(&f, "; /dev/shm = %s", formatBytes(shm))
+	return shmPlan{bytes: shm, formula: f.String()}, nil
+}
