@@ -43,6 +43,14 @@ review-demo: build
 images:
 	@bash scripts/images.sh
 
+# Benchmarks against the peer (not part of test): one table, docs/BENCHMARKS.md explains it.
+.PHONY: bench
+bench: controlplane
+	@bash scripts/deps.sh --bench
+	@cmake -S . -B $(BUILD_DIR) >/dev/null   # finds Google Benchmark, now installed
+	@$(MAKE) --no-print-directory build
+	@bash scripts/bench/run.sh
+
 clean:
 	-@bash scripts/cluster.sh down
 	rm -rf $(BUILD_DIR) .cluster

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""make bench's table: every benchmark's numbers, podshaper against its peer, and the
+targets of issue 7. Reads build/bench/ (what the benchmark scripts wrote), prints a
+Markdown table, and draws latency against offered load (PNG)."""
+import glob
+import json
+import os
+import sys
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+bench = os.path.join(root, "build", "bench")
+png = sys.argv[1] if len(sys.argv) > 1 else os.path.join(bench, "latency-vs-load.png")
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+rows = []  # (what, podshaper, peer, ratio, target, verdict)
+
+
+def row(what, ours, peer="", ratio="", target="", ok=None):
+    verdict = "" if ok is None else ("met" if ok else "MISSED")
+    rows.append((what, ours, peer, ratio, target, verdict))
+
+
+w = lambda name: load(os.path.join(bench, "webhook", name + ".json"))
+
+for inp, label in (("realistic", "realistic pod (6.4 KB)"), ("seed", "seed pod (1.9 KB)")):
+    a, b = w(f"podshaper-{inp}-saturate"), w(f"peer-{inp}-saturate")
+    if a and b:
+        r = a["requests_per_s"] / b["requests_per_s"]
+        row(f"req/s at saturation, {label}", f"{a['requests_per_s']:.0f}", f"{b['requests_per_s']:.0f}",
+            f"{r:.2f}×", "≥ 2× peer", r >= 2)
+    a, b = w(f"podshaper-{inp}-fixed1000"), w(f"peer-{inp}-fixed1000")
+    if a and b:
+        for q in ("p50", "p99", "p99.9"):
+            x, y = a["latency_ms"][q], b["latency_ms"][q]
+            target, ok = ("≤ ½ peer", x <= y / 2) if q == "p99" else ("", None)
+            row(f"{q} at 1000 req/s, {label}", f"{x:.2f} ms", f"{y:.2f} ms", f"{x / y:.2f}×", target, ok)
+        errs = a["errors"] + b["errors"]
+        if errs:
+            row("errors at 1000 req/s", str(a["errors"]), str(b["errors"]))
+
+ri, pi = w("podshaper-rss-steady"), w("peer-rss-steady")
+if ri and pi:
+    x, y = ri["rss_kib"] / 1024, pi["rss_kib"] / 1024
+    row("RSS after the runs", f"{x:.1f} MiB", f"{y:.1f} MiB", f"{x / y:.2f}×", "≤ 32 MiB", x <= 32)
+soak = w("podshaper-soak-rss")
+if soak and soak["samples"]:
+    s = soak["samples"]
+    first = s[min(1, len(s) - 1)][1] / 1024
+    last = s[-1][1] / 1024
+    row(f"RSS over a {s[-1][0] // 60} min soak at 1000 req/s", f"{first:.1f} → {last:.1f} MiB (peak {soak['hwm_kib'] / 1024:.1f})",
+        "", "", "≤ 32 MiB, flat", last <= 32 and last - first <= 2)
+    sl = w("podshaper-soak-load")
+    if sl:
+        row("soak: requests, errors", f"{sl['ok']}, {sl['errors']}", "", "", "0 errors", sl["errors"] == 0)
+
+micro = load(os.path.join(bench, "micro.json"))
+if micro:
+    for b in micro.get("benchmarks", []):
+        row(f"in process: {b['name'].replace('BM_', '')} (decode → patch → encode)",
+            f"{b['real_time'] / 1000:.1f} µs", "", "", "")
+
+api = load(os.path.join(bench, "apiserver.json"))
+if api:
+    def g(*keys, fmt="{:.2f}"):
+        v = api
+        for k in keys:
+            v = v.get(k) if isinstance(v, dict) else None
+        return fmt.format(v) if isinstance(v, (int, float)) else "?"
+    row("pod creates/s through the API server (with / without webhook)",
+        f"{g('with', 'creates_per_s', fmt='{:.0f}')} / {g('without', 'creates_per_s', fmt='{:.0f}')}")
+    added = api.get("added_p99_ms")
+    if isinstance(added, (int, float)):
+        row("p99 the webhook adds to a pod create", f"{added:.2f} ms", "", "", "≤ 2 ms", added <= 2)
+    if "apiserver_webhook_p99" in api:
+        row("apiserver_admission_webhook_admission_duration_seconds p99", str(api["apiserver_webhook_p99"]))
+
+op = load(os.path.join(bench, "operator.json"))
+if op:
+    n = op.get("nodes", "?")
+    def num(k):
+        v = op.get(k)
+        return v if isinstance(v, (int, float)) else None
+    for key, what, target, limit in (
+            ("catchup_seconds", f"operator: last report → all {n} verdicts and labels", "≤ 60 s", 60),
+            ("coldstart_seconds", f"operator: cold start over {n} reports → all judged", "", None),
+            ("steady_writes", "operator: API writes at steady state", "0", 0),
+            ("operator_rss_mib", f"operator RSS at {n} nodes", "≤ 150 MiB", 150),
+            ("flip_p99_ms", "operator: one report changed → label flipped, p99", "≤ 1000 ms", 1000)):
+        v = num(key)
+        if v is None:
+            continue
+        unit = {"catchup_seconds": " s", "coldstart_seconds": " s", "operator_rss_mib": " MiB", "flip_p99_ms": " ms"}.get(key, "")
+        row(what, f"{v:g}{unit}", "", "", target, None if limit is None else v <= limit)
+    for key, what in (("writes_per_second_peak", "operator: API writes/s during catch-up (peak)"),
+                      ("writes_per_second_mean", "operator: API writes/s during catch-up (mean)")):
+        if num(key) is not None:
+            row(what, f"{num(key):.0f}")
+
+print("| benchmark | podshaper | peer | ratio | target | |")
+print("| --- | --- | --- | --- | --- | --- |")
+for r in rows:
+    print("| " + " | ".join(r) + " |")
+
+# The plot: p99 (and p50) against offered load, both servers.
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    print(f"(no matplotlib: {png} not drawn)", file=sys.stderr)
+    sys.exit(0)
+fig, ax = plt.subplots(figsize=(7, 4.2))
+for server, color in (("podshaper", "tab:blue"), ("peer", "tab:orange")):
+    pts = []
+    for f in glob.glob(os.path.join(bench, "webhook", f"{server}-sweep-*.json")):
+        d = load(f)
+        if d and d.get("requests"):
+            pts.append((d["target_rate"], d["achieved_rate"], d["latency_ms"]["p50"], d["latency_ms"]["p99"]))
+    pts.sort()
+    if not pts:
+        continue
+    name = "podshaper-webhook" if server == "podshaper" else "peer (controller-runtime)"
+    ax.plot([p[0] for p in pts], [p[3] for p in pts], "o-", color=color, label=f"{name} p99")
+    ax.plot([p[0] for p in pts], [p[2] for p in pts], "o--", color=color, alpha=0.5, label=f"{name} p50")
+ax.set_yscale("log")
+ax.set_xlabel("offered load (AdmissionReviews/s, realistic pod, HTTPS keep-alive)")
+ax.set_ylabel("latency from scheduled send (ms)")
+ax.set_title("Webhook latency against offered load")
+ax.grid(True, which="both", alpha=0.3)
+ax.legend(fontsize=8)
+fig.tight_layout()
+os.makedirs(os.path.dirname(png), exist_ok=True)
+fig.savefig(png, dpi=110)
+print(f"\nplot: {os.path.relpath(png, root)}", file=sys.stderr)

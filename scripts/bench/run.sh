@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# make bench: everything that needs no GPU, then one table (scripts/bench/report.py).
+#   scripts/bench/run.sh [--quick]   --quick: short runs (a smoke, minutes instead of ~25)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export PODSHAPER_BIN=${PODSHAPER_BIN:-$root/build/bin}
+quick=no
+[[ ${1:-} == --quick ]] && quick=yes
+mkdir -p "$root/build/bench"
+bash "$root/scripts/bench-build.sh" >/dev/null
+echo "== in process (Google Benchmark)" >&2
+"$PODSHAPER_BIN/admission_bench" --benchmark_min_time=$([[ $quick == yes ]] && echo 0.2 || echo 2) \
+  --benchmark_format=json >"$root/build/bench/micro.json"
+echo "== webhook against the peer" >&2
+if [[ $quick == yes ]]; then
+  bash "$root/scripts/bench/webhook.sh" --duration 3 --soak 20
+else
+  bash "$root/scripts/bench/webhook.sh"
+fi
+echo "== through the API server" >&2
+bash "$root/scripts/bench/apiserver.sh" $([[ $quick == yes ]] && echo --count 200) --json "$root/build/bench/apiserver.json"
+echo "== the operator" >&2
+if [[ $quick == yes ]]; then
+  bash "$root/scripts/bench/operator.sh" --nodes 200 --flips 10 --json "$root/build/bench/operator.json"
+else
+  bash "$root/scripts/bench/operator.sh" --json "$root/build/bench/operator.json"
+fi
+echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
+python3 "$root/scripts/bench/report.py" "$root/build/bench/latency-vs-load.png"

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The webhook benchmark: podshaper-webhook against the peer (tests/bench/peerwebhook, a
+# controller-runtime webhook doing the same mutation), driven alike by podshaper-loadgen
+# over HTTPS keep-alive on loopback, one server at a time, on the same inputs
+# (bench/inputs/: AdmissionReviews as the API server sends them).
+#
+#   scripts/bench/webhook.sh [--duration S] [--soak S] [--out DIR]
+#
+# Writes one JSON per run into DIR (default build/bench/webhook); scripts/bench/report.py
+# turns them into the table and the plot.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${PODSHAPER_BIN:-$root/build/bin}
+out=$root/build/bench/webhook
+duration=10
+soak=600
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --duration) duration=$2; shift 2 ;;
+    --soak) soak=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: $0 [--duration S] [--soak S] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+loadgen=$bin/podshaper-loadgen
+for b in podshaper-webhook peer-webhook podshaper-loadgen; do
+  [[ -x $bin/$b ]] || { echo "webhook bench: $bin/$b is missing (make build; scripts/bench-build.sh)" >&2; exit 1; }
+done
+mkdir -p "$out"
+rm -f "$out"/*.json
+tmp=$(mktemp -d)
+server_pid=""
+cleanup() { [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+log() { echo "webhook bench: $*" >&2; }
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/tls.key" -out "$tmp/tls.crt" 2>/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+url=https://127.0.0.1:$port/mutate-v1-pod
+cores=$(nproc)
+
+start() {  # start podshaper|peer
+  case $1 in
+    podshaper) "$bin/podshaper-webhook" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" \
+                 --tls-key "$tmp/tls.key" --threads "$cores" 2>"$tmp/$1.log" & ;;
+    peer) "$bin/peer-webhook" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" \
+            --tls-key "$tmp/tls.key" 2>"$tmp/$1.log" & ;;
+  esac
+  server_pid=$!
+  for _ in $(seq 100); do curl -sfk "https://127.0.0.1:$port/healthz" >/dev/null && return 0; sleep 0.1; done
+  log "$1 did not start"; cat "$tmp/$1.log" >&2; exit 1
+}
+stop() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$server_pid/status"; }
+hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$server_pid/status"; }
+load() {  # load NAME ARGS...: one loadgen run into $out/NAME.json
+  "$loadgen" --url "$url" --ca "$tmp/tls.crt" --json "${@:2}" >"$out/$1.json"
+}
+
+for server in podshaper peer; do
+  start $server
+  log "$server: $cores threads/cores"
+  load "$server-warmup" --body "$root/bench/inputs/realistic-pod.json" --mode saturate --duration 3 >/dev/null
+  echo "{\"rss_kib\": $(rss_kib)}" >"$out/$server-rss-idle.json"
+  for input in realistic seed; do
+    body=$root/bench/inputs/$input-pod.json
+    log "$server $input: saturation, ${duration}s"
+    load "$server-$input-saturate" --body "$body" --mode saturate --connections 4 --duration "$duration"
+    log "$server $input: 1000 req/s, ${duration}s"
+    load "$server-$input-fixed1000" --body "$body" --mode fixed --rate 1000 --duration "$duration"
+  done
+  # Latency against offered load (the plot), on the realistic pod.
+  for rate in 250 500 1000 1500 2000 3000 4000 5000 6000; do
+    log "$server: sweep $rate req/s"
+    load "$server-sweep-$rate" --body "$root/bench/inputs/realistic-pod.json" --mode fixed --rate "$rate" \
+      --duration 5 --connections 64 || true
+  done
+  echo "{\"rss_kib\": $(rss_kib), \"hwm_kib\": $(hwm_kib)}" >"$out/$server-rss-steady.json"
+  stop
+done
+
+# The soak: podshaper alone at 1000 req/s, RSS sampled every 10 s.
+if [[ $soak -gt 0 ]]; then
+  start podshaper
+  log "podshaper: soak, 1000 req/s for ${soak}s"
+  "$loadgen" --url "$url" --ca "$tmp/tls.crt" --json --body "$root/bench/inputs/realistic-pod.json" \
+    --mode fixed --rate 1000 --duration "$soak" >"$out/podshaper-soak-load.json" &
+  gen=$!
+  samples="[]"
+  start_s=$SECONDS
+  while kill -0 $gen 2>/dev/null; do
+    samples=$(python3 -c 'import json,sys; s=json.loads(sys.argv[1]); s.append([int(sys.argv[2]), int(sys.argv[3])]); print(json.dumps(s))' \
+      "$samples" $((SECONDS - start_s)) "$(rss_kib)")
+    sleep 10
+  done
+  wait $gen
+  echo "{\"samples\": $samples, \"hwm_kib\": $(hwm_kib)}" >"$out/podshaper-soak-rss.json"
+  stop
+fi
+log "results in $out"
