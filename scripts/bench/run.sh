@@ -26,4 +26,8 @@ else
   bash "$root/scripts/bench/operator.sh" --json "$root/build/bench/operator.json"
 fi
 echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
-python3 "$root/scripts/bench/report.py" "$root/build/bench/latency-vs-load.png"
+# Debian's python3 has the python3-matplotlib that deps.sh --bench installed (a python3
+# earlier on PATH, e.g. pyenv's, may not).
+py=/usr/bin/python3
+[[ -x $py ]] || py=python3
+"$py" "$root/scripts/bench/report.py" "$root/build/bench/latency-vs-load.png"

@@ -38,13 +38,18 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -su
   -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/tls.key" -out "$tmp/tls.crt" 2>/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 url=https://127.0.0.1:$port/mutate-v1-pod
-cores=$(nproc)
+# The server and the load generator on cores of their own (half each), so that the
+# generator's own TLS and JSON work does not eat into what the server gets.
+ncpu=$(nproc)
+cores=$(( ncpu >= 2 ? ncpu / 2 : 1 ))
+server_cpus=0-$((cores - 1))
+loadgen_cpus=$([[ $ncpu -ge 2 ]] && echo "$cores-$((ncpu - 1))" || echo 0)
 
 start() {  # start podshaper|peer
   case $1 in
-    podshaper) "$bin/podshaper-webhook" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" \
+    podshaper) taskset -c "$server_cpus" "$bin/podshaper-webhook" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" \
                  --tls-key "$tmp/tls.key" --threads "$cores" 2>"$tmp/$1.log" & ;;
-    peer) "$bin/peer-webhook" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" \
+    peer) GOMAXPROCS=$cores taskset -c "$server_cpus" "$bin/peer-webhook" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" \
             --tls-key "$tmp/tls.key" 2>"$tmp/$1.log" & ;;
   esac
   server_pid=$!
@@ -55,12 +60,12 @@ stop() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$server_pid/status"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$server_pid/status"; }
 load() {  # load NAME ARGS...: one loadgen run into $out/NAME.json
-  "$loadgen" --url "$url" --ca "$tmp/tls.crt" --json "${@:2}" >"$out/$1.json"
+  taskset -c "$loadgen_cpus" "$loadgen" --url "$url" --ca "$tmp/tls.crt" --json "${@:2}" >"$out/$1.json"
 }
 
 for server in podshaper peer; do
   start $server
-  log "$server: $cores threads/cores"
+  log "$server on CPUs $server_cpus ($cores threads), the load generator on CPUs $loadgen_cpus"
   load "$server-warmup" --body "$root/bench/inputs/realistic-pod.json" --mode saturate --duration 3 >/dev/null
   echo "{\"rss_kib\": $(rss_kib)}" >"$out/$server-rss-idle.json"
   for input in realistic seed; do
@@ -84,7 +89,7 @@ done
 if [[ $soak -gt 0 ]]; then
   start podshaper
   log "podshaper: soak, 1000 req/s for ${soak}s"
-  "$loadgen" --url "$url" --ca "$tmp/tls.crt" --json --body "$root/bench/inputs/realistic-pod.json" \
+  taskset -c "$loadgen_cpus" "$loadgen" --url "$url" --ca "$tmp/tls.crt" --json --body "$root/bench/inputs/realistic-pod.json" \
     --mode fixed --rate 1000 --duration "$soak" >"$out/podshaper-soak-load.json" &
   gen=$!
   samples="[]"
