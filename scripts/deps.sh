@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config make
   libcpprest-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libspdlog-dev
-  libboost-dev libboost-system-dev
+  libboost-dev libboost-system-dev libgoogle-perftools-dev
   libgtest-dev libgmock-dev googletest
   openssl curl ca-certificates python3 python3-yaml
 )
