@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
+
 #include <random>
 
 #include "kube/backoff.h"
@@ -132,6 +134,10 @@ void Informer::run() {
         store_ = std::move(fresh);
         resourceVersion_ = rv;
       }
+      // A list of thousands of objects passed through the heap as one document;
+      // glibc keeps those pages unless asked to give them back.
+      list = kube::ApiResult<nlohmann::json>(nlohmann::json());
+      malloc_trim(0);
       const bool first = !synced_.exchange(true);
       spdlog::info("informer {}: {} {} objects at resourceVersion {}", path_, first ? "synced" : "relisted", count, rv);
       if (changed) notifyChange(keys);

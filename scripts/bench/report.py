@@ -94,15 +94,15 @@ if op:
         v = op.get(k)
         return v if isinstance(v, (int, float)) else None
     for key, what, target, limit in (
-            ("catchup_seconds", f"operator: last report → all {n} verdicts and labels", "≤ 60 s", 60),
-            ("coldstart_seconds", f"operator: cold start over {n} reports → all judged", "", None),
+            ("catchup_live_seconds", f"operator: last report → all {n} verdicts and labels", "≤ 60 s", 60),
+            ("catchup_cold_seconds", f"operator: cold start over {n} reports → all judged", "", None),
             ("steady_writes", "operator: API writes at steady state", "0", 0),
             ("operator_rss_mib", f"operator RSS at {n} nodes", "≤ 150 MiB", 150),
             ("flip_p99_ms", "operator: one report changed → label flipped, p99", "≤ 1000 ms", 1000)):
         v = num(key)
         if v is None:
             continue
-        unit = {"catchup_seconds": " s", "coldstart_seconds": " s", "operator_rss_mib": " MiB", "flip_p99_ms": " ms"}.get(key, "")
+        unit = {"catchup_live_seconds": " s", "catchup_cold_seconds": " s", "operator_rss_mib": " MiB", "flip_p99_ms": " ms"}.get(key, "")
         row(what, f"{v:g}{unit}", "", "", target, None if limit is None else v <= limit)
     for key, what in (("writes_per_second_peak", "operator: API writes/s during catch-up (peak)"),
                       ("writes_per_second_mean", "operator: API writes/s during catch-up (mean)")):
