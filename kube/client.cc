@@ -239,7 +239,8 @@ const ClientOptions& Client::options() const { return impl_->options; }
 ApiResult<json> Client::get(const std::string& path) const { return impl_->send(http::methods::GET, path); }
 
 ApiResult<json> Client::list(const std::string& path, const std::string& labelSelector,
-                             const std::string& fieldSelector, const std::atomic<bool>* stop) const {
+                             const std::string& fieldSelector, const std::atomic<bool>* stop,
+                             const std::function<void(json&)>& transform) const {
   json combined;
   std::string continueToken;
   do {
@@ -254,6 +255,9 @@ ApiResult<json> Client::list(const std::string& path, const std::string& labelSe
       page = impl_->send(http::methods::GET, listPagePath(path, labelSelector, fieldSelector, 0, ""), nullptr, {}, stop);
     }
     if (!page) return page.error();
+    if (transform && page->is_object() && page->contains("items") && (*page)["items"].is_array()) {
+      for (auto& item : (*page)["items"]) transform(item);  // page by page: the whole list is never held
+    }
     auto next = appendListPage(combined, std::move(page).value());
     if (!next) {
       ApiError e = transportError("GET", target, next.error().message);

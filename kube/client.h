@@ -61,9 +61,11 @@ class Client {
   // first page's kind, apiVersion and metadata.resourceVersion, all items. If a
   // continue token expires midway (410), lists again in one unpaged request.
   // A set `stop` abandons the list within ~100 ms (an ApiError with code 0).
+  // `transform`, if set, is applied to each page's items as the page arrives.
   ApiResult<nlohmann::json> list(const std::string& path, const std::string& labelSelector = "",
                                  const std::string& fieldSelector = "",
-                                 const std::atomic<bool>* stop = nullptr) const;
+                                 const std::atomic<bool>* stop = nullptr,
+                                 const std::function<void(nlohmann::json&)>& transform = {}) const;
 
   ApiResult<nlohmann::json> create(const std::string& path, const nlohmann::json& body) const;
 

@@ -111,7 +111,7 @@ void Informer::run() {
 
   while (!stop_.load()) {
     if (needList) {
-      auto list = client_.list(path_, options_.labelSelector, options_.fieldSelector, &stop_);
+      auto list = client_.list(path_, options_.labelSelector, options_.fieldSelector, &stop_, options_.transform);
       if (stop_.load()) return;
       if (!list) {
         const auto delay = backoff.next();
@@ -119,11 +119,8 @@ void Informer::run() {
         sleepUnlessStopped(delay);
         continue;
       }
-      if (options_.transform && list->contains("items") && (*list)["items"].is_array()) {
-        for (auto& item : (*list)["items"]) options_.transform(item);
-      }
-      ObjectStore fresh = storeFromList(*list);
       const std::string rv = resourceVersionOf(*list);
+      ObjectStore fresh = storeFromList(std::move(*list));
       const std::size_t count = fresh.size();
       std::vector<std::string> keys;
       bool changed;

@@ -29,6 +29,18 @@ ObjectStore storeFromList(const nlohmann::json& list) {
   return store;
 }
 
+ObjectStore storeFromList(nlohmann::json&& list) {
+  ObjectStore store;
+  if (!list.is_object()) return store;
+  auto items = list.find("items");
+  if (items == list.end() || !items->is_array()) return store;
+  for (auto& item : *items) {
+    auto key = objectKey(item);
+    if (key) store[*key] = std::move(item);
+  }
+  return store;
+}
+
 Result<bool> applyWatchEvent(ObjectStore& store, const WatchEvent& event) {
   if (event.type == "BOOKMARK" || event.type == "ERROR") return false;
   auto key = objectKey(event.object);

@@ -22,6 +22,8 @@ Result<std::string> objectKey(const nlohmann::json& object);
 
 // A store holding a List's items (items without a name are skipped).
 ObjectStore storeFromList(const nlohmann::json& list);
+// The same, moving the items out of `list` (a list of thousands is not copied).
+ObjectStore storeFromList(nlohmann::json&& list);
 
 // Applies ADDED/MODIFIED (insert or replace) and DELETED (erase) to the store.
 // Returns whether the store changed: an event whose object has the resourceVersion

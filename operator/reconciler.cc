@@ -179,6 +179,7 @@ void Reconciler::enqueueAll() {
 void Reconciler::forgetVerdicts() {
   std::lock_guard lock(mu_);
   verdicts_.clear();
+  validatedCount_ = notValidatedCount_ = 0;
   reportsValidated_.set(0);
   reportsNotValidated_.set(0);
 }
@@ -223,15 +224,21 @@ std::vector<Policy> Reconciler::policies() const {
 
 void Reconciler::setVerdict(const std::string& key, const char* verdict) {
   std::lock_guard lock(mu_);
-  if (verdict == nullptr) {
-    verdicts_.erase(key);
-  } else {
-    verdicts_[key] = verdict;
+  // Running counts: a loop over every verdict per reconcile was 6% of the CPU at 5,000 nodes.
+  auto it = verdicts_.find(key);
+  if (it != verdicts_.end()) {
+    (it->second == "validated" ? validatedCount_ : notValidatedCount_)--;
+    if (verdict == nullptr) {
+      verdicts_.erase(it);
+    } else {
+      it->second = verdict;
+    }
+  } else if (verdict != nullptr) {
+    verdicts_.emplace(key, verdict);
   }
-  double validated = 0;
-  for (const auto& [k, v] : verdicts_) validated += v == "validated";
-  reportsValidated_.set(validated);
-  reportsNotValidated_.set(static_cast<double>(verdicts_.size()) - validated);
+  if (verdict != nullptr) (std::string_view(verdict) == "validated" ? validatedCount_ : notValidatedCount_)++;
+  reportsValidated_.set(static_cast<double>(validatedCount_));
+  reportsNotValidated_.set(static_cast<double>(notValidatedCount_));
 }
 
 bool Reconciler::cacheBehindWrite(std::map<std::string, std::string>& replaced, const std::string& key,
@@ -390,6 +397,9 @@ void Reconciler::recordEvents(const json& report, const json* node, const json& 
   const std::string path = kube::resourcePath("v1", "events", config_.eventNamespace);
   for (const auto& e : events) {
     for (const auto& ref : about) {
+      // The Node hears of problems; that a node is fine is the report's to say
+      // (at 5,000 nodes a Normal per Node was a quarter of the writes of a cold start).
+      if (ref.kind == "Node" && e.type != "Warning") continue;
       const json event = eventObject(ref, e, config_.eventNamespace, identity_, nowMicros(), eventSequence_++);
       auto created = client_.create(path, event);
       if (!created) {

@@ -83,6 +83,7 @@ class Reconciler {
   mutable std::mutex mu_;  // guards policies_, verdicts_
   std::vector<Policy> policies_;
   std::map<std::string, std::string> verdicts_;  // report → validated / not_validated
+  long long validatedCount_ = 0, notValidatedCount_ = 0;
   // The resourceVersions our last writes replaced, per key: while the cache
   // still holds that version it has not seen our write yet, and judging it
   // again would only earn a 409.

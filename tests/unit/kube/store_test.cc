@@ -111,3 +111,19 @@ TEST(ChangedKeys, AddedRemovedAndChanged) {
 
 }  // namespace
 }  // namespace podshaper::kube
+
+namespace podshaper::kube {
+namespace {
+
+TEST(StoreFromList, MovingGivesTheSameStore) {
+  nlohmann::json list = {{"items", {{{"metadata", {{"name", "a"}, {"resourceVersion", "1"}}}},
+                                    {{"metadata", {{"name", "b"}, {"namespace", "ns"}}}},
+                                    {{"metadata", nlohmann::json::object()}}}}};
+  ObjectStore copied = storeFromList(list);
+  ObjectStore moved = storeFromList(std::move(list));
+  EXPECT_EQ(copied, moved);
+  EXPECT_EQ(moved.size(), 2u);
+}
+
+}  // namespace
+}  // namespace podshaper::kube
