@@ -16,25 +16,6 @@ using json = nlohmann::json;
 // edge of the stack for hand-made bodies. The parser itself is iterative.
 constexpr int kMaxDepth = 128;
 
-bool tooDeep(std::string_view body) {
-  int depth = 0;
-  bool inString = false;
-  for (std::size_t i = 0; i < body.size(); ++i) {
-    char c = body[i];
-    if (inString) {
-      if (c == '\\') ++i;
-      else if (c == '"') inString = false;
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxDepth) return true;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return false;
-}
-
 // A string member, or nullopt when absent or of another type.
 std::optional<std::string> text(const json& object, const char* key) {
   if (!object.is_object()) return std::nullopt;
@@ -53,7 +34,7 @@ bool isPodCreate(const json& request) {
 
 Result<AdmissionDecision> admit(std::string_view body, const Config& config,
                                 const ClusterView* cluster, std::string_view shaperVersion) {
-  if (tooDeep(body)) {
+  if (nestedDeeperThan(body, kMaxDepth)) {
     return makeError("not an AdmissionReview: JSON nested deeper than " + std::to_string(kMaxDepth));
   }
   json in = json::parse(body, nullptr, /*allow_exceptions=*/false);

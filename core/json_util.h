@@ -16,4 +16,27 @@ inline const nlohmann::json& member(const nlohmann::json& object, std::string_vi
   return it == object.end() ? kNull : *it;
 }
 
+// Whether JSON text nests objects and arrays deeper than maxDepth (strings
+// skipped), read before parsing: nlohmann's parser is iterative, but copying,
+// comparing and dumping a value recurse once per level, and a hand-made body
+// nested 20,000 deep overflows the stack.
+inline bool nestedDeeperThan(std::string_view text, int maxDepth) {
+  int depth = 0;
+  bool inString = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (inString) {
+      if (c == '\\') ++i;
+      else if (c == '"') inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > maxDepth) return true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace podshaper

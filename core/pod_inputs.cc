@@ -1,5 +1,6 @@
 #include "core/pod_inputs.h"
 
+#include "core/checked.h"
 #include "core/names.h"
 #include "core/quantity.h"
 
@@ -123,8 +124,14 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config) {
     auto gpus = containerGpus(c, name);
     if (!gpus) return gpus.error();
     if (*gpus == 0) continue;
+    // A wrapped sum read as a small pod (0 GPUs: 0 ranks, a 0-byte /dev/shm).
+    auto podGpus = checkedAdd(in.podGpus, *gpus);
+    if (!podGpus) {
+      return makeError("container " + inQuotes(name) + ": " + std::string(names::kGpuResource) + " " +
+                       std::to_string(*gpus) + " takes the pod's GPUs past 64 bits");
+    }
     in.gpuContainers.push_back(GpuContainer{i, name, *gpus, ownShmVolume(c)});
-    in.podGpus += *gpus;
+    in.podGpus = *podGpus;
   }
   if (in.gpuContainers.empty()) return in;  // nothing to shape; the caller allows as is
 

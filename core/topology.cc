@@ -47,8 +47,18 @@ struct Matrix {
 const std::vector<std::string> kLinkWords = {"X", "PIX", "PXB", "PHB", "NODE", "SYS"};
 const std::vector<std::string> kP2PWords = {"X", "OK", "NS", "CNS", "GNS", "TNS", "U"};
 
+// NV<n>: n NVLinks join the pair. nvidia-smi never prints NV0, and a count past
+// 1024 is no real link count: NV4294967314 wrapped to 18 in the int, and NV2000
+// did not survive toJson → topologyFromJson (which reads nvlinks up to 1024).
+std::optional<int> nvlinkCount(const std::string& cell) {
+  if (!cell.starts_with("NV") || cell.size() == 2) return std::nullopt;
+  auto n = parseCount(cell.substr(2));
+  if (!n || *n == 0 || *n > 1024) return std::nullopt;
+  return static_cast<int>(*n);
+}
+
 bool isLink(const std::string& cell) {
-  if (cell.starts_with("NV") && cell.size() > 2 && parseCount(cell.substr(2)).ok()) return true;
+  if (nvlinkCount(cell)) return true;
   for (const auto& w : kLinkWords) if (cell == w) return true;
   return false;
 }
@@ -153,8 +163,8 @@ Result<Topology> parseNvidiaSmiTopology(std::string_view raw) {
         return makeError("topology: GPU" + std::to_string(a) + "/GPU" + std::to_string(b) + " is " + pair.link +
                          " one way and " + links.rows.at(b)[a] + " the other");
       }
-      if (pair.link.starts_with("NV")) {
-        pair.nvlinks = static_cast<int>(*parseCount(pair.link.substr(2)));
+      if (auto n = nvlinkCount(pair.link)) {
+        pair.nvlinks = *n;
       } else {
         pair.pcie = pair.link;
       }

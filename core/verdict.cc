@@ -65,7 +65,7 @@ struct Failure {
 class Judge {
  public:
   Judge(const Topology& t, const NodeFacts* node, const EffectiveRequirements& eff, long long now)
-      : t_(t), node_(node), eff_(eff), r_(eff.requirements), now_(now) {}
+      : t_(t), node_(node), r_(eff.requirements), now_(now) {}
 
   void summarize(Verdict& v) const {
     v.gpus = static_cast<long long>(t_.gpus.size());
@@ -269,7 +269,6 @@ class Judge {
  private:
   const Topology& t_;
   const NodeFacts* node_;
-  const EffectiveRequirements& eff_;
   const Requirements& r_;
   long long now_;
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "core/json_util.h"
+
 namespace podshaper::kube {
 namespace {
 
@@ -19,6 +21,11 @@ std::string truncated(std::string_view s, std::size_t max) {
   if (s.size() > max) out += "...";
   return out;
 }
+
+// Far deeper than any API object (a few tens of levels): copying, comparing or
+// dumping a JSON value recurses once per level, and a line nested 20,000 deep
+// overflowed the stack when applyWatchEvent copied its object into the store.
+constexpr int kMaxWatchLineDepth = 1000;
 
 std::string stringAt(const nlohmann::json& obj, const char* key) {
   if (!obj.is_object()) return "";
@@ -173,6 +180,10 @@ Result<std::string> appendListPage(nlohmann::json& combined, nlohmann::json page
 Result<WatchEvent> decodeWatchLine(std::string_view line) {
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
   if (line.empty()) return makeError("watch: empty line");
+  if (nestedDeeperThan(line, kMaxWatchLineDepth)) {
+    return makeError("watch: line nested deeper than " + std::to_string(kMaxWatchLineDepth) + ": " +
+                     truncated(line, 120));
+  }
   auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return makeError("watch: line is not JSON: " + truncated(line, 120));
   if (!doc.is_object()) return makeError("watch: line is not a JSON object: " + truncated(line, 120));

@@ -92,8 +92,8 @@ struct WatchEvent {
 };
 
 // One line of a watch stream: {"type":"ADDED","object":{...}}. A trailing '\r' is
-// ignored. Anything else (not JSON, no or unknown type, object not a JSON object)
-// is an Error that says what was wrong.
+// ignored. Anything else (not JSON, nested deeper than 1000, no or unknown type,
+// object not a JSON object) is an Error that says what was wrong.
 Result<WatchEvent> decodeWatchLine(std::string_view line);
 
 // An ERROR event carrying a Status with code 410 (Expired / Gone): the

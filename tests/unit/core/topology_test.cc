@@ -63,6 +63,21 @@ TEST(Topology, RealCaptureWithP2PMatrix) {
             std::string::npos);
 }
 
+// Captured on the 4×H200 device machine (NVSwitch: NV18 between every pair).
+TEST(Topology, RealCaptureFourGpusAllNvLink) {
+  auto topo = parseNvidiaSmiTopology(fixture("captures/h200x4-nv18.topo-m-and-p2p-r.txt"));
+  ASSERT_TRUE(topo.ok()) << topo.error().message;
+  ASSERT_EQ(topo->gpus.size(), 4u);
+  ASSERT_EQ(topo->pairs.size(), 6u);
+  for (const auto& p : topo->pairs) {
+    EXPECT_EQ(p.link, "NV18");
+    EXPECT_EQ(p.p2p.read, "OK");
+  }
+  EXPECT_EQ(topo->gpus[3].cpuAffinity, "0-63");
+  EXPECT_NE(renderTopologyTable(*topo).find("verdict: 4 GPUs, 6/6 pairs over NVLink, P2P between all pairs"),
+            std::string::npos);
+}
+
 // A 4-GPU PCIe box across two sockets, with NICs, ANSI colour and a P2P read matrix.
 constexpr const char* kMixed =
     "\x1b[4m\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"

@@ -254,6 +254,24 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// Found by fuzz/watch_stream_fuzzer.cc (fuzz/regressions/watch_stream/): a line
+// nested 20,000 deep overflowed the stack when applyWatchEvent copied it.
+TEST(DecodeWatchLine, RefusesLinesNestedDeeperThanAnyApiObject) {
+  auto nested = [](int depth) {
+    return R"({"type":"ADDED","object":{"metadata":{"name":"a"},"x":)" + std::string(depth, '[') +
+           std::string(depth, ']') + "}}";
+  };
+  auto fine = decodeWatchLine(nested(900));
+  ASSERT_TRUE(fine.ok()) << fine.error().message;
+  auto deep = decodeWatchLine(nested(100000));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.error().message.find("nested deeper than 1000"), std::string::npos) << deep.error().message;
+  // Brackets in strings are not nesting.
+  auto quoted = decodeWatchLine(R"({"type":"ADDED","object":{"metadata":{"name":"a\"[)" + std::string(5000, '[') +
+                                R"("}}})");
+  ASSERT_TRUE(quoted.ok()) << quoted.error().message;
+}
+
 TEST(DescribeStatus, ReasonAndMessage) {
   EXPECT_EQ(describeStatus(json::parse(R"({"reason":"Expired","message":"too old"})")), "Expired: too old");
   EXPECT_EQ(describeStatus(json::parse(R"({"message":"only message"})")), "only message");
