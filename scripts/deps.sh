@@ -3,6 +3,7 @@
 # Idempotent: when every package is already installed it only checks and returns.
 #   scripts/deps.sh           build and test
 #   scripts/deps.sh --bench   also what make bench needs (Google Benchmark, matplotlib)
+#   scripts/deps.sh --fuzz    also what scripts/fuzz.sh needs (clang and its libFuzzer/sanitizer runtimes)
 set -euo pipefail
 
 packages=(
@@ -12,7 +13,13 @@ packages=(
   libgtest-dev libgmock-dev googletest
   openssl curl ca-certificates python3 python3-yaml
 )
-[[ ${1:-} == --bench ]] && packages+=(libbenchmark-dev python3-matplotlib)
+for arg in "$@"; do
+  case "$arg" in
+    --bench) packages+=(libbenchmark-dev python3-matplotlib) ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *) echo "deps: unknown option $arg (use --bench or --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,207 @@
+#include "fuzz/admission_checks.h"
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
+
+#include "core/admission.h"
+#include "core/base64.h"
+#include "core/json_util.h"
+#include "core/names.h"
+#include "core/pod_shaper.h"
+#include "core/quantity.h"
+#include "fuzz/fuzz_check.h"
+
+namespace podshaper::fuzz {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kVersion = "podshaper-webhook/fuzz";
+
+ClusterView::Node node(const std::string& name, uint64_t gpus, const std::string& p2p, int64_t memory,
+                       bool validated) {
+  ClusterView::Node n;
+  n.name = name;
+  n.gpus = gpus;
+  n.memoryBytes = memory;
+  n.labels = {{std::string(names::kHostnameLabel), name}};
+  if (validated) {
+    n.labels[std::string(names::kTopologyValidated)] = "true";
+    n.labels[std::string(names::kGpuCount)] = std::to_string(gpus);
+    n.labels[std::string(names::kP2P)] = p2p;
+    n.labels[std::string(names::kMemlock)] = "unlimited";
+  }
+  return n;
+}
+
+std::string message(const json& j) { return show(j); }
+
+// How many items the YAML text has as a sequence, and whether one sets memlock
+// unlimited as the NRI ulimit-adjuster reads it; nullopt when it is not a sequence.
+struct Ulimits {
+  std::size_t items = 0;
+  bool memlockUnlimited = false;
+};
+std::optional<Ulimits> readUlimits(const std::string& text) {
+  try {
+    YAML::Node list = YAML::Load(text);
+    if (!list.IsSequence()) return std::nullopt;
+    Ulimits u;
+    for (const auto& item : list) {
+      ++u.items;
+      if (!item.IsMap() || !item["type"] || !item["type"].IsScalar()) continue;
+      std::string type = item["type"].Scalar();
+      std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::tolower(c); });
+      const bool unlimited = item["soft"] && item["soft"].IsScalar() && item["hard"] && item["hard"].IsScalar() &&
+                             item["soft"].Scalar() == "18446744073709551615" &&
+                             item["hard"].Scalar() == "18446744073709551615";
+      if ((type == "rlimit_memlock" || type == "memlock") && unlimited) u.memlockUnlimited = true;
+    }
+    return u;
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+}
+
+// An NRI ulimit annotation the webhook wrote or extended is a YAML list the
+// plugin can read (else the container is not created), with memlock unlimited
+// and the user's own entries kept.
+void checkUlimitAnnotations(const json& pod, const json& patched) {
+  const json& before = member(member(pod, "metadata"), "annotations");
+  for (const auto& [key, value] : patched.at("metadata").at("annotations").items()) {
+    if (!key.starts_with(names::kUlimitAnnotationPrefix) && !key.starts_with("ulimits.nri.containerd.io/container.")) {
+      continue;
+    }
+    const json& old = member(before, key);
+    if (old == value) continue;
+    FUZZ_CHECK(value.is_string(), key);
+    auto now = readUlimits(value.get<std::string>());
+    FUZZ_CHECK(now && now->memlockUnlimited, key + ": " + message(value));
+    if (old.is_string()) {
+      auto was = readUlimits(old.get<std::string>());
+      FUZZ_CHECK(was && now->items == was->items + 1, key + ": " + message(old) + " became " + message(value));
+    }
+  }
+}
+
+}  // namespace
+
+ClusterView fuzzCluster(bool validated) {
+  ClusterView view;
+  view.nodes = {node("h100-0", 8, "all", 2LL << 40, validated), node("a100-0", 8, "partial", 1LL << 40, validated),
+                node("l40s-0", 4, "partial", 384LL << 30, validated)};
+  const std::string enforce(names::kPodSecurityEnforce);
+  view.namespaceLabels = {{"ml", {}},
+                          {"default", {{enforce, "privileged"}}},
+                          {"restricted", {{enforce, "restricted"}}},
+                          {"baseline", {{enforce, "baseline"}}},
+                          {"opted-out", {{std::string(names::kInjectLabel), "disabled"}}}};
+  return view;
+}
+
+const std::vector<Setting>& fuzzSettings() {
+  static const ClusterView validated = fuzzCluster(true);
+  static const ClusterView unvalidated = fuzzCluster(false);
+  static const std::vector<Setting> settings = [] {
+    Config other;
+    other.partialNode = PartialNodePolicy::kExpand;
+    other.podSecurity = PodSecurityPolicy::kWarn;
+    other.nodeMemory = 512LL << 30;
+    other.headroomPercent = 0;
+    Config warn;
+    warn.partialNode = PartialNodePolicy::kWarn;
+    warn.ncclShmReservePerRank = 0;
+    return std::vector<Setting>{{Config{}, &validated}, {warn, nullptr}, {other, &unvalidated}};
+  }();
+  return settings;
+}
+
+void checkAdmission(std::string_view body, const Config& config, const ClusterView* cluster) {
+  auto decision = admit(body, config, cluster, kVersion);
+  if (!decision) {
+    const std::string& m = decision.error().message;
+    FUZZ_CHECK(m.starts_with("not an AdmissionReview"), m);
+    return;
+  }
+  const json in = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  FUZZ_CHECK(!in.is_discarded(), "admit() accepted a body that does not parse");
+  const json& review = decision->review;
+  // The server sends exactly this: it must serialize (no invalid UTF-8).
+  std::string sent;
+  try {
+    sent = review.dump();
+  } catch (const json::exception& e) {
+    fail(__FILE__, __LINE__, "review.dump() throws", e.what());
+  }
+  FUZZ_CHECK(review.value("kind", "") == "AdmissionReview", message(review));
+  FUZZ_CHECK(review.value("apiVersion", "") == "admission.k8s.io/v1", message(review));
+  const json& response = review.at("response");
+  FUZZ_CHECK(response.at("uid") == in.at("request").at("uid"), message(response));
+  FUZZ_CHECK(response.at("allowed").is_boolean() && response.at("allowed").get<bool>() == decision->allowed,
+             message(response));
+  FUZZ_CHECK(decision->mutated == response.contains("patch"), message(response));
+  if (response.contains("warnings")) {
+    FUZZ_CHECK(response["warnings"].is_array(), message(response));
+    for (const json& w : response["warnings"]) {
+      FUZZ_CHECK(w.is_string() && w.get<std::string>().starts_with("podshaper: "), message(w));
+    }
+  }
+  if (!decision->allowed) {
+    FUZZ_CHECK(!decision->mutated, "a denial carries a patch");
+    const json& status = response.at("status");
+    FUZZ_CHECK(status.value("code", 0) == 403, message(status));
+    FUZZ_CHECK(status.value("message", "").starts_with("podshaper: "), message(status));
+    return;
+  }
+  if (!decision->mutated) return;
+
+  FUZZ_CHECK(response.value("patchType", "") == "JSONPatch", message(response));
+  auto raw = base64Decode(response.at("patch").get<std::string>());
+  FUZZ_CHECK(raw.ok(), "the patch is not base64");
+  json patch = json::parse(*raw, nullptr, /*allow_exceptions=*/false);
+  FUZZ_CHECK(!patch.is_discarded() && patch.is_array() && !patch.empty(), *raw);
+  const json& request = in.at("request");
+  const json& pod = request.at("object");
+  json patched;
+  try {
+    patched = pod.patch(patch);
+  } catch (const json::exception& e) {
+    fail(__FILE__, __LINE__, "the patch does not apply to the pod", std::string(e.what()) + "\npatch: " + *raw);
+  }
+
+  // The patch gives exactly the shaped pod (json::diff and the escaping of keys hold).
+  AdmissionContext context;
+  context.namespaceName = request.contains("namespace") && request["namespace"].is_string()
+                              ? request["namespace"].get<std::string>()
+                              : "";
+  context.cluster = cluster;
+  context.shaperVersion = std::string(kVersion);
+  ShapeOutcome outcome = shapePod(pod, config, context);
+  FUZZ_CHECK(outcome.allowed, outcome.message);
+  FUZZ_CHECK(outcome.pod == patched, "patched pod differs from the shaped pod: " +
+                                         message(json::diff(outcome.pod, patched)));
+  const json& annotations = patched.at("metadata").at("annotations");
+  FUZZ_CHECK(annotations.contains(std::string(names::kShapedBy)), message(annotations));
+  // Every shaped pod has a batch of at least one byte and a rank: /dev/shm is at least 1Mi.
+  const json& shmSize = annotations.at(std::string(names::kShmSize));
+  auto shm = parseQuantity(shmSize.is_string() ? shmSize.get<std::string>() : "");
+  FUZZ_CHECK(shm.ok() && *shm >= (1 << 20), message(annotations));
+
+  checkUlimitAnnotations(pod, patched);
+
+  // Idempotence: the API server stores the patched pod; a reinvocation (or a
+  // second webhook call) must leave it alone.
+  json again = in;
+  again["request"]["object"] = patched;
+  auto second = admit(again.dump(), config, cluster, kVersion);
+  FUZZ_CHECK(second.ok(), second.ok() ? "" : second.error().message);
+  FUZZ_CHECK(second->allowed, message(second->review));
+  FUZZ_CHECK(!second->mutated, "a second admission patched again: " + message(second->review));
+}
+
+}  // namespace podshaper::fuzz
