@@ -1,6 +1,8 @@
 #include "server/http_session.h"
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream_base.hpp>
 #include <boost/beast/core.hpp>
@@ -10,6 +12,7 @@
 
 #include <chrono>
 #include <optional>
+#include <vector>
 
 namespace podshaper::server {
 
@@ -41,7 +44,7 @@ Response plain(int status, std::string body) {
   return Response{status, "text/plain; charset=utf-8", std::move(body)};
 }
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public Connection, public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, TlsContextPtr tls, std::shared_ptr<ServerState> state)
       : tls_(std::move(tls)), state_(std::move(state)), stream_(std::move(socket), *tls_) {
@@ -51,22 +54,41 @@ class Session : public std::enable_shared_from_this<Session> {
                : remote.address().to_string() + ":" + std::to_string(remote.port());
     state_->connectionOpened();
   }
-  ~Session() { state_->connectionClosed(); }
+  ~Session() override {
+    state_->untrack(this);
+    state_->connectionClosed();
+  }
 
   void start() {
+    state_->track(shared_from_this());
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->handshake(); });
   }
 
+  void drain() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] { self->onDrain(); });
+  }
+
  private:
+  // Where the connection is, for a graceful shutdown: only `idle` ones may be
+  // closed under the client; a `busy` one is reading, handling or answering a
+  // request, and its response will say Connection: close; `closing` ones are
+  // closing or closed.
+  enum class Phase { handshake, idle, busy, closing };
+
   const ServerOptions& options() const { return state_->options(); }
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
 
   void handshake() {
+    phase_ = Phase::handshake;
     lowest().expires_after(options().readTimeout);
     stream_.async_handshake(net::ssl::stream_base::server,
                             [self = shared_from_this()](beast::error_code ec) {
                               if (ec) {
-                                self->state_->handshakeFailed(self->peer_, ec);
+                                self->ended();
+                                // Cut off by a shutdown, not a failed handshake.
+                                if (!self->drainClosed_) {
+                                  self->state_->handshakeFailed(self->peer_, ec);
+                                }
                                 return;
                               }
                               self->awaitRequest();
@@ -81,19 +103,32 @@ class Session : public std::enable_shared_from_this<Session> {
       readHeader();
       return;
     }
+    phase_ = Phase::idle;
+    if (state_->closing()) {
+      // Only a connection that has not had a request yet gets here now (the
+      // others were answered with Connection: close): a client that connected
+      // just before the listener closed gets the grace to send its request.
+      armDrainGrace();
+    }
     lowest().expires_after(options().idleTimeout);
     stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
                             [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                               if (ec) {
-                                self->dropped(ec);
+                                if (ec == net::error::operation_aborted && self->drainClosed_) {
+                                  self->close();  // closeIdle(): close_notify, then the socket
+                                } else {
+                                  self->dropped(ec);
+                                }
                                 return;
                               }
+                              self->phase_ = Phase::busy;
                               self->buffer_.commit(n);
                               self->readHeader();
                             });
   }
 
   void readHeader() {
+    phase_ = Phase::busy;
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(options().maxBodyBytes);
@@ -212,7 +247,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void respond(Response response, const std::string& allow, bool keepAlive) {
-    keepAlive_ = keepAlive;
+    // While the server drains, every answer ends its connection: the client's
+    // next request opens a new one, which goes to a replica that stays.
+    keepAlive_ = keepAlive && !state_->draining();
     // Recorded before the write, so a client that has its response also sees
     // it counted (tests, and anyone reading /metrics right after a call).
     state_->statsFor(pathSeen())
@@ -238,6 +275,7 @@ class Session : public std::enable_shared_from_this<Session> {
       dropped(ec);
       return;
     }
+    ++served_;
     if (!keepAlive_) {
       close();
       return;
@@ -252,16 +290,71 @@ class Session : public std::enable_shared_from_this<Session> {
   // close_notify, then the socket; a peer that never answers the close_notify
   // gets kShutdownTimeout.
   void close() {
+    phase_ = Phase::closing;
     lowest().expires_after(kShutdownTimeout);
     stream_.async_shutdown([self = shared_from_this()](beast::error_code) {
       beast::error_code ignored;
       self->lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
       self->lowest().close();
+      self->ended();
     });
   }
 
   void dropped(const beast::error_code& ec) {
     spdlog::debug("https: connection from {} closed: {}", peer_, ec.message());
+    ended();
+  }
+
+  // The connection is over: nothing of ours may keep the session (and the
+  // server's count of open connections) alive any longer, a drain included.
+  void ended() {
+    phase_ = Phase::closing;
+    if (drainGrace_) drainGrace_->cancel();
+  }
+
+  // The listener has closed (ServerState::drainConnections).
+  void onDrain() {
+    switch (phase_) {
+      case Phase::idle:
+        if (served_ > 0) {
+          closeIdle();
+          return;
+        }
+        armDrainGrace();
+        return;
+      case Phase::handshake:
+        armDrainGrace();
+        return;
+      case Phase::busy:     // its response says Connection: close
+      case Phase::closing:
+        return;
+    }
+  }
+
+  // A connection that has not sent a request yet may be a client that
+  // connected just before the listener closed (its request follows within
+  // milliseconds) or one that never will (a probe, a pre-opened connection,
+  // a slow-loris). HttpsServer::kDrainGrace from its accept tells them apart.
+  void armDrainGrace() {
+    if (drainGrace_) return;
+    drainGrace_.emplace(stream_.get_executor());
+    drainGrace_->expires_at(acceptedAt_ + HttpsServer::kDrainGrace);
+    drainGrace_->async_wait([self = shared_from_this()](const beast::error_code& ec) {
+      if (ec) return;
+      if (self->phase_ == Phase::handshake) {
+        self->drainClosed_ = true;
+        self->lowest().close();  // no TLS session to close politely yet
+      } else if (self->phase_ == Phase::idle) {
+        self->closeIdle();
+      }
+    });
+  }
+
+  // Ends the wait for the next request; its handler sends the close_notify.
+  void closeIdle() {
+    if (drainClosed_) return;
+    drainClosed_ = true;
+    lowest().cancel();
   }
 
   std::string methodSeen() const {
@@ -284,6 +377,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string peer_;
   Clock::time_point started_{};
   bool keepAlive_ = false;
+  // Graceful shutdown; touched on the connection's strand only.
+  const Clock::time_point acceptedAt_ = Clock::now();
+  Phase phase_ = Phase::handshake;
+  std::uint64_t served_ = 0;    // responses written
+  bool drainClosed_ = false;    // we ended the connection for the shutdown
+  std::optional<net::steady_timer> drainGrace_;
 };
 
 }  // namespace
@@ -363,6 +462,47 @@ void ServerState::connectionOpened() {
 void ServerState::connectionClosed() {
   activeConnections_.fetch_sub(1, std::memory_order_relaxed);
   activeConnectionsGauge_.dec();
+  if (closing()) {
+    // After the count, under the lock: a waiter either sees the new count or
+    // is already waiting and is woken.
+    std::lock_guard lock(closedMutex_);
+    closedCv_.notify_all();
+  }
+}
+
+void ServerState::beginClose() {
+  beginDrain();
+  closing_.store(true, std::memory_order_relaxed);
+}
+
+void ServerState::track(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard lock(trackedMutex_);
+  tracked_.emplace(connection.get(), connection);
+}
+
+void ServerState::untrack(const Connection* connection) {
+  std::lock_guard lock(trackedMutex_);
+  tracked_.erase(connection);
+}
+
+void ServerState::drainConnections() {
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    std::lock_guard lock(trackedMutex_);
+    open.reserve(tracked_.size());
+    for (const auto& [key, weak] : tracked_) {
+      // Expired: its destructor is waiting for the lock to untrack it.
+      if (auto connection = weak.lock()) open.push_back(std::move(connection));
+    }
+  }
+  for (const auto& connection : open) connection->drain();
+}
+
+bool ServerState::waitForNoConnections(Clock::time_point deadline) {
+  std::unique_lock lock(closedMutex_);
+  return closedCv_.wait_until(lock, deadline, [this] {
+    return activeConnections_.load(std::memory_order_relaxed) == 0;
+  });
 }
 
 void ServerState::handshakeFailed(const std::string& peer, const boost::system::error_code& ec) {

@@ -7,9 +7,13 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "server/https_server.h"
 #include "server/metrics.h"
@@ -39,6 +43,16 @@ struct Route {
   std::unique_ptr<PathStats> stats;
 };
 
+// An open connection, as the server sees it during a graceful shutdown.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // The listener has closed: wind down (from any thread; the connection does
+  // it on its own strand). An idle connection closes, a busy one finishes its
+  // request first.
+  virtual void drain() = 0;
+};
+
 // Shared by every connection. Routes are fixed once the server has started, so
 // connections read them without a lock.
 class ServerState {
@@ -59,6 +73,21 @@ class ServerState {
   void connectionClosed();
   void handshakeFailed(const std::string& peer, const boost::system::error_code& ec);
 
+  // Graceful shutdown (HttpsServer::beginDrain and shutdown).
+  // draining: every response from now on says Connection: close.
+  void beginDrain() { draining_.store(true, std::memory_order_relaxed); }
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
+  // closing: the listener is closed; idle connections close (also draining).
+  void beginClose();
+  bool closing() const { return closing_.load(std::memory_order_relaxed); }
+  // Open connections, so that drainConnections() can reach the idle ones.
+  void track(const std::shared_ptr<Connection>& connection);
+  void untrack(const Connection* connection);
+  void drainConnections();  // drain() on every tracked connection
+  std::size_t openConnections() const { return activeConnections_.load(std::memory_order_relaxed); }
+  // True once no connection is open; false at `deadline` if some still are.
+  bool waitForNoConnections(std::chrono::steady_clock::time_point deadline);
+
  private:
   const ServerOptions options_;
   std::shared_ptr<Metrics> metrics_;
@@ -69,6 +98,13 @@ class ServerState {
   Gauge& activeConnectionsGauge_;
   std::atomic<std::size_t> activeConnections_{0};
   std::atomic<std::int64_t> lastRejectLogNs_{0};
+
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> closing_{false};
+  std::mutex trackedMutex_;
+  std::unordered_map<const Connection*, std::weak_ptr<Connection>> tracked_;
+  std::mutex closedMutex_;  // with closedCv_: waitForNoConnections
+  std::condition_variable closedCv_;
 };
 
 // Runs a connection until it closes: TLS handshake, then requests. The socket

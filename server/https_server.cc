@@ -1,13 +1,17 @@
 #include "server/https_server.h"
 
+#include <boost/asio/detail/socket_option.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -23,6 +27,9 @@ using tcp = net::ip::tcp;
 
 namespace {
 constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
+#ifdef SO_REUSEPORT
+using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+#endif
 }  // namespace
 
 struct HttpsServer::Impl {
@@ -42,8 +49,11 @@ struct HttpsServer::Impl {
 
   Result<bool> start();
   void stop();
+  bool shutdown(std::chrono::milliseconds timeout);
   void accept();
   void onAccept(const boost::system::error_code& ec, tcp::socket socket);
+  void admit(tcp::socket socket);
+  void closeListener();
   void scheduleCertificateCheck();
   void runLoop();
 
@@ -64,7 +74,11 @@ struct HttpsServer::Impl {
   // sessions still waiting on it, which closes their sockets.
   std::optional<net::io_context> ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  // The acceptor, its retry timer and `listening` are used on this strand
+  // only, so that shutdown() can close the listener between two accepts.
+  std::optional<net::strand<net::io_context::executor_type>> acceptStrand;
   std::optional<tcp::acceptor> acceptor;
+  bool listening = false;
   std::optional<net::steady_timer> acceptRetry;
   std::optional<net::steady_timer> certTimer;
   std::vector<std::thread> threads;
@@ -87,14 +101,21 @@ Result<bool> HttpsServer::Impl::start() {
 
   int threadCount = std::max(1, options().threads);
   ioc.emplace(threadCount);
-  acceptor.emplace(*ioc);
+  acceptStrand.emplace(net::make_strand(*ioc));
+  acceptor.emplace(*acceptStrand);
   auto fail = [&](const std::string& what) -> Result<bool> {
     acceptor.reset();
+    acceptStrand.reset();
     ioc.reset();
     return Error{"https: cannot " + what + " " + where + ": " + ec.message()};
   };
   if (acceptor->open(endpoint.protocol(), ec)) return fail("open a socket for");
   if (acceptor->set_option(net::socket_base::reuse_address(true), ec)) return fail("configure");
+#ifdef SO_REUSEPORT
+  if (options().reusePort && acceptor->set_option(reuse_port(true), ec)) {
+    return fail("set SO_REUSEPORT on");
+  }
+#endif
   if (address.is_v6() && address.is_unspecified()) {
     acceptor->set_option(net::ip::v6_only(false), ec);  // best effort: "::" means both
   }
@@ -103,8 +124,9 @@ Result<bool> HttpsServer::Impl::start() {
   port = acceptor->local_endpoint().port();
 
   work.emplace(ioc->get_executor());
-  acceptRetry.emplace(*ioc);
+  acceptRetry.emplace(*acceptStrand);
   certTimer.emplace(*ioc);
+  listening = true;  // no thread runs yet: the strand's state is still ours
   accept();
   scheduleCertificateCheck();
   for (int i = 0; i < threadCount; ++i) threads.emplace_back([this] { runLoop(); });
@@ -129,9 +151,69 @@ void HttpsServer::Impl::stop() {
   certTimer.reset();
   acceptRetry.reset();
   acceptor.reset();
+  acceptStrand.reset();
   work.reset();
   ioc.reset();
-  spdlog::info("https: stopped listening on port {}", port.load());
+  spdlog::info("https: stopped on port {}", port.load());
+}
+
+bool HttpsServer::Impl::shutdown(std::chrono::milliseconds timeout) {
+  auto began = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(lifecycle);
+    if (!started || stopped) return true;
+  }
+  state->beginDrain();
+  // Shared: when every thread is held by a slow handler this may run after
+  // the timeout, and so after this function has returned.
+  auto closed = std::make_shared<std::promise<void>>();
+  net::post(*acceptStrand, [this, closed] {
+    closeListener();
+    closed->set_value();
+  });
+  if (closed->get_future().wait_until(began + timeout) != std::future_status::ready) {
+    spdlog::warn("https: no thread free to close the listener within {} ms, stopping",
+                 timeout.count());
+    stop();
+    return false;
+  }
+  std::size_t open = state->openConnections();
+  spdlog::info(
+      "https: draining: stopped listening on port {}; {} connections open, waiting up to {} ms",
+      port.load(), open, timeout.count());
+  state->drainConnections();
+  bool drained = state->waitForNoConnections(began + timeout);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - began);
+  if (drained) {
+    spdlog::info("https: drained in {} ms", took.count());
+  } else {
+    spdlog::warn("https: {} connections still open after {} ms, closing them",
+                 state->openConnections(), took.count());
+  }
+  stop();
+  return drained;
+}
+
+// On the accept strand. The kernel completes handshakes for a listening socket
+// on its own; connections still in the accept queue when it closes are reset.
+// Taking them first leaves a window of microseconds instead of the queue.
+// (Where two processes share the port with SO_REUSEPORT, a connection hashed
+// to this socket inside that window is still reset: Linux migrates them to the
+// other socket only with net.ipv4.tcp_migrate_req=1.)
+void HttpsServer::Impl::closeListener() {
+  if (!listening) return;
+  listening = false;
+  state->beginClose();
+  boost::system::error_code ec;
+  acceptor->non_blocking(true, ec);
+  while (!ec) {
+    tcp::socket socket(net::make_strand(*ioc));
+    acceptor->accept(socket, ec);
+    if (!ec) admit(std::move(socket));
+  }
+  acceptor->close(ec);
+  acceptRetry->cancel();
 }
 
 void HttpsServer::Impl::runLoop() {
@@ -157,16 +239,25 @@ void HttpsServer::Impl::accept() {
 }
 
 void HttpsServer::Impl::onAccept(const boost::system::error_code& ec, tcp::socket socket) {
+  if (!listening) {  // closed by closeListener(): whatever this accept got is still served
+    if (!ec) admit(std::move(socket));
+    return;
+  }
   if (ec == net::error::operation_aborted) return;
   if (ec) {
     // Out of file descriptors, usually; retrying at once would spin.
     spdlog::warn("https: accept failed: {}", ec.message());
     acceptRetry->expires_after(kAcceptRetryDelay);
     acceptRetry->async_wait([this](const boost::system::error_code& waitEc) {
-      if (!waitEc) accept();
+      if (!waitEc && listening) accept();
     });
     return;
   }
+  admit(std::move(socket));
+  accept();
+}
+
+void HttpsServer::Impl::admit(tcp::socket socket) {
   if (state->admitConnection()) {
     // Responses are written whole; Nagle would hold back their last segment
     // (and the close_notify) for the client's delayed ACK.
@@ -177,7 +268,6 @@ void HttpsServer::Impl::onAccept(const boost::system::error_code& ec, tcp::socke
     boost::system::error_code ignored;
     socket.close(ignored);
   }
-  accept();
 }
 
 void HttpsServer::Impl::scheduleCertificateCheck() {
@@ -216,6 +306,10 @@ void HttpsServer::route(std::string method, std::string path, Handler handler) {
 Result<bool> HttpsServer::start() { return impl_->start(); }
 
 void HttpsServer::stop() { impl_->stop(); }
+
+void HttpsServer::beginDrain() { impl_->state->beginDrain(); }
+
+bool HttpsServer::shutdown(std::chrono::milliseconds timeout) { return impl_->shutdown(timeout); }
 
 std::uint16_t HttpsServer::boundPort() const { return impl_->port.load(); }
 

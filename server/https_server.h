@@ -53,6 +53,12 @@ struct ServerOptions {
   int threads = 2;
   std::chrono::milliseconds certCheckInterval{2000};
   std::size_t maxConnections = 1024;     // beyond: new connections are closed at once
+  // SO_REUSEPORT (Linux) besides SO_REUSEADDR: several processes of one user
+  // may listen on the same port and the kernel spreads new connections over
+  // them (two replicas on one host, or an old and a new process during a
+  // restart). A port held by a socket without it, or by another user, still
+  // fails start() with "cannot bind".
+  bool reusePort = true;
 };
 
 // Metrics it records in the registry it is given:
@@ -65,6 +71,10 @@ struct ServerOptions {
 //   podshaper_tls_certificate_reload_errors_total       counter (new files that did not load)
 //   podshaper_tls_certificate_expiry_timestamp_seconds  gauge
 // `path` is a registered route's path, or "other" for any unknown one.
+//
+// Shutting down: stop() drops everything at once (tests, error paths);
+// beginDrain() and shutdown() answer what was sent first (SIGTERM in a pod:
+// readiness off, beginDrain, wait for the endpoint to go, shutdown).
 class HttpsServer {
  public:
   // A null `metrics` gives the server a registry of its own.
@@ -87,6 +97,23 @@ class HttpsServer {
   // Stops accepting, drops open connections (in-flight requests included) and
   // joins the threads. Idempotent. Not from a handler: it would join itself.
   void stop();
+
+  // Graceful shutdown, first step: from now on every response carries
+  // `Connection: close`, so clients finish what they sent and open their next
+  // connection elsewhere (once the endpoint is gone, to another replica); the
+  // server still accepts and serves. Idempotent; any thread, a handler included.
+  void beginDrain();
+
+  // Graceful shutdown: beginDrain(), then closes the listener (connections
+  // already queued in it are accepted first, so none is reset), closes
+  // connections idle between requests, gives a connection that has not sent
+  // its first request yet (or is still in its TLS handshake) kDrainGrace, lets
+  // requests in flight finish and answers each with `Connection: close`. Waits
+  // until every connection has closed or `timeout` has passed, then stop()
+  // (which drops any left). True when every connection closed in time. Not
+  // from a handler; after it the server is stopped.
+  bool shutdown(std::chrono::milliseconds timeout);
+  static constexpr std::chrono::milliseconds kDrainGrace{2000};
 
   std::uint16_t boundPort() const;
   std::uint64_t certReloads() const;  // successful hot reloads since start()

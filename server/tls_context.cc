@@ -18,13 +18,21 @@ namespace {
 
 namespace ssl = boost::asio::ssl;
 
-// ECDHE for forward secrecy, AEAD only. TLS 1.3 suites are OpenSSL's defaults
-// (all AEAD).
+// Mozilla's "intermediate" profile without its DHE suites: for TLS 1.2 ECDHE for
+// forward secrecy (no RSA key exchange) and AEAD only (no CBC, so no SHA-1
+// MACs); the client picks among them (all are good). TLS 1.3 suites are set
+// too, so that a system openssl.cnf cannot change them.
 constexpr const char* kTls12Ciphers =
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+constexpr const char* kTls13Suites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 constexpr const char* kGroups = "X25519:P-256:P-384";
+// 112-bit security: RSA keys of 2048 bits or more, no SHA-1 signatures. OpenSSL's
+// built-in default is 1 (1024-bit RSA); Debian's openssl.cnf raises it to 2, but
+// a distroless image may have no openssl.cnf at all.
+constexpr int kSecurityLevel = 2;
 
 // A serving certificate and key are a few KiB; anything this large is a wrong path.
 constexpr long kMaxPemBytes = 1024 * 1024;
@@ -81,9 +89,19 @@ Result<ServerTls> makeServerTls(const std::string& certPem, const std::string& k
                        ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                        ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
   SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  // No session resumption. A ticket key lives as long as the context (until
+  // the next certificate rotation), and whoever obtains it can decrypt every
+  // TLS 1.2 session resumed with it; a server-side cache holds up to 20,480
+  // sessions a flood of handshakes can fill. Webhook clients keep their
+  // connections alive, so resumption saves them little.
+  SSL_CTX_set_options(native, SSL_OP_NO_TICKET);
+  SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_security_level(native, kSecurityLevel);
   if (SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION) != 1 ||
       SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1 ||
-      SSL_CTX_set1_groups_list(native, kGroups) != 1) {
+      SSL_CTX_set_ciphersuites(native, kTls13Suites) != 1 ||
+      SSL_CTX_set1_groups_list(native, kGroups) != 1 ||
+      SSL_CTX_set_num_tickets(native, 0) != 1) {
     return Error{"cannot configure TLS: " + openssl::takeErrors()};
   }
 
@@ -99,6 +117,13 @@ Result<ServerTls> makeServerTls(const std::string& certPem, const std::string& k
   context->use_certificate_chain(boost::asio::buffer(certPem), ec);
   X509* leaf = SSL_CTX_get0_certificate(native);
   if (ec || leaf == nullptr) {
+    int reason = ec ? ERR_GET_REASON(static_cast<unsigned long>(ec.value())) : 0;
+    if (reason == SSL_R_EE_KEY_TOO_SMALL || reason == SSL_R_CA_KEY_TOO_SMALL ||
+        reason == SSL_R_CA_MD_TOO_WEAK) {
+      return Error{"certificate file \"" + certFile + "\" is too weak to serve (" + ec.message() +
+                   "): it needs an RSA key of 2048 bits or more (or an ECDSA key) and no SHA-1 "
+                   "signatures in its chain"};
+    }
     return Error{"certificate file \"" + certFile + "\" holds no valid PEM certificate chain (" +
                  (ec ? ec.message() : openssl::takeErrors()) + ")"};
   }

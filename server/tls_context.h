@@ -33,9 +33,11 @@ struct ServerTls {
 
 // A server context: TLS 1.2 minimum; for TLS 1.2 only ECDHE with AES-GCM or
 // ChaCha20-Poly1305 (Mozilla "intermediate" without DHE); no renegotiation, no
-// compression. `certPem` is the leaf then any intermediates; `keyPem` an
-// unencrypted PEM private key that must match the leaf. The file names only
-// make the error messages precise.
+// compression, no session resumption (tickets or cache); OpenSSL security
+// level 2 (a certificate with an RSA key under 2048 bits is refused).
+// `certPem` is the leaf then any intermediates; `keyPem` an unencrypted PEM
+// private key that must match the leaf. The file names only make the error
+// messages precise.
 Result<ServerTls> makeServerTls(const std::string& certPem, const std::string& keyPem,
                                 const std::string& certFile, const std::string& keyFile);
 

@@ -9,9 +9,24 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage:
-  podshaper-webhook serve --listen HOST:PORT --tls-cert FILE --tls-key FILE [--config FILE] [--kubeconfig FILE]
+  podshaper-webhook serve --listen HOST:PORT --tls-cert FILE --tls-key FILE [--config FILE]
+                          [--kubeconfig FILE | --in-cluster] [--threads N]
+                          [--read-timeout 10s] [--idle-timeout 60s]
+                          [--shutdown-delay 0s] [--drain-timeout 10s]
   podshaper-webhook review [--config FILE] [--cluster FILE] [--output review|pod] < admissionreview.json
   podshaper-webhook version
+
+serve:
+  --read-timeout D    a request must arrive whole within D of its first byte (and a
+                      response be written within D), or the connection is closed
+  --idle-timeout D    how long a kept-alive connection may wait for its next request
+  --shutdown-delay D  on SIGTERM: /readyz is 503 at once, and serving goes on for D
+                      (every response saying Connection: close) while the endpoint
+                      is removed; in Kubernetes use 5s, with a
+                      terminationGracePeriodSeconds above D + --drain-timeout
+  --drain-timeout D   then: stop listening, finish the requests in flight, close
+                      idle connections; connections still open after D are cut
+  Durations: 90s, 1m, 1m30s (whole seconds). A second signal ends the delay early.
 )";
 
 }  // namespace

@@ -68,4 +68,7 @@ check "a missing certificate is a clear error" test $rc -ne 0
 check "naming the file" grep -q "missing.crt" "$tmp/err"
 set +e; "$bin" serve --tls-cert a --tls-key b 2>"$tmp/err"; rc=$?; set -e
 check "--listen is required" bash -c "test $rc -eq 2 && grep -q -- '--listen is required' $tmp/err"
+set +e; "$bin" serve --listen 127.0.0.1:1 --tls-cert a --tls-key b --read-timeout soon 2>"$tmp/err"; rc=$?; set -e
+check "a duration that does not parse is a clear error" bash -c "test $rc -eq 2 && grep -q -- '--read-timeout must be a duration' $tmp/err"
+check "the usage explains the shutdown flags" bash -c "'$bin' help | grep -q -- '--shutdown-delay D' && '$bin' help | grep -q -- '--drain-timeout D'"
 finish

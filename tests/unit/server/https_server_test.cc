@@ -1,8 +1,15 @@
 #include "server/https_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <future>
+#include <map>
 #include <stdexcept>
 #include <thread>
 
@@ -19,6 +26,28 @@ using testkit::TlsTestClient;
 void makeCert(const std::string& cert, const std::string& key, const std::string& cn = "test") {
   auto written = writeSelfSignedCert(cert, key, cn, {"localhost", "127.0.0.1"}, 1);
   if (!written) throw std::runtime_error(written.error().message);
+}
+
+// A plain TCP connection to 127.0.0.1:port that sends nothing (no TLS hello);
+// -1 when the connection is refused.
+int tcpConnect(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool tcpConnects(std::uint16_t port) {
+  int fd = tcpConnect(port);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
 }
 
 // Polls `condition` until it holds or `limit` passes.
@@ -65,6 +94,11 @@ class HttpsServerTest : public ::testing::Test {
     server_->route("GET", "/bad-status", [](const Request&) { return Response{.status = 42}; });
     server_->route("GET", "/no-content",
                    [](const Request&) { return Response{.status = 204, .body = "dropped"}; });
+    server_->route("GET", "/slow", [this](const Request&) {
+      slowEntered_ = true;
+      std::this_thread::sleep_for(slowFor_);
+      return Response{.body = "slow\n"};
+    });
     auto started = server_->start();
     if (!started) throw std::runtime_error(started.error().message);
     return *server_;
@@ -86,9 +120,16 @@ class HttpsServerTest : public ::testing::Test {
     return reply ? reply->status : -1;
   }
 
+  // shutdown() on another thread, as serve's main thread calls it.
+  std::future<bool> shutdownAsync(std::chrono::milliseconds timeout) {
+    return std::async(std::launch::async, [this, timeout] { return server_->shutdown(timeout); });
+  }
+
   testkit::TempDir dir_;
   std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
   std::unique_ptr<HttpsServer> server_;
+  std::atomic<bool> slowEntered_{false};
+  std::chrono::milliseconds slowFor_{1000};
 };
 
 TEST_F(HttpsServerTest, HealthzAnswers200) {
@@ -413,6 +454,12 @@ TEST_F(HttpsServerTest, InvalidNewCertificateIsIgnoredAndTheOldOneKeepsServing) 
   EXPECT_EQ(connect()->peerCertificateSha256(), testkit::pemFileSha256(other.file("tls.crt")));
 }
 
+// A server on a free loopback port with a new certificate in `dir`.
+ServerOptions withNewCert(const testkit::TempDir& dir) {
+  makeCert(dir.file("tls.crt"), dir.file("tls.key"));
+  return {.host = "127.0.0.1", .port = 0, .certFile = dir.file("tls.crt"), .keyFile = dir.file("tls.key")};
+}
+
 TEST(HttpsServerStartTest, MissingCertificateIsAClearError) {
   testkit::TempDir dir;
   HttpsServer server({.host = "127.0.0.1",
@@ -444,20 +491,55 @@ TEST(HttpsServerStartTest, KeyNotMatchingTheCertificateIsAClearError) {
 
 TEST(HttpsServerStartTest, PortInUseIsAClearError) {
   testkit::TempDir dir;
-  makeCert(dir.file("tls.crt"), dir.file("tls.key"));
-  ServerOptions o{.host = "127.0.0.1",
-                  .port = 0,
-                  .certFile = dir.file("tls.crt"),
-                  .keyFile = dir.file("tls.key")};
+  ServerOptions o = withNewCert(dir);
+  o.reusePort = false;  // another program's socket, which does not share its port
   HttpsServer first(o, nullptr);
   ASSERT_TRUE(first.start());
   o.port = first.boundPort();
+  o.reusePort = true;
   HttpsServer second(o, nullptr);
   auto started = second.start();
   ASSERT_FALSE(started);
   EXPECT_NE(started.error().message.find("cannot bind 127.0.0.1:" + std::to_string(o.port)),
             std::string::npos)
       << started.error().message;
+}
+
+// Two replicas on one host (SO_REUSEPORT): both listen on the port, and the
+// kernel gives each a share of the new connections.
+TEST(HttpsServerStartTest, TwoServersShareOnePortAndBothGetConnections) {
+  testkit::TempDir dir;
+  ServerOptions o = withNewCert(dir);
+  HttpsServer first(o, nullptr);
+  first.route("GET", "/who", [](const Request&) { return Response{.body = "first"}; });
+  ASSERT_TRUE(first.start());
+  o.port = first.boundPort();
+  HttpsServer second(o, nullptr);
+  second.route("GET", "/who", [](const Request&) { return Response{.body = "second"}; });
+  auto started = second.start();
+  ASSERT_TRUE(started) << started.error().message;
+  EXPECT_EQ(second.boundPort(), first.boundPort());
+
+  std::map<std::string, int> answers;
+  for (int i = 0; i < 40; ++i) {  // all 40 to one of two: 2^-39
+    TlsTestClient client;
+    ASSERT_TRUE(client.connect(o.port));
+    auto reply = client.request("GET", "/who");
+    ASSERT_TRUE(reply) << reply.error().message;
+    ++answers[reply->body];
+  }
+  EXPECT_GT(answers["first"], 0);
+  EXPECT_GT(answers["second"], 0);
+
+  // One replica stops; the other keeps the port and takes every connection.
+  first.stop();
+  for (int i = 0; i < 5; ++i) {
+    TlsTestClient client;
+    ASSERT_TRUE(client.connect(o.port));
+    auto reply = client.request("GET", "/who");
+    ASSERT_TRUE(reply) << reply.error().message;
+    EXPECT_EQ(reply->body, "second");
+  }
 }
 
 TEST(HttpsServerStartTest, HostThatIsNotAnAddressIsAClearError) {
@@ -488,6 +570,111 @@ TEST(HttpsServerStartTest, StopIsIdempotentAndClosesOpenConnections) {
   server.stop();
   EXPECT_TRUE(client.closedByServer(2s));
   EXPECT_FALSE(server.start());
+}
+
+// Graceful shutdown (beginDrain, shutdown).
+
+TEST_F(HttpsServerTest, RequestInFlightWhenShutdownBeginsIsAnsweredAndNewConnectionsAreRefused) {
+  start();
+  auto client = connect();
+  ASSERT_TRUE(client->writeRaw("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return slowEntered_.load(); }));
+  auto began = std::chrono::steady_clock::now();
+  auto drained = shutdownAsync(5s);
+  // The listener closes at once, while the request is still being handled.
+  EXPECT_TRUE(eventually([&] { return !tcpConnects(port()); }, 800ms));
+  auto reply = client->readReply();
+  ASSERT_TRUE(reply) << reply.error().message;
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_EQ(reply->body, "slow\n");
+  EXPECT_FALSE(reply->keepAlive);  // Connection: close
+  EXPECT_TRUE(client->closedByServer(2s));
+  client.reset();  // closes our side, as a client told Connection: close does
+  EXPECT_TRUE(drained.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 2500ms);
+  EXPECT_FALSE(tcpConnects(port()));
+}
+
+TEST_F(HttpsServerTest, WhileDrainingKeptAliveConnectionsGetConnectionClose) {
+  start();
+  auto client = connect();
+  auto before = client->request("GET", "/healthz");
+  ASSERT_TRUE(before) << before.error().message;
+  EXPECT_TRUE(before->keepAlive);
+  server_->beginDrain();
+  auto during = client->request("GET", "/healthz");
+  ASSERT_TRUE(during) << during.error().message;
+  EXPECT_EQ(during->status, 200);
+  EXPECT_FALSE(during->keepAlive);
+  EXPECT_EQ(during->headers["connection"], "close");
+  EXPECT_TRUE(client->closedByServer(2s));
+  // Still listening: a new connection is served (and told to close too).
+  auto fresh = connect()->request("GET", "/healthz");
+  ASSERT_TRUE(fresh) << fresh.error().message;
+  EXPECT_EQ(fresh->status, 200);
+  EXPECT_FALSE(fresh->keepAlive);
+}
+
+TEST_F(HttpsServerTest, ShutdownClosesIdleKeptAliveConnectionsAtOnce) {
+  start();
+  auto idle = connect();
+  ASSERT_TRUE(idle->request("GET", "/healthz"));
+  auto began = std::chrono::steady_clock::now();
+  auto drained = shutdownAsync(10s);
+  EXPECT_TRUE(idle->closedByServer(2s));  // the close_notify
+  idle.reset();
+  EXPECT_TRUE(drained.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 1500ms);
+}
+
+TEST_F(HttpsServerTest, ConnectionWithoutARequestYetGetsTheGraceToSendOne) {
+  start();
+  auto client = connect();  // handshake done, no request yet
+  auto drained = shutdownAsync(10s);
+  ASSERT_TRUE(eventually([&] { return !tcpConnects(port()); }, 1000ms));
+  std::this_thread::sleep_for(300ms);
+  auto reply = client->request("GET", "/healthz");
+  ASSERT_TRUE(reply) << reply.error().message;
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_FALSE(reply->keepAlive);
+  client.reset();
+  EXPECT_TRUE(drained.get());
+}
+
+TEST_F(HttpsServerTest, SilentConnectionsAreClosedAfterTheGrace) {
+  start();
+  int silent = tcpConnect(port());  // never sends a TLS hello
+  ASSERT_GE(silent, 0);
+  auto handshaken = connect();  // never sends a request
+  auto began = std::chrono::steady_clock::now();
+  EXPECT_TRUE(server_->shutdown(10s));
+  auto took = std::chrono::steady_clock::now() - began;
+  EXPECT_GE(took, HttpsServer::kDrainGrace - 100ms);
+  EXPECT_LT(took, HttpsServer::kDrainGrace + 2500ms);  // + a close_notify left unanswered
+  char byte = 0;
+  EXPECT_EQ(::recv(silent, &byte, 1, 0), 0);  // closed by the server
+  ::close(silent);
+  // Cut off for the shutdown, not a failed handshake.
+  EXPECT_NE(metrics_->render().find("podshaper_tls_handshake_errors_total 0\n"),
+            std::string::npos);
+}
+
+TEST_F(HttpsServerTest, ShutdownGivesUpAtItsTimeoutAndStops) {
+  slowFor_ = 1500ms;
+  start();
+  auto client = connect();
+  ASSERT_TRUE(client->writeRaw("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(eventually([&] { return slowEntered_.load(); }));
+  auto began = std::chrono::steady_clock::now();
+  EXPECT_FALSE(server_->shutdown(300ms));
+  // stop() joins the handler's thread: it waited for the handler, not longer.
+  auto took = std::chrono::steady_clock::now() - began;
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 2500ms);
+  // Whether the handler's answer got out before the event loop stopped is
+  // luck; the connection is closed either way.
+  (void)client->readReply();
+  EXPECT_TRUE(client->closedByServer(2s));
 }
 
 }  // namespace

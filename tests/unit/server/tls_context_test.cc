@@ -1,9 +1,15 @@
 #include "server/tls_context.h"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/rsa.h>
+#include <openssl/ssl.h>
 
+#include <ctime>
+#include <set>
 #include <stdexcept>
 
+#include "server/openssl_util.h"
 #include "server/selfsigned.h"
 #include "tests/unit/server/tls_test_client.h"
 
@@ -132,6 +138,57 @@ TEST_F(CertificateReloaderTest, DeletedFilesAreAFailureNotACrash) {
   std::remove(key().c_str());
   EXPECT_EQ(reloader.poll(), Poll::failed);
   EXPECT_NE(reloader.current(), nullptr);
+}
+
+// "TLS 1.2+ only, modern ciphers", as the context itself says it.
+TEST_F(CertificateReloaderTest, ContextIsTls12PlusWithModernCiphersAndNoResumption) {
+  auto tls = makeServerTls(testkit::readFile(cert()), testkit::readFile(key()), cert(), key());
+  ASSERT_TRUE(tls) << tls.error().message;
+  SSL_CTX* ctx = tls->context->native_handle();
+  EXPECT_EQ(SSL_CTX_get_min_proto_version(ctx), TLS1_2_VERSION);
+  std::uint64_t options = SSL_CTX_get_options(ctx);
+  EXPECT_TRUE(options & SSL_OP_NO_RENEGOTIATION);
+  EXPECT_TRUE(options & SSL_OP_NO_COMPRESSION);
+  EXPECT_TRUE(options & SSL_OP_NO_TICKET);
+  EXPECT_EQ(SSL_CTX_get_session_cache_mode(ctx), SSL_SESS_CACHE_OFF);
+  EXPECT_EQ(SSL_CTX_get_num_tickets(ctx), 0u);
+  EXPECT_EQ(SSL_CTX_get_security_level(ctx), 2);
+  EXPECT_EQ(SSL_CTX_get_max_early_data(ctx), 0u);  // no 0-RTT: it can be replayed
+
+  // Mozilla "intermediate" for TLS 1.2 (its DHE suites left out); TLS 1.3 all AEAD.
+  const std::set<std::string> intermediate = {
+      "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+      "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+      "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305"};
+  const std::set<std::string> tls13 = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                                       "TLS_CHACHA20_POLY1305_SHA256"};
+  std::set<std::string> offered12, offered13;
+  STACK_OF(SSL_CIPHER)* ciphers = SSL_CTX_get_ciphers(ctx);
+  for (int i = 0; i < sk_SSL_CIPHER_num(ciphers); ++i) {
+    const SSL_CIPHER* c = sk_SSL_CIPHER_value(ciphers, i);
+    (std::string(SSL_CIPHER_get_version(c)) == "TLSv1.3" ? offered13 : offered12)
+        .insert(SSL_CIPHER_get_name(c));
+  }
+  EXPECT_EQ(offered12, intermediate);
+  EXPECT_EQ(offered13, tls13);
+}
+
+TEST_F(CertificateReloaderTest, CertificateWithA1024BitRsaKeyIsRefusedSayingWhy) {
+  openssl::EvpPkeyPtr rsa(EVP_RSA_gen(1024));
+  ASSERT_NE(rsa, nullptr);
+  std::time_t now = std::time(nullptr);
+  auto cert = openssl::newCertificate(*rsa, "weak", nullptr, now - 60, now + 3600);
+  ASSERT_TRUE(cert) << cert.error().message;
+  ASSERT_GT(X509_sign(cert->get(), rsa.get(), EVP_sha256()), 0);
+  auto certPem = openssl::certificatePem(**cert);
+  auto keyPem = openssl::privateKeyPem(*rsa);
+  ASSERT_TRUE(certPem && keyPem);
+  auto tls = makeServerTls(*certPem, *keyPem, "weak.crt", "weak.key");
+  ASSERT_FALSE(tls);
+  EXPECT_NE(tls.error().message.find("certificate file \"weak.crt\" is too weak"),
+            std::string::npos)
+      << tls.error().message;
+  EXPECT_NE(tls.error().message.find("2048 bits"), std::string::npos);
 }
 
 }  // namespace
