@@ -35,8 +35,16 @@ LeaseConfig validated(LeaseConfig config) {
 
 // A 429 resent after up to maxRetryDelay, or a request waiting out a 30 s
 // timeout, would outlast the renew deadline: the loop itself is the retry.
+// renewDeadline/4: cpprestsdk sends a request a second time, on a new
+// connection and with a new timeout, when a pooled connection fails (its timer
+// closing a connection that got no answer counts), so one request may take
+// twice the timeout: renewDeadline/2 at most. (Measured with renewDeadline 3s
+// and a renewDeadline/2 timeout: a lease read through a network that held
+// every byte failed after 3.0 s, in the TLS handshake of a second connection,
+// and the leader stepped down after the standby had taken over;
+// tests/e2e/faults_e2e_test.sh.)
 ClientOptions electionOptions(ClientOptions options, const LeaseConfig& config, milliseconds cap) {
-  options.requestTimeout = std::min({options.requestTimeout, milliseconds(config.renewDeadline) / 2, cap});
+  options.requestTimeout = std::min({options.requestTimeout, milliseconds(config.renewDeadline) / 4, cap});
   options.maxRetries = 0;
   options.userAgent += "/leader-election";
   return options;
@@ -111,6 +119,13 @@ void LeaderElector::run() {
   bool retriedConflict = false;
 
   while (!stop_.load()) {
+    // Woken at the renew deadline (the delay below): step down before the next
+    // request, which may hang up to twice its timeout (cpprestsdk sends a request
+    // again on a new connection when a pooled one fails), and the standby could
+    // take over meanwhile.
+    if (leading_.load() && !isLeading()) {
+      stopLeading(false, "not renewed within renewDeadline " + std::to_string(config_.renewDeadline.count()) + "s");
+    }
     const Attempt attempt = tryAcquireOrRenew();
     if (stop_.load()) break;
 
@@ -141,9 +156,25 @@ void LeaderElector::run() {
 }
 
 LeaderElector::Attempt LeaderElector::tryAcquireOrRenew() {
+  // A leader's attempt must end by its renew deadline, so that onStoppedLeading
+  // comes then and not after the standby has taken over. An attempt fails at its
+  // first request that gets no answer, which may take twice its timeout
+  // (electionOptions): with less than renewDeadline/2 left, the requests get a
+  // quarter of what is left each.
+  std::optional<Client> bounded;
+  if (leading_.load()) {
+    const long long left = lastRenewMicros_.load() + micros(config_.renewDeadline) - steadyMicros();
+    if (left < micros(config_.renewDeadline) / 2) {
+      ClientOptions options = client_.options();
+      options.requestTimeout = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(microseconds(left / 4)));
+      bounded.emplace(client_.config(), options);
+    }
+  }
+  const Client& client = bounded ? *bounded : client_;
+
   // A list by name rather than a GET: list() gives up as soon as stop_ is set,
   // so stop() stays prompt while the API server does not answer.
-  auto list = client_.list(leasesPath(config_), "", "metadata.name=" + config_.name, &stop_);
+  auto list = client.list(leasesPath(config_), "", "metadata.name=" + config_.name, &stop_);
   if (stop_.load()) return Attempt::Failed;
   if (!list) {
     reportFailure("read", list.error());
@@ -152,7 +183,7 @@ LeaderElector::Attempt LeaderElector::tryAcquireOrRenew() {
   const auto items = list->find("items");
   if (items == list->end() || !items->is_array() || items->empty()) {
     const long long sentAt = steadyMicros();
-    auto created = client_.create(leasesPath(config_), leaseToJson(config_, newLeaseRecord(config_, wallMicros())));
+    auto created = client.create(leasesPath(config_), leaseToJson(config_, newLeaseRecord(config_, wallMicros())));
     if (!created) {
       if (created.error().isConflict()) {
         spdlog::debug("lease {}: another candidate created it first", describe(config_));
@@ -174,7 +205,7 @@ LeaderElector::Attempt LeaderElector::tryAcquireOrRenew() {
   }
 
   const long long sentAt = steadyMicros();
-  auto written = client_.replace(leasePath(config_), leaseToJson(config_, decision.record));
+  auto written = client.replace(leasePath(config_), leaseToJson(config_, decision.record));
   if (!written) {
     if (written.error().isConflict()) {
       spdlog::debug("lease {}: changed while we tried to {} it", describe(config_), toString(decision.action));

@@ -34,8 +34,9 @@ class LeaderElector {
   //
   // Requests go through clients of the elector's own, with the server and
   // credentials of `client`, no resending after 429 and a timeout of at most
-  // renewDeadline/2, so that one slow request cannot outlast the renew
-  // deadline (client-go's leader-election clients do the same).
+  // renewDeadline/4: cpprestsdk may send a request twice, each time with the
+  // timeout, so one slow request takes at most renewDeadline/2 and cannot
+  // outlast the renew deadline.
   LeaderElector(const Client& client, LeaseConfig config, std::function<void()> onStartedLeading,
                 std::function<void()> onStoppedLeading);
   ~LeaderElector();  // stops (and releases the lease if leading)

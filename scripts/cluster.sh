@@ -8,6 +8,9 @@
 #   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
 #   scripts/cluster.sh status
 #   scripts/cluster.sh start-operator   podshaper-operator too (the demo; the e2e tests run their own)
+#   scripts/cluster.sh stop-webhook     the webhook `up` started (a test runs its own replicas)
+#   scripts/cluster.sh stop-apiserver [SIGNAL] | start-apiserver | restart-apiserver
+#                      kube-apiserver alone, etcd kept (the fault tests: watches must recover)
 #
 # Everything lives in .cluster/: pki/, kubeconfig, logs/, pids/, env.
 set -euo pipefail
@@ -197,6 +200,27 @@ wait_shaping() {
   done
 }
 
+# kube-apiserver on $API_PORT, over the etcd on $ETCD_PORT (restart-apiserver starts it
+# again with the same flags: the data and the resourceVersions survive).
+# PODSHAPER_APISERVER_ARGS: more flags (word-split), e.g. --etcd-compaction-interval=10s.
+start_apiserver() {
+  log "starting kube-apiserver"
+  # shellcheck disable=SC2086  # PODSHAPER_APISERVER_ARGS is a list of flags
+  start kube-apiserver "$cpbin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+    --client-ca-file "$dir/pki/ca.crt" \
+    --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-cluster-ip-range 10.0.0.0/24 \
+    --authorization-mode RBAC \
+    --enable-admission-plugins NamespaceLifecycle,ServiceAccount,PodSecurity,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,ResourceQuota \
+    --disable-admission-plugins TaintNodesByCondition \
+    --allow-privileged=true --profiling=false --v=1 ${PODSHAPER_APISERVER_ARGS:-}
+  wait_for 90 kube-apiserver kc get --raw /readyz
+}
+
 up() {
   if [[ -f $dir/env ]] && running etcd && running kube-apiserver && running kube-scheduler &&
      running kube-controller-manager && { [[ $with_webhook == no ]] || running podshaper-webhook; } &&
@@ -232,20 +256,7 @@ up() {
     --initial-cluster "default=http://127.0.0.1:$ETCD_PEER_PORT" --unsafe-no-fsync --log-level warn
   wait_for 30 etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 
-  log "starting kube-apiserver"
-  start kube-apiserver "$cpbin/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
-    --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
-    --client-ca-file "$dir/pki/ca.crt" \
-    --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc \
-    --service-cluster-ip-range 10.0.0.0/24 \
-    --authorization-mode RBAC \
-    --enable-admission-plugins NamespaceLifecycle,ServiceAccount,PodSecurity,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,ResourceQuota \
-    --disable-admission-plugins TaintNodesByCondition \
-    --allow-privileged=true --profiling=false --v=1
-  wait_for 90 kube-apiserver kc get --raw /readyz
+  start_apiserver
 
   log "starting kube-scheduler and kube-controller-manager"
   start kube-scheduler "$cpbin/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
@@ -296,18 +307,22 @@ start_operator() {
   log "podshaper-operator up (metrics: https://127.0.0.1:$port/metrics)"
 }
 
+stop_one() {  # stop_one NAME [SIGNAL]: the recorded process (SIGTERM, SIGKILL after 5 s; or SIGNAL at once)
+  local f=$dir/pids/$1.pid
+  [[ -f $f ]] || return 0
+  local pid; pid=$(cat "$f")
+  if running "$1"; then
+    kill -"${2:-TERM}" "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
 down() {
   [[ -d $dir/pids ]] || { log "not running"; return 0; }
   for name in podshaper-operator podshaper-webhook kube-controller-manager kube-scheduler kube-apiserver etcd; do
-    local f=$dir/pids/$name.pid
-    [[ -f $f ]] || continue
-    local pid; pid=$(cat "$f")
-    if running "$name"; then
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$f"
+    stop_one "$name"
   done
   rm -f "$dir/env"
   log "down"
@@ -325,5 +340,9 @@ case ${1:-} in
   status) status ;;
   restart-webhook) source "$dir/env"; start_webhook; wait_shaping ;;
   start-operator) source "$dir/env"; start_operator ;;
-  *) echo "usage: $0 up|down|status|restart-webhook|start-operator" >&2; exit 2 ;;
+  stop-webhook) stop_one podshaper-webhook ;;
+  stop-apiserver) stop_one kube-apiserver "${2:-TERM}" ;;
+  start-apiserver) source "$dir/env"; running kube-apiserver || start_apiserver ;;
+  restart-apiserver) source "$dir/env"; stop_one kube-apiserver; start_apiserver ;;
+  *) echo "usage: $0 up|down|status|restart-webhook|start-operator|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
 esac

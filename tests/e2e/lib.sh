@@ -35,3 +35,80 @@ while True:
     print(port); break
 PY
 }
+
+# metric_at URL NAME [LABELS]: the sum of a Prometheus metric's samples at URL (those
+# whose labels contain LABELS); fails, saying so, when there is no such sample.
+metric_at() {
+  curl -sk --max-time 3 "$1" |
+    awk -v n="$2" -v m="${3:-}" '
+      ($1 == n || index($1, n "{") == 1) && (m == "" || index($1, m)) { s += $2; found = 1 }
+      END { if (!found) { print "no sample of " n (m == "" ? "" : " " m); exit 1 } printf "%g\n", s }'
+}
+# now: the wall clock in seconds with fractions; since T: seconds from T to now, one decimal
+now() { date +%s.%N; }
+since() { python3 -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$1"; }
+# wait_until SECONDS CMD...: until_ok, and print how long it took (seconds, one decimal);
+# prints "timeout" and fails when it did not happen in time
+wait_until() {
+  local t0; t0=$(now)
+  if until_ok "$@"; then since "$t0"; else echo timeout; return 1; fi
+}
+
+# A training pod (as in e2e_test.sh): pod NAME GPUS [podshaper.io/gpu-count nodeSelector].
+# POD_SCHEDULER: its schedulerName (a scheduler that does not exist leaves it unbound).
+pod() {
+  python3 - "$@" <<'PY'
+import json, os, sys
+name, gpus = sys.argv[1], sys.argv[2]
+res = {"nvidia.com/gpu": gpus, "memory": "64Gi", "cpu": "8"}
+spec = {"containers": [{"name": "trainer", "image": "pytorch:2", "resources": {"limits": res, "requests": res}}],
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+if os.environ.get("POD_SCHEDULER"): spec["schedulerName"] = os.environ["POD_SCHEDULER"]
+if len(sys.argv) > 3: spec["nodeSelector"] = {"podshaper.io/gpu-count": sys.argv[3]}
+print(json.dumps({"apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": name, "labels": {"podshaper.io/inject": "true", "app": "e2e"},
+    "annotations": {"podshaper.io/dataloader-workers": "8", "podshaper.io/prefetch-factor": "4",
+                    "podshaper.io/batch-shape": "32x3x224x224", "podshaper.io/batch-dtype": "float32"}},
+  "spec": spec}))
+PY
+}
+# shaped NAME GPUS [SELECTOR]: how the webhook shapes the pod (a server-side dry run), in one line:
+# "validated=V gpu-count=G nccl=none|reserve" from its required node affinity and its
+# podshaper.io/shm-formula, or "denied: MESSAGE"
+shaped() {
+  local out
+  # stderr carries the webhook's warnings
+  if out=$(pod "$@" | kc -n training create --dry-run=server -o json -f - 2>"$tmp/shaped.err"); then
+    python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+f = p["metadata"].get("annotations", {}).get("podshaper.io/shm-formula", "")
+aff = (p["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+req = {}
+for t in (aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []:
+    for e in t.get("matchExpressions") or []:
+        if e.get("operator") == "In": req[e["key"]] = ",".join(e.get("values") or [])
+nccl = "none" if "no NCCL shm reserve" in f else "reserve" if "NCCL shm reserve" in f else "?(" + f + ")"
+print("validated=%s gpu-count=%s nccl=%s" % (req.get("podshaper.io/topology-validated", "-"),
+      req.get("podshaper.io/gpu-count", "-"), nccl))' <<<"$out"
+  else
+    echo "denied: $(tr '\n' ' ' <"$tmp/shaped.err")"
+  fi
+}
+
+# show_failure_state LINES GLOB...: what CI needs to see when a test failed: the last
+# LINES lines of $logs/GLOB (the components under test), 15 of every other log, and
+# the reports and Events when the API server still answers (kc).
+show_failure_state() {
+  local lines=$1 f g mine; shift
+  for g in "$@"; do for f in "$logs"/$g; do [[ -f $f ]] && { echo "--- $f"; tail -"$lines" "$f"; }; done; done
+  for f in "$logs"/*.log; do
+    mine=no
+    for g in "$@"; do [[ $f == "$logs"/$g ]] && mine=yes; done
+    [[ $mine == yes ]] || { echo "--- $f"; tail -15 "$f"; }
+  done
+  if kc get --raw /readyz >/dev/null 2>&1; then
+    echo "--- kubectl get gtr -o wide"; kc get gtr -o wide 2>&1 || true
+    echo "--- kubectl get events -n default"; kc get events -n default 2>&1 | tail -40 || true
+  fi
+}

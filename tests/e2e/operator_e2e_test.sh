@@ -34,12 +34,7 @@ cleanup() {
   local rc=$?
   for r in "${!op_pid[@]}"; do stop_operator "$r"; done
   if [[ $rc -ne 0 || $failures -gt 0 ]]; then  # what CI needs to see
-    for f in "$logs"/operator-*.log; do [[ -f $f ]] && { echo "--- $f"; tail -60 "$f"; }; done
-    for f in "$logs"/*.log; do [[ $f == */operator-* ]] || { echo "--- $f"; tail -15 "$f"; }; done
-    if kc get --raw /readyz >/dev/null 2>&1; then
-      echo "--- kubectl get gtr -o wide"; kc get gtr -o wide 2>&1 || true
-      echo "--- kubectl get events -n default"; kc get events -n default 2>&1 | tail -40 || true
-    fi
+    show_failure_state 60 'operator-*.log'
   fi
   bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
   rm -rf "$tmp"
@@ -115,46 +110,6 @@ exec(edit)
 print(json.dumps({"apiVersion": "podshaper.io/v1alpha1", "kind": "GPUTopologyReport",
                   "metadata": {"name": name}, "spec": s}))
 PY
-}
-
-# A training pod (as in e2e_test.sh): pod NAME GPUS [podshaper.io/gpu-count nodeSelector]
-pod() {
-  python3 - "$@" <<'PY'
-import json, sys
-name, gpus = sys.argv[1], sys.argv[2]
-res = {"nvidia.com/gpu": gpus, "memory": "64Gi", "cpu": "8"}
-spec = {"containers": [{"name": "trainer", "image": "pytorch:2", "resources": {"limits": res, "requests": res}}],
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
-if len(sys.argv) > 3: spec["nodeSelector"] = {"podshaper.io/gpu-count": sys.argv[3]}
-print(json.dumps({"apiVersion": "v1", "kind": "Pod",
-  "metadata": {"name": name, "labels": {"podshaper.io/inject": "true", "app": "e2e"},
-    "annotations": {"podshaper.io/dataloader-workers": "8", "podshaper.io/prefetch-factor": "4",
-                    "podshaper.io/batch-shape": "32x3x224x224", "podshaper.io/batch-dtype": "float32"}},
-  "spec": spec}))
-PY
-}
-# shaped NAME GPUS [SELECTOR]: how the webhook shapes the pod (a server-side dry run), in one line:
-# "validated=V gpu-count=G nccl=none|reserve" from its required node affinity and its
-# podshaper.io/shm-formula, or "denied: MESSAGE"
-shaped() {
-  local out
-  # stderr carries the webhook's warnings
-  if out=$(pod "$@" | kc -n training create --dry-run=server -o json -f - 2>"$tmp/shaped.err"); then
-    python3 -c '
-import json, sys
-p = json.load(sys.stdin)
-f = p["metadata"].get("annotations", {}).get("podshaper.io/shm-formula", "")
-aff = (p["spec"].get("affinity") or {}).get("nodeAffinity") or {}
-req = {}
-for t in (aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []:
-    for e in t.get("matchExpressions") or []:
-        if e.get("operator") == "In": req[e["key"]] = ",".join(e.get("values") or [])
-nccl = "none" if "no NCCL shm reserve" in f else "reserve" if "NCCL shm reserve" in f else "?(" + f + ")"
-print("validated=%s gpu-count=%s nccl=%s" % (req.get("podshaper.io/topology-validated", "-"),
-      req.get("podshaper.io/gpu-count", "-"), nccl))' <<<"$out"
-  else
-    echo "denied: $(tr '\n' ' ' <"$tmp/shaped.err")"
-  fi
 }
 
 # A cluster left by a killed run is not reused.
