@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build controlplane test demo review-demo cluster-up cluster-down clean
+.PHONY: all deps build controlplane test test-sanitize fuzz demo review-demo cluster-up cluster-down clean
 
 all: build
 
@@ -22,6 +22,17 @@ controlplane:
 # Unit, golden and CLI tests, then the end-to-end tests against a real control plane.
 test: build controlplane
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The unit, golden, CLI, fuzz-replay and hardening tests again, built with AddressSanitizer
+# (LeakSanitizer included) and UndefinedBehaviorSanitizer: any report fails the test.
+# The end-to-end tests are left to `make test` (their binaries are the same code).
+test-sanitize: deps
+	@bash scripts/test-sanitize.sh
+
+# Every libFuzzer target (fuzz/README.md) for FUZZ_SECONDS each, built with clang.
+FUZZ_SECONDS ?= 20
+fuzz:
+	@bash scripts/fuzz.sh --seconds $(FUZZ_SECONDS)
 
 cluster-up: build controlplane
 	@bash scripts/cluster.sh up

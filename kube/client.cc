@@ -25,6 +25,8 @@ using nlohmann::json;
 
 // How often a blocked wait looks at the caller's stop flag.
 constexpr auto kStopPoll = std::chrono::milliseconds(100);
+// How long a stopped request may take to end once cancelled (milliseconds, in practice).
+constexpr auto kCancelWait = std::chrono::milliseconds(500);
 // Bound service-account tokens rotate (an hour by default); kubelet refreshes the
 // file well before expiry, so a minute-old copy is always still valid.
 constexpr auto kTokenRefresh = std::chrono::minutes(1);
@@ -44,9 +46,13 @@ std::string withSubresource(const std::string& path, const char* subresource) {
 }
 
 // Waits for a cpprest task unless `stop` is set first: then cancels the request
-// (cpprest closes its socket) and returns nullopt. The task's exception, if any,
-// is rethrown here. An abandoned task's exception is observed by the
-// continuation, since pplx terminates the process on one that nobody observed.
+// (cpprest closes its socket), waits up to kCancelWait for the task to end, and
+// returns nullopt. The task's exception, if any, is rethrown here. An abandoned
+// task's exception is observed by the continuation, since pplx terminates the
+// process on one that nobody observed. Waiting for the cancelled task keeps its
+// cleanup (cpprest closing the response's buffers on its thread pool) inside
+// the caller's stop(): returning at once left it racing process exit, where
+// LeakSanitizer saw the request's buffers lost.
 template <class T>
 std::optional<T> waitUnlessStopped(pplx::task<T> task, const std::atomic<bool>& stop,
                                    pplx::cancellation_token_source& cts) {
@@ -72,6 +78,7 @@ std::optional<T> waitUnlessStopped(pplx::task<T> task, const std::atomic<bool>& 
     while (!state->done) {
       if (stop.load()) {
         cts.cancel();
+        state->cv.wait_for(lock, kCancelWait, [&] { return state->done; });
         return std::nullopt;
       }
       state->cv.wait_for(lock, kStopPoll);
