@@ -9,7 +9,11 @@
 # Not part of `make test`; `--nodes 200 --flips 10` is a smoke run (~1 minute).
 #
 #   scripts/bench/operator.sh [--nodes N] [--flips K] [--json FILE] [--steady S]
-#                             [--workers W] [--keep-cluster]
+#                             [--heartbeat S] [--no-live] [--workers W] [--keep-cluster]
+#
+# The soak (docs/RELIABILITY.md): --steady 600 --heartbeat 300 holds each steady window
+# for 10 minutes while every report gets the agent's heartbeat, with RSS every 10 s;
+# --no-live stops after the cold start's window and the flips.
 #
 # Binaries from $PODSHAPER_BIN (default build/bin: podshaper-operator, podshaper-agent), the
 # control plane from $PODSHAPER_CONTROLPLANE_BIN (default build/controlplane). Its own
@@ -17,7 +21,7 @@
 # down on exit unless --keep-cluster. Exit status 1 when a target is missed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-nodes=5000 flips=50 json="" steady="" workers="" keep=no
+nodes=5000 flips=50 json="" steady="" heartbeat="" nolive="" workers="" keep=no
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -25,6 +29,8 @@ while [[ $# -gt 0 ]]; do
     --flips) flips=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
     --steady) steady=$2; shift 2 ;;
+    --heartbeat) heartbeat=$2; shift 2 ;;
+    --no-live) nolive=--no-live; shift ;;
     --workers) workers=$2; shift 2 ;;
     --keep-cluster) keep=yes; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -78,5 +84,5 @@ echo "operator.sh: $bin/podshaper-operator built $(date -u -r "$bin/podshaper-op
 bash "$root/scripts/cluster.sh" up
 
 python3 "$root/scripts/bench/operator_bench.py" --cluster-dir "$dir" --bin "$dir/bin" --source-bin "$bin" --root "$root" \
-  --nodes "$nodes" --flips "$flips" ${json:+--json "$json"} ${steady:+--steady "$steady"} \
+  --nodes "$nodes" --flips "$flips" ${json:+--json "$json"} ${steady:+--steady "$steady"} ${heartbeat:+--heartbeat "$heartbeat"} $nolive \
   ${workers:+--workers "$workers"}

@@ -488,6 +488,7 @@ class Bench:
         opbin = os.path.join(a.bin, "podshaper-operator")
         self.result = {"nodes": a.nodes, "flips": a.flips, "cpus": os.cpu_count(),
                        "steady_window_seconds": a.steady, "operator_workers": a.workers,
+                       "no_live": a.no_live, "heartbeat_seconds": a.heartbeat,
                        "operator_binary": os.path.join(a.source_bin or a.bin, "podshaper-operator"),
                        "operator_binary_sha256": hashlib.sha256(open(opbin, "rb").read()).hexdigest()[:16],
                        "operator_binary_mtime": datetime.datetime.fromtimestamp(
@@ -641,8 +642,17 @@ class Bench:
         t0, s0 = self.op.last()
         api0, api_by0 = self.apiserver_writes()
         cpu0 = self.op.cpu()
-        time.sleep(self.a.steady)
+        beats = self.start_heartbeats()
+        # RSS every 10 s over the window: a soak (--steady 600) shows growth, not just a level.
+        curve, t_start = [], mono()
+        while True:
+            curve.append((round(mono() - t_start, 1), round(self.op.rss().get("VmRSS", float("nan")), 1)))
+            left = self.a.steady - (mono() - t_start)
+            if left <= 0:
+                break
+            time.sleep(min(10.0, left))
         t1, s1 = self.op.last()
+        heartbeats = self.stop_heartbeats(beats)
         api1, api_by1 = self.apiserver_writes()
         cpu1 = self.op.cpu()
         rss, arss = self.op.rss(), proc_status(self.apiserver_pid())
@@ -656,9 +666,49 @@ class Bench:
         r[f"{key}_operator_rss_mib"] = round(rss.get("VmRSS", float("nan")), 1)
         r[f"{key}_operator_hwm_mib"] = round(rss.get("VmHWM", float("nan")), 1)
         r[f"{key}_apiserver_rss_mib"] = round(arss.get("VmRSS", float("nan")), 1)
+        r[f"{key}_steady_heartbeats"] = heartbeats
+        r[f"{key}_steady_rss_curve_mib"] = curve
+        r[f"{key}_steady_rss_growth_mib"] = round(curve[-1][1] - curve[0][1], 1)
         r[f"{key}_etcd_rss_mib"] = round(proc_status(self.etcd_pid()).get("VmRSS", float("nan")), 1)
         log(f"  steady {self.a.steady:.0f} s: {r[f'{key}_steady_writes']} operator writes; "
-            f"RSS {r[f'{key}_operator_rss_mib']} MiB (peak {r[f'{key}_operator_hwm_mib']})")
+            f"RSS {r[f'{key}_operator_rss_mib']} MiB (peak {r[f'{key}_operator_hwm_mib']}, "
+            f"{r[f'{key}_steady_rss_growth_mib']:+} MiB over the window)")
+
+    # Agents' heartbeats (--heartbeat S): every report's spec.observedAt rewritten once every
+    # S seconds, spread evenly, as podshaper-agent run does. The operator re-reads each one
+    # and must write nothing; without them the reports would turn stale at maxReportAge
+    # (10m) in a long window, which is a transition, not a steady state.
+    def start_heartbeats(self):
+        if not self.a.heartbeat:
+            return None
+        state = {"stop": False, "sent": 0, "errors": 0}
+
+        def run():
+            gap = self.a.heartbeat / len(self.names)
+            nxt = mono()
+            while not state["stop"]:
+                for name in self.names:
+                    if state["stop"]:
+                        break
+                    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    body = json.dumps({"spec": {"observedAt": now}}).encode()
+                    try:
+                        status, _ = self.api.request("PATCH", f"{GTR}/{name}", body, ctype="application/merge-patch+json")
+                        state["sent" if status == 200 else "errors"] += 1
+                    except Exception:  # noqa: BLE001  (counted; the window goes on)
+                        state["errors"] += 1
+                    nxt += gap
+                    time.sleep(max(0.0, nxt - mono()))
+        state["thread"] = threading.Thread(target=run, daemon=True)
+        state["thread"].start()
+        return state
+
+    def stop_heartbeats(self, state):
+        if state is None:
+            return None
+        state["stop"] = True
+        state["thread"].join(10)
+        return {"sent": state["sent"], "errors": state["errors"]}
 
     def flips(self):
         k = self.a.flips
@@ -730,8 +780,9 @@ class Bench:
             self.phase_cold()
             self.steady("cold")
             self.flips()
-            self.phase_live()
-            self.steady("live")
+            if not self.a.no_live:
+                self.phase_live()
+                self.steady("live")
             age = mono() - self.observed_at
             if age > 540:
                 log(f"warning: the reports are {age:.0f} s old (maxReportAge 10m)")
@@ -751,6 +802,8 @@ def summarize(r):
         "operator_rss_mib": ("<=", 150.0),
         "flip_p99_ms": ("<=", 1000.0),
     }
+    if r.get("no_live"):
+        del t["catchup_live_seconds"]  # --no-live: that phase did not run
     r["steady_writes"] = max(r.get("cold_steady_writes", 0), r.get("live_steady_writes", 0))
     r["operator_rss_mib"] = max(r.get("cold_operator_rss_mib", 0), r.get("live_operator_rss_mib", 0))
     r["operator_hwm_mib"] = max(r.get("cold_operator_hwm_mib", 0), r.get("live_operator_hwm_mib", 0))
@@ -766,7 +819,26 @@ def summarize(r):
     return r
 
 
+class _NotRun:
+    """What table() shows for a number of a phase that did not run (--no-live)."""
+
+    def __getitem__(self, _key):
+        return self
+
+    def __str__(self):
+        return "-"
+
+    def __format__(self, _spec):
+        return "-"
+
+
+class _Results(dict):
+    def __missing__(self, _key):
+        return _NotRun()
+
+
 def table(r):
+    r = _Results(r)
     rows = [
         ("nodes (reports)", r["nodes"], ""),
         ("CPUs on this machine", r["cpus"], "etcd, API server, operator, bench share them"),
@@ -785,7 +857,7 @@ def table(r):
         ("steady writes (operator)", f"{r['cold_steady_writes']} / {r['live_steady_writes']}",
          f"after cold / after live, {r['steady_window_seconds']:.0f} s each; target 0"),
         ("steady writes (API server, all)", f"{r['cold_steady_apiserver_writes']} / {r['live_steady_apiserver_writes']}",
-         json.dumps(r["live_steady_apiserver_writes_by_resource"])),
+         json.dumps(r["live_steady_apiserver_writes_by_resource"], default=str)),
         ("steady reconciles", f"{r['cold_steady_reconciles']} / {r['live_steady_reconciles']}", ""),
         ("operator RSS (peak)", f"{r['operator_rss_mib']} MiB ({r['operator_hwm_mib']} MiB)", "target <= 150 MiB"),
         ("API server / etcd RSS", f"{r['apiserver_rss_mib']} / {r['live_etcd_rss_mib']} MiB", ""),
@@ -817,6 +889,9 @@ def main():
     p.add_argument("--nodes", type=int, default=5000)
     p.add_argument("--flips", type=int, default=50)
     p.add_argument("--steady", type=float, default=None, help="seconds of the steady-state window (30 at 5000 nodes)")
+    p.add_argument("--heartbeat", type=float, default=0,
+                   help="during steady windows, rewrite each report's observedAt every S seconds (the agent's 300); 0: off")
+    p.add_argument("--no-live", action="store_true", help="stop after the cold start's steady window and the flips")
     p.add_argument("--workers", type=int, default=2, help="the operator's workers (its default: 2)")
     p.add_argument("--parallel", type=int, default=8, help="the bench's concurrent API requests when creating")
     p.add_argument("--timeout", type=float, default=600)
