@@ -112,3 +112,11 @@ show_failure_state() {
     echo "--- kubectl get events -n default"; kc get events -n default 2>&1 | tail -40 || true
   fi
 }
+
+# The repository's fixtures, and the three GPU nodes cluster.sh makes from them.
+e2e_fixtures_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+topo=$e2e_fixtures_root/tests/fixtures/topologies
+p2p=$e2e_fixtures_root/tests/fixtures/p2p
+p5=p5-48xlarge-h100-0
+p4d=p4d-24xlarge-a100-0
+g6e=g6e-12xlarge-l40s-0

@@ -12,11 +12,6 @@ logs=$PODSHAPER_CLUSTER_DIR/logs
 bin=${PODSHAPER_BIN:-$root/build/bin}
 operator=$bin/podshaper-operator
 agent=$bin/podshaper-agent
-topo=$root/tests/fixtures/topologies
-p2p=$root/tests/fixtures/p2p
-p5=p5-48xlarge-h100-0
-p4d=p4d-24xlarge-a100-0
-g6e=g6e-12xlarge-l40s-0
 lease_duration=4  # seconds; the config below
 tmp=$(mktemp -d)
 declare -A op_pid=() op_port=()  # replica (a, b) -> pid, HTTPS port
