@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build controlplane test test-sanitize fuzz demo review-demo cluster-up cluster-down clean
+.PHONY: all deps build controlplane node test test-sanitize fuzz demo review-demo cluster-up cluster-down clean
 
 all: build
 
@@ -19,8 +19,16 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 controlplane:
 	@bash scripts/controlplane-build.sh
 
-# Unit, golden and CLI tests, then the end-to-end tests against a real control plane.
-test: build controlplane
+# The real test node's parts: containerd, the NRI ulimit and test device plugins
+# (scripts/node-build.sh), and its images (scripts/node-images.sh); kubelet comes with
+# the control plane. Cached in ~/.cache/podshaper/.
+node: deps controlplane
+	@bash scripts/node-build.sh
+	@bash scripts/node-images.sh >/dev/null
+
+# Unit, golden and CLI tests, then the end-to-end tests against a real control plane
+# and a real node.
+test: build controlplane node
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The unit, golden, CLI, fuzz-replay and hardening tests again, built with AddressSanitizer
@@ -34,8 +42,8 @@ FUZZ_SECONDS ?= 20
 fuzz:
 	@bash scripts/fuzz.sh --seconds $(FUZZ_SECONDS)
 
-cluster-up: build controlplane
-	@bash scripts/cluster.sh up
+cluster-up: build controlplane node
+	@PODSHAPER_WITH_NODE=yes bash scripts/cluster.sh up
 
 cluster-down:
 	@bash scripts/cluster.sh down

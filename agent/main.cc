@@ -6,6 +6,7 @@
 #include <string>
 
 #include "agent/backend.h"
+#include "agent/memlock_probe.h"
 #include "agent/run.h"
 #include "cli/flags.h"
 
@@ -15,11 +16,25 @@ constexpr const char* kUsage = R"(usage:
   podshaper-agent probe [--fixture FILE [--p2p-fixture FILE]] [--format json|table] [--measure-bandwidth]
   podshaper-agent run --node NAME [--fixture FILE [--p2p-fixture FILE]] [--kubeconfig FILE]
                       [--interval S] [--heartbeat S] [--once]
+                      [--memlock-probe-file FILE [--memlock-probe-pod NAMESPACE/NAME]
+                       [--memlock-requested unlimited|QUANTITY] [--memlock-probe-wait S]]
+  podshaper-agent memlock-probe --output FILE
 
   --fixture FILE       the fake backend: a captured `nvidia-smi topo -m` output (optionally
                        followed by `nvidia-smi topo -p2p r`) instead of NVML and CUDA
   --p2p-fixture FILE   with --fixture: the same node's `nvidia-smi topo -p2p r` output, for
                        the P2P status of each pair (else U, unknown)
+  --memlock-probe-file FILE
+                       what the pod's memlock-probe container wrote: the node's memlock, in
+                       place of the agent's own getrlimit
+  --memlock-probe-pod NAMESPACE/NAME
+                       the agent's pod: its memlock-probe container's status says when the
+                       runtime could not start it with the memlock asked (not granted)
+  --memlock-requested unlimited|QUANTITY
+                       the memlock the probe's NRI annotation asks for (default unlimited)
+  --memlock-probe-wait S
+                       how long the first report waits to hear from the probe (default 30)
+  memlock-probe        writes its RLIMIT_MEMLOCK to --output FILE, then waits for SIGTERM
 )";
 
 int probe(int argc, char** argv) {
@@ -64,6 +79,7 @@ int main(int argc, char** argv) {
   std::string command = argc > 1 ? argv[1] : "";
   if (command == "probe") return probe(argc, argv);
   if (command == "run") return podshaper::agent::runReporter(argc, argv);
+  if (command == "memlock-probe") return podshaper::agent::runMemlockProbe(argc, argv);
   if (command == "help" || command == "--help" || command == "-h") {
     std::cout << kUsage;
     return 0;

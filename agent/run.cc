@@ -4,9 +4,11 @@
 
 #include <csignal>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 #include "agent/backend.h"
+#include "agent/memlock_probe.h"
 #include "cli/flags.h"
 #include "core/quantity.h"
 #include "core/report.h"
@@ -16,6 +18,40 @@
 
 namespace podshaper::agent {
 namespace {
+
+// Where the agent hears from its pod's memlock-probe container (--memlock-probe-*).
+struct MemlockProbeSource {
+  std::string file;                 // what the probe writes once it runs
+  std::string podNamespace, podName;  // empty: the pod is not read
+  MemlockLimit requested;
+};
+
+// The probe's file when it is there; else, when asked for (the API server is
+// not asked every second), its container's status in the pod. When the pod
+// cannot be read, what was known before (a failing API server must not make a
+// node's verdict come and go).
+MemlockProbeStatus observeMemlockProbe(const kube::Client& client, const MemlockProbeSource& source, bool readPod,
+                                       const MemlockProbeStatus& before) {
+  MemlockProbeStatus status;
+  std::error_code ec;
+  if (std::filesystem::exists(source.file, ec)) {
+    auto text = cli::readFile(source.file);
+    auto limit = text ? parseMemlockRlimit(*text) : Result<MemlockRlimit>(text.error());
+    if (limit) {
+      status.state = MemlockProbeStatus::State::kGranted;
+      status.memlockBytes = limit->soft;
+      return status;
+    }
+    spdlog::warn("agent: memlock-probe file {}: {}", source.file, limit.error().message);
+  }
+  if (!readPod || source.podName.empty()) return status;
+  auto pod = client.get(kube::resourcePath("v1", "pods", source.podNamespace, source.podName));
+  if (!pod) {
+    spdlog::warn("agent: Pod {}/{}: {}", source.podNamespace, source.podName, pod.error().message);
+    return before;
+  }
+  return memlockProbeFromPod(*pod);
+}
 
 std::string nowRfc3339() {
   std::time_t t = std::time(nullptr);
@@ -34,9 +70,11 @@ int fail(const std::string& message) {
 // One probe and, when needed, one write: get → compare → create or patch. A
 // steady node causes a write only when the heartbeat is due.
 Result<std::string> reconcile(const kube::Client& client, Backend& backend, const std::string& node,
-                              long long heartbeatSeconds) {
+                              long long heartbeatSeconds, const MemlockProbeSource* source,
+                              const MemlockProbeStatus& memlock) {
   auto topology = backend.probe();
   if (!topology) return makeError("probe: " + topology.error().message);
+  if (source != nullptr) applyMemlockProbe(topology->host, memlock, source->requested);
   const std::string path = "/apis/podshaper.io/v1alpha1/gputopologyreports/" + node;
   nlohmann::json spec = reportSpec(*topology, nowRfc3339());
   auto existing = client.get(path);
@@ -68,7 +106,9 @@ Result<std::string> reconcile(const kube::Client& client, Backend& backend, cons
 
 int runReporter(int argc, char** argv) {
   auto flags = cli::Flags::parse(argc, argv, 2,
-                                 {"node", "fixture", "p2p-fixture", "kubeconfig", "interval", "heartbeat"}, {"once"});
+                                 {"node", "fixture", "p2p-fixture", "kubeconfig", "interval", "heartbeat",
+                                  "memlock-probe-file", "memlock-probe-pod", "memlock-requested", "memlock-probe-wait"},
+                                 {"once"});
   if (!flags) return fail(flags.error().message);
   if (auto ok = flags->require({"node"}); !ok) return fail(ok.error().message);
   if (flags->has("p2p-fixture") && !flags->has("fixture")) {
@@ -77,6 +117,30 @@ int runReporter(int argc, char** argv) {
   auto interval = parseCount(flags->get("interval", "60"));
   auto heartbeat = parseCount(flags->get("heartbeat", "300"));
   if (!interval || *interval == 0 || !heartbeat) return fail("--interval and --heartbeat take whole seconds");
+  std::optional<MemlockProbeSource> source;
+  for (const char* needsFile : {"memlock-probe-pod", "memlock-requested", "memlock-probe-wait"}) {
+    if (flags->has(needsFile) && !flags->has("memlock-probe-file")) {
+      return fail(std::string("--") + needsFile + " needs --memlock-probe-file (where the memlock-probe writes)");
+    }
+  }
+  auto probeWait = parseCount(flags->get("memlock-probe-wait", "30"));
+  if (!probeWait) return fail("--memlock-probe-wait takes whole seconds");
+  if (flags->has("memlock-probe-file")) {
+    source.emplace();
+    source->file = *flags->get("memlock-probe-file");
+    auto requested = parseMemlockLimit(flags->get("memlock-requested", "unlimited"));
+    if (!requested) return fail("--memlock-requested: " + requested.error().message);
+    source->requested = *requested;
+    if (auto pod = flags->get("memlock-probe-pod")) {
+      auto slash = pod->find('/');
+      if (slash == std::string::npos || slash == 0 || slash + 1 == pod->size() ||
+          pod->find('/', slash + 1) != std::string::npos) {
+        return fail("--memlock-probe-pod \"" + *pod + "\": expected NAMESPACE/NAME");
+      }
+      source->podNamespace = pod->substr(0, slash);
+      source->podName = pod->substr(slash + 1);
+    }
+  }
   auto config = flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig")) : kube::inClusterConfig();
   if (!config) return fail(config.error().message);
 
@@ -90,19 +154,48 @@ int runReporter(int argc, char** argv) {
   auto backend = flags->has("fixture") ? makeFixtureBackend(*flags->get("fixture"), flags->get("p2p-fixture", ""))
                                        : makeNvmlBackend();
   const std::string node = *flags->get("node");
+  // Sleeps; false when a signal came instead.
+  auto sleep = [&](unsigned long long seconds) {
+    timespec wait{static_cast<time_t>(seconds), 0};
+    if (sigtimedwait(&signals, nullptr, &wait) <= 0) return true;
+    spdlog::info("agent: signal received, stopping");
+    return false;
+  };
+  using State = MemlockProbeStatus::State;
+  MemlockProbeStatus memlock;
+  if (source) {
+    // The probe starts beside the agent: give it a while to write, or to fail,
+    // before the first report (the file each second, the pod every 5 s).
+    memlock = observeMemlockProbe(client, *source, true, memlock);
+    for (unsigned long long waited = 0; memlock.state == State::kWaiting && waited < *probeWait; ++waited) {
+      if (!sleep(1)) return 0;
+      memlock = observeMemlockProbe(client, *source, (waited + 1) % 5 == 0, memlock);
+    }
+    if (memlock.state == State::kWaiting) {
+      spdlog::info("agent: the memlock-probe has neither written {} nor failed within {} s: reporting without it",
+                   source->file, *probeWait);
+    }
+  }
   while (true) {
-    auto result = reconcile(client, *backend, node, static_cast<long long>(*heartbeat));
+    auto result = reconcile(client, *backend, node, static_cast<long long>(*heartbeat), source ? &*source : nullptr,
+                            memlock);
     if (result) {
       spdlog::info("agent: GPUTopologyReport/{}: {}", node, *result);
     } else {
       spdlog::warn("agent: GPUTopologyReport/{}: {}", node, result.error().message);
     }
     if (flags->has("once")) return result ? 0 : 1;
-    timespec wait{static_cast<time_t>(*interval), 0};
-    if (sigtimedwait(&signals, nullptr, &wait) > 0) {
-      spdlog::info("agent: signal received, stopping");
-      return 0;
+    if (!source || memlock.state != State::kWaiting) {
+      if (!sleep(*interval)) return 0;
+    } else {
+      // Not heard from the memlock-probe yet: its file is looked at every
+      // second until the next probe, and a report written as soon as it comes.
+      for (unsigned long long waited = 0; waited < *interval; ++waited) {
+        if (!sleep(1)) return 0;
+        if (observeMemlockProbe(client, *source, false, memlock).state != State::kWaiting) break;
+      }
     }
+    if (source) memlock = observeMemlockProbe(client, *source, true, memlock);
   }
 }
 

@@ -86,7 +86,8 @@ std::string Config::hash() const {
                           ";nodeMemory=" + (nodeMemory ? std::to_string(*nodeMemory) : "") +
                           ";maxShmPercentOfNodeMemory=" + std::to_string(maxShmPercentOfNodeMemory) +
                           ";partialNode=" + std::string(toString(partialNode)) +
-                          ";podSecurity=" + std::string(toString(podSecurity));
+                          ";podSecurity=" + std::string(toString(podSecurity)) +
+                          ";memlock=" + memlock.text();
   // FNV-1a: stable across builds and platforms, unlike std::hash.
   uint64_t h = 14695981039346656037ULL;
   for (unsigned char c : canonical) {
@@ -158,6 +159,15 @@ Result<Config> parseConfig(std::string_view yamlText) {
          if (*v == "deny") config.podSecurity = PodSecurityPolicy::kDeny;
          else if (*v == "warn") config.podSecurity = PodSecurityPolicy::kWarn;
          else return keyError("podSecurity", "\"" + *v + "\" is not one of deny, warn");
+         return true;
+       }},
+      {"memlock",
+       [&](const YAML::Node& n) -> Result<bool> {
+         auto v = scalar(n, "memlock");
+         if (!v) return v.error();
+         auto limit = parseMemlockLimit(*v);
+         if (!limit) return keyError("memlock", limit.error().message);
+         config.memlock = *limit;
          return true;
        }},
   };

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/memlock.h"
 #include "core/result.h"
 
 namespace podshaper {
@@ -28,6 +29,9 @@ struct Config {
   uint64_t maxShmPercentOfNodeMemory = 50;
   PartialNodePolicy partialNode = PartialNodePolicy::kDeny;
   PodSecurityPolicy podSecurity = PodSecurityPolicy::kDeny;
+  // RLIMIT_MEMLOCK asked for every GPU container (the NRI annotation's soft and
+  // hard), and what the node affinity requires a node to grant.
+  MemlockLimit memlock;
 
   // Stable hash of the effective settings, shown in podshaper.io/shaped-by.
   std::string hash() const;

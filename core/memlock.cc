@@ -6,20 +6,24 @@
 #include <cctype>
 
 #include "core/names.h"
+#include "core/quantity.h"
 
 namespace podshaper {
 namespace {
 
 // RLIMIT_INFINITY: the ulimit-adjuster parses soft/hard as uint64; "-1" fails
 // to parse and the container is not created (containerd/nri adjuster.go).
-constexpr std::string_view kMemlockEntry =
-    "- type: RLIMIT_MEMLOCK\n  soft: 18446744073709551615\n  hard: 18446744073709551615\n";
+constexpr std::string_view kRlimInfinity = "18446744073709551615";
 // The older key the plugin still reads.
 constexpr std::string_view kDeprecatedPrefix = "ulimits.nri.containerd.io/container.";
 // An annotation key's name part is at most 63 characters.
 constexpr std::size_t kMaxKeyName = 63;
 
-constexpr std::string_view kUnlimited = "18446744073709551615";
+// The one RLIMIT_MEMLOCK entry of a ulimit list, as a block list item at column 0.
+std::string memlockEntry(const MemlockLimit& limit) {
+  const std::string value = limit.rlimit();
+  return "- type: RLIMIT_MEMLOCK\n  soft: " + value + "\n  hard: " + value + "\n";
+}
 
 bool isMemlock(std::string type) {
   std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -52,7 +56,43 @@ bool appendedOneItem(const std::string& text, std::size_t before) {
 
 }  // namespace
 
-MemlockAnnotation memlockAnnotation(const nlohmann::json& annotations, const std::string& container) {
+std::string MemlockLimit::text() const {
+  return bytes ? std::to_string(*bytes) : std::string(names::kMemlockUnlimited);
+}
+
+std::string MemlockLimit::rlimit() const { return bytes ? std::to_string(*bytes) : std::string(kRlimInfinity); }
+
+std::string MemlockLimit::words() const {
+  return bytes ? formatBytes(static_cast<int64_t>(*bytes)) : std::string(names::kMemlockUnlimited);
+}
+
+Result<MemlockLimit> parseMemlockLimit(std::string_view text) {
+  if (text == names::kMemlockUnlimited) return MemlockLimit{};
+  auto bytes = parseQuantity(text);
+  if (!bytes) {
+    return makeError("\"" + std::string(text) + "\" is neither unlimited nor a quantity of bytes (e.g. 4Mi, 64Gi)");
+  }
+  if (*bytes == 0) return makeError("\"" + std::string(text) + "\" is zero: a locked-memory limit is at least 1 byte");
+  return MemlockLimit{static_cast<uint64_t>(*bytes)};
+}
+
+std::vector<nlohmann::json> memlockRequirements(const MemlockLimit& asked) {
+  auto requirement = [](const char* op, const std::string& value) {
+    return nlohmann::json{{"key", std::string(names::kMemlock)}, {"operator", op}, {"values", nlohmann::json::array({value})}};
+  };
+  std::vector<nlohmann::json> out{requirement("In", std::string(names::kMemlockUnlimited))};
+  if (asked.bytes) out.push_back(requirement("Gt", std::to_string(*asked.bytes - 1)));
+  return out;
+}
+
+bool memlockLabelGrants(std::string_view label, const MemlockLimit& asked) {
+  if (label == names::kMemlockUnlimited) return true;
+  auto granted = parseCount(label);
+  return granted && asked.bytes && *granted >= *asked.bytes;
+}
+
+MemlockAnnotation memlockAnnotation(const nlohmann::json& annotations, const std::string& container,
+                                    const MemlockLimit& limit) {
   MemlockAnnotation out;
   const std::string who = "container \"" + container + "\": ";
   if (std::string("container.").size() + container.size() > kMaxKeyName) {
@@ -78,7 +118,7 @@ MemlockAnnotation memlockAnnotation(const nlohmann::json& annotations, const std
       return out;
     }
     if (!value.empty() && value.back() != '\n') value += '\n';
-    value += kMemlockEntry;
+    value += memlockEntry(limit);
     // Appending keeps the user's text as written, but only a block list at
     // column 0 takes another "- " item: a flow list ("[{type: nofile, ...}]"),
     // an indented one or a "..." end became YAML the plugin cannot read, and the
@@ -87,9 +127,9 @@ MemlockAnnotation memlockAnnotation(const nlohmann::json& annotations, const std
       YAML::Emitter e;
       e << YAML::BeginSeq;
       for (const auto& item : list) e << item;
-      const std::string unlimited(kUnlimited);
+      const std::string rlimit = limit.rlimit();
       e << YAML::BeginMap << YAML::Key << "type" << YAML::Value << "RLIMIT_MEMLOCK" << YAML::Key << "soft"
-        << YAML::Value << unlimited << YAML::Key << "hard" << YAML::Value << unlimited << YAML::EndMap;
+        << YAML::Value << rlimit << YAML::Key << "hard" << YAML::Value << rlimit << YAML::EndMap;
       e << YAML::EndSeq;
       value = std::string(e.c_str()) + "\n";
       if (!e.good() || !isUtf8(value) || !appendedOneItem(value, list.size())) {
@@ -100,7 +140,7 @@ MemlockAnnotation memlockAnnotation(const nlohmann::json& annotations, const std
     out.set = {key, value};
     return out;
   }
-  out.set = {std::string(names::kUlimitAnnotationPrefix) + container, std::string(kMemlockEntry)};
+  out.set = {std::string(names::kUlimitAnnotationPrefix) + container, memlockEntry(limit)};
   return out;
 }
 

@@ -39,6 +39,10 @@ inline constexpr std::string_view kTopologyTaint = "podshaper.io/topology-not-va
 // Values.
 inline constexpr std::string_view kNodeExclusive = "node-exclusive";
 inline constexpr std::string_view kShared = "shared";
+// podshaper.io/memlock: unlimited, the granted limit in bytes, not-granted (the
+// runtime could not start a container with the memlock asked), unknown.
+inline constexpr std::string_view kMemlockUnlimited = "unlimited";
+inline constexpr std::string_view kMemlockNotGranted = "not-granted";
 
 // Pod spec pieces.
 inline constexpr std::string_view kShmVolume = "podshaper-dshm";
@@ -46,5 +50,7 @@ inline constexpr std::string_view kShmMountPath = "/dev/shm";
 inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 inline constexpr std::string_view kNprocEnv = "PET_NPROC_PER_NODE";
 inline constexpr std::string_view kIpcLock = "IPC_LOCK";
+// The agent pod's container that asks the runtime for the memlock shaped pods get.
+inline constexpr std::string_view kMemlockProbeContainer = "memlock-probe";
 
 }  // namespace podshaper::names

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/memlock.h"
 #include "core/names.h"
 #include "core/quantity.h"
 
@@ -15,10 +16,12 @@ std::string label(const ClusterView::Node& node, std::string_view key) {
 }
 
 // The GPU count a node offers to placement: the operator's label once it has
-// judged the node, else the allocatable count.
-std::optional<uint64_t> nodeGpus(const ClusterView::Node& node, bool byLabels) {
+// judged the node (none when the node affinity keeps the pod off it: not
+// validated, or not granting the memlock asked), else the allocatable count.
+std::optional<uint64_t> nodeGpus(const ClusterView::Node& node, bool byLabels, const MemlockLimit& memlock) {
   if (!byLabels) return node.gpus > 0 ? std::optional<uint64_t>(node.gpus) : std::nullopt;
   if (label(node, names::kTopologyValidated) != "true") return std::nullopt;
+  if (!memlockLabelGrants(label(node, names::kMemlock), memlock)) return std::nullopt;
   auto count = parseCount(label(node, names::kGpuCount));
   if (!count || *count == 0) return std::nullopt;
   return *count;
@@ -47,7 +50,7 @@ NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGp
 
   std::set<uint64_t> classes;
   for (const auto& node : cluster->nodes) {
-    if (auto g = nodeGpus(node, byLabels)) classes.insert(*g);
+    if (auto g = nodeGpus(node, byLabels, config.memlock)) classes.insert(*g);
   }
 
   if (requestedGpus) {
@@ -69,7 +72,7 @@ NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGp
   bool anyTarget = false;
   bool allP2P = true;
   for (const auto& node : cluster->nodes) {
-    auto g = nodeGpus(node, byLabels);
+    auto g = nodeGpus(node, byLabels, config.memlock);
     if (!g || (nodeExclusive ? *g != nc.gpus : *g < podGpus)) continue;
     anyTarget = true;
     if (node.memoryBytes && (!nc.memoryBytes || *node.memoryBytes < *nc.memoryBytes)) {

@@ -68,6 +68,13 @@ std::optional<std::string> ownShmVolume(const json& container) {
   return std::nullopt;
 }
 
+// A securityContext field of the container, else of the pod (the container's wins).
+const json* securityField(const json* podSecurity, const json& container, std::string_view key) {
+  const json* own = member(container, "securityContext");
+  if (const json* v = own ? member(*own, key) : nullptr; v != nullptr && !v->is_null()) return v;
+  return podSecurity ? member(*podSecurity, key) : nullptr;
+}
+
 Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings) {
   auto bytes = annotation(pod, names::kBatchBytes);
   auto shape = annotation(pod, names::kBatchShape);
@@ -118,6 +125,7 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config) {
   if (containers == nullptr || !containers->is_array()) {
     return makeError("the object is not a Pod: spec.containers is missing");
   }
+  const json* podSecurity = member(*spec, "securityContext");
   for (std::size_t i = 0; i < containers->size(); ++i) {
     const json& c = (*containers)[i];
     std::string name = c.is_object() ? c.value("name", std::string()) : std::string();
@@ -130,7 +138,12 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config) {
       return makeError("container " + inQuotes(name) + ": " + std::string(names::kGpuResource) + " " +
                        std::to_string(*gpus) + " takes the pod's GPUs past 64 bits");
     }
-    in.gpuContainers.push_back(GpuContainer{i, name, *gpus, ownShmVolume(c)});
+    const json* user = securityField(podSecurity, c, "runAsUser");
+    const json* nonRoot = securityField(podSecurity, c, "runAsNonRoot");
+    in.gpuContainers.push_back(GpuContainer{
+        i, name, *gpus, ownShmVolume(c),
+        user && user->is_number_integer() ? std::optional<int64_t>(user->get<int64_t>()) : std::nullopt,
+        nonRoot && nonRoot->is_boolean() && nonRoot->get<bool>()});
     in.podGpus = *podGpus;
   }
   if (in.gpuContainers.empty()) return in;  // nothing to shape; the caller allows as is

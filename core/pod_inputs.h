@@ -20,6 +20,9 @@ struct GpuContainer {
   std::string name;
   uint64_t gpus = 0;
   std::optional<std::string> ownShmVolume;  // the user's own volume at /dev/shm
+  // securityContext.runAsUser and runAsNonRoot, the container's else the pod's.
+  std::optional<int64_t> runAsUser;
+  bool runAsNonRoot = false;
 };
 
 // Everything shaping needs, read from the pod and defaulted from config.

@@ -37,19 +37,55 @@ json requirement(std::string_view label, std::string value) {
 }
 
 // Adds our required node-label requirements to every nodeSelectorTerm (terms are
-// ORed, expressions within one ANDed), or makes the first term.
-void requireNodeLabels(json& spec, const std::vector<json>& requirements) {
+// ORed, expressions within one ANDed), or makes the first term. `alternatives`
+// holds the requirements a node may meet instead of one another: each term
+// becomes one term per alternative, its own expressions and that alternative's.
+void requireNodeLabels(json& spec, const std::vector<std::vector<json>>& alternatives) {
   json& required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
   json& terms = ensureArray(required, "nodeSelectorTerms");
   if (terms.empty()) terms.push_back(json::object());
-  for (json& term : terms) {
-    json& expressions = ensureArray(term, "matchExpressions");
-    for (const json& r : requirements) {
-      if (std::find(expressions.begin(), expressions.end(), r) == expressions.end()) {
-        expressions.push_back(r);
+  json shaped = json::array();
+  for (const json& term : terms) {
+    for (const auto& requirements : alternatives) {
+      json next = term;
+      json& expressions = ensureArray(next, "matchExpressions");
+      for (const json& r : requirements) {
+        if (std::find(expressions.begin(), expressions.end(), r) == expressions.end()) {
+          expressions.push_back(r);
+        }
       }
+      shaped.push_back(std::move(next));
     }
   }
+  terms = std::move(shaped);
+}
+
+// A GPU container that runs, or may run, as a non-root user: IPC_LOCK does not
+// take effect for it (Kubernetes sets no ambient capabilities), so what it may
+// lock is its RLIMIT_MEMLOCK alone. Says where that limit comes from.
+std::optional<std::string> nonRootMemlockWarning(const GpuContainer& c, const MemlockAnnotation& memlock,
+                                                 const Config& config) {
+  std::string who;
+  if (c.runAsUser) {
+    if (*c.runAsUser == 0) return std::nullopt;
+    who = "runs as user " + std::to_string(*c.runAsUser);
+  } else if (c.runAsNonRoot) {
+    who = "sets runAsNonRoot without runAsUser, so it may run as a non-root user";
+  } else {
+    return std::nullopt;
+  }
+  std::string limit;
+  if (memlock.set) {
+    limit = "RLIMIT_MEMLOCK from the NRI annotation " + memlock.set->first + " (" + config.memlock.words() +
+            "), which the node must grant (node label " + key(names::kMemlock) + ")";
+  } else if (!memlock.warning) {
+    limit = "RLIMIT_MEMLOCK from the pod's own ulimit annotation, which the node must grant";
+  } else {
+    limit = "the RLIMIT_MEMLOCK of the node's container runtime (no NRI annotation)";
+  }
+  const bool may = !c.runAsUser;
+  return "container \"" + c.name + "\" " + who + ": IPC_LOCK is not effective for a non-root process, so the memory " +
+         "it can lock " + (may ? "may rest" : "rests") + " on " + limit;
 }
 
 void requireOnePodPerNode(json& pod) {
@@ -260,9 +296,12 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
         add.push_back(key(names::kIpcLock));
       }
     }
-    MemlockAnnotation memlock = memlockAnnotation(annotations, c.name);
+    MemlockAnnotation memlock = memlockAnnotation(annotations, c.name, config.memlock);
     if (memlock.set) annotations[memlock.set->first] = memlock.set->second;
     if (memlock.warning) warnings.push_back(*memlock.warning);
+    if (privilegedAllowed) {
+      if (auto nonRoot = nonRootMemlockWarning(c, memlock, config)) warnings.push_back(*nonRoot);
+    }
 
     json& env = ensureArray(container, "env");
     auto nproc = std::find_if(env.begin(), env.end(), [](const json& e) {
@@ -287,10 +326,15 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
 
   if (in.nodeExclusive) requireOnePodPerNode(shaped);
   if (nodeClass.placeByLabels) {
-    std::vector<json> requirements{requirement(names::kTopologyValidated, "true"),
-                                   requirement(names::kMemlock, "unlimited")};
-    if (in.nodeExclusive) requirements.push_back(requirement(names::kGpuCount, std::to_string(G)));
-    requireNodeLabels(spec, requirements);
+    // A node that grants the memlock asked: unlimited, or (for a number of
+    // bytes) unlimited or at least that many, one nodeSelectorTerm each.
+    std::vector<std::vector<json>> alternatives;
+    for (json& memlock : memlockRequirements(config.memlock)) {
+      std::vector<json> requirements{requirement(names::kTopologyValidated, "true"), std::move(memlock)};
+      if (in.nodeExclusive) requirements.push_back(requirement(names::kGpuCount, std::to_string(G)));
+      alternatives.push_back(std::move(requirements));
+    }
+    requireNodeLabels(spec, alternatives);
   }
 
   annotations[key(names::kShmSize)] = shmText;

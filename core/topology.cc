@@ -204,6 +204,11 @@ nlohmann::json toJson(const Topology& t) {
   json host = {{"memoryBytes", opt(h.memoryBytes)}, {"memlockBytes", opt(h.memlockBytes)},
                {"modules", {{"nvidia_fs", h.nvidiaFs}, {"nvidia_peermem", h.nvidiaPeermem}}},
                {"driverVersion", h.driverVersion}, {"cudaVersion", h.cudaVersion}};
+  if (h.memlockProbe) {
+    host["memlockProbe"] = {{"requested", h.memlockProbe->requested.text()},
+                            {"granted", h.memlockProbe->granted},
+                            {"message", h.memlockProbe->message}};
+  }
   return {{"gpus", gpus}, {"pairs", pairs}, {"host", host}};
 }
 
@@ -281,6 +286,20 @@ Result<Topology> topologyFromJson(const nlohmann::json& spec) {
     }
     t.host.driverVersion = str(host, "driverVersion");
     t.host.cudaVersion = str(host, "cudaVersion");
+    if (host.contains("memlockProbe") && !host["memlockProbe"].is_null()) {
+      const json& m = host["memlockProbe"];
+      if (!m.is_object()) return makeError("spec.host.memlockProbe: expected an object");
+      MemlockProbe probe;
+      auto requested = parseMemlockLimit(str(m, "requested"));
+      if (!requested) return makeError("spec.host.memlockProbe.requested: " + requested.error().message);
+      probe.requested = *requested;
+      if (!m.contains("granted") || !m["granted"].is_boolean()) {
+        return makeError("spec.host.memlockProbe.granted: expected true or false");
+      }
+      probe.granted = m["granted"].get<bool>();
+      probe.message = str(m, "message");
+      t.host.memlockProbe = std::move(probe);
+    }
   }
   return t;
 }

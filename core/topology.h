@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/memlock.h"
 #include "core/result.h"
 
 namespace podshaper {
@@ -37,9 +38,21 @@ struct GpuPair {
   std::optional<double> bandwidthGBps;
 };
 
+// What the agent's memlock-probe container found: the runtime was asked to start
+// it with RLIMIT_MEMLOCK `requested` (the NRI annotation shaped pods carry), and
+// either did (granted; memlockBytes is what it got) or could not (not granted,
+// with the runtime's words), in which case shaped pods would not start either.
+struct MemlockProbe {
+  MemlockLimit requested;
+  bool granted = true;
+  std::string message;  // the runtime's, when not granted
+  bool operator==(const MemlockProbe&) const = default;
+};
+
 struct HostInfo {
   std::optional<uint64_t> memoryBytes;
   std::optional<uint64_t> memlockBytes;  // null: unlimited
+  std::optional<MemlockProbe> memlockProbe;  // unset: no probe (or none heard from yet)
   bool nvidiaFs = false, nvidiaPeermem = false;
   std::string driverVersion, cudaVersion;
 };

@@ -81,8 +81,11 @@ class Judge {
     if (ok == n && unknown == 0) v.p2p = "all";
     else if (ok + unknown == n + missingPairs()) v.p2p = "unknown";
     else v.p2p = ok > 0 ? "partial" : "none";
-    v.memlock = t_.host.memlockBytes ? "limited" : "unlimited";
+    v.memlock = notGranted() ? std::string(names::kMemlockNotGranted) : MemlockLimit{t_.host.memlockBytes}.text();
   }
+
+  // The runtime could not start the agent's memlock-probe container with the memlock asked.
+  bool notGranted() const { return t_.host.memlockProbe && !t_.host.memlockProbe->granted; }
 
   // Pairs a report of this many GPUs should list but does not.
   std::size_t missingPairs() const {
@@ -147,7 +150,26 @@ class Judge {
     Condition c{conditions::kMemlockUnlimited, "True", "Unlimited",
                 "Containers on this node may lock unlimited memory, as RDMA (InfiniBand, EFA, GPUDirect) "
                 "needs to register its buffers."};
-    if (t_.host.memlockBytes) {
+    if (notGranted()) {
+      const MemlockProbe& probe = *t_.host.memlockProbe;
+      const std::string asked = "RLIMIT_MEMLOCK=" + (probe.requested.bytes ? bytesInWords(*probe.requested.bytes)
+                                                                           : probe.requested.text());
+      c.status = "False";
+      c.reason = "MemlockNotGranted";
+      c.message = "The container runtime on this node could not start a container with " + asked +
+                  " (the agent's memlock-probe container, which asks for what the webhook gives training pods)" +
+                  (probe.message.empty() ? std::string(": it gave no reason")
+                                         : ": \"" + probe.message + "\"") +
+                  ". Pods shaped by podshaper ask for the same limit, so they would never start here; they are "
+                  "kept off this node (label " + std::string(names::kMemlock) + "=" +
+                  std::string(names::kMemlockNotGranted) + "). To fix it, run a container runtime that may raise "
+                  "the limit (containerd or CRI-O with the NRI ulimit-adjuster plugin and CAP_SYS_RESOURCE, or a "
+                  "higher LimitMEMLOCK in its systemd unit), or set the webhook's memlock (and the agent's "
+                  "memlock-probe with it) to what this node can grant.";
+      // Whatever the policies ask: a node where shaped pods cannot start is of no use to them.
+      failures.push_back({c.reason, "the container runtime could not start a container with " + asked +
+                                        ", so pods shaped by podshaper would never start here"});
+    } else if (t_.host.memlockBytes) {
       c.status = "False";
       c.reason = "MemlockLimited";
       c.message = "Containers on this node may lock only " + bytesInWords(*t_.host.memlockBytes) +

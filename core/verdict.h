@@ -44,7 +44,10 @@ struct Verdict {
   long long gpus = 0;
   std::string interconnect;  // nvlink, pcie, mixed, none (fewer than two GPUs)
   std::string p2p;           // all, partial, none, unknown (not measured)
-  std::string memlock;       // unlimited, limited; unknown when the report cannot be read
+  // podshaper.io/memlock: unlimited, the limit in bytes ("4194304"), not-granted
+  // (the runtime could not start the agent's memlock-probe); unknown when the
+  // report cannot be read.
+  std::string memlock;
   std::vector<std::string> policies;
   std::vector<Condition> conditions;  // Validated, P2PComplete, MemlockUnlimited, GPUCountMatchesNode, Fresh
   std::optional<long long> staleAt;   // seconds since the epoch when Fresh turns False; judge again then

@@ -42,12 +42,13 @@ ClusterView::Node node(const std::string& name, uint64_t gpus, const std::string
 std::string message(const json& j) { return show(j); }
 
 // How many items the YAML text has as a sequence, and whether one sets memlock
-// unlimited as the NRI ulimit-adjuster reads it; nullopt when it is not a sequence.
+// soft = hard = `rlimit` as the NRI ulimit-adjuster reads it; nullopt when it is
+// not a sequence.
 struct Ulimits {
   std::size_t items = 0;
-  bool memlockUnlimited = false;
+  bool memlockAsked = false;
 };
-std::optional<Ulimits> readUlimits(const std::string& text) {
+std::optional<Ulimits> readUlimits(const std::string& text, const std::string& rlimit) {
   try {
     YAML::Node list = YAML::Load(text);
     if (!list.IsSequence()) return std::nullopt;
@@ -57,10 +58,9 @@ std::optional<Ulimits> readUlimits(const std::string& text) {
       if (!item.IsMap() || !item["type"] || !item["type"].IsScalar()) continue;
       std::string type = item["type"].Scalar();
       std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::tolower(c); });
-      const bool unlimited = item["soft"] && item["soft"].IsScalar() && item["hard"] && item["hard"].IsScalar() &&
-                             item["soft"].Scalar() == "18446744073709551615" &&
-                             item["hard"].Scalar() == "18446744073709551615";
-      if ((type == "rlimit_memlock" || type == "memlock") && unlimited) u.memlockUnlimited = true;
+      const bool asked = item["soft"] && item["soft"].IsScalar() && item["hard"] && item["hard"].IsScalar() &&
+                         item["soft"].Scalar() == rlimit && item["hard"].Scalar() == rlimit;
+      if ((type == "rlimit_memlock" || type == "memlock") && asked) u.memlockAsked = true;
     }
     return u;
   } catch (const YAML::Exception&) {
@@ -69,9 +69,10 @@ std::optional<Ulimits> readUlimits(const std::string& text) {
 }
 
 // An NRI ulimit annotation the webhook wrote or extended is a YAML list the
-// plugin can read (else the container is not created), with memlock unlimited
-// and the user's own entries kept.
-void checkUlimitAnnotations(const json& pod, const json& patched) {
+// plugin can read (else the container is not created), with the memlock the
+// config asks and the user's own entries kept.
+void checkUlimitAnnotations(const json& pod, const json& patched, const Config& config) {
+  const std::string rlimit = config.memlock.rlimit();
   const json& before = member(member(pod, "metadata"), "annotations");
   for (const auto& [key, value] : patched.at("metadata").at("annotations").items()) {
     if (!key.starts_with(names::kUlimitAnnotationPrefix) && !key.starts_with("ulimits.nri.containerd.io/container.")) {
@@ -80,10 +81,10 @@ void checkUlimitAnnotations(const json& pod, const json& patched) {
     const json& old = member(before, key);
     if (old == value) continue;
     FUZZ_CHECK(value.is_string(), key);
-    auto now = readUlimits(value.get<std::string>());
-    FUZZ_CHECK(now && now->memlockUnlimited, key + ": " + message(value));
+    auto now = readUlimits(value.get<std::string>(), rlimit);
+    FUZZ_CHECK(now && now->memlockAsked, key + ": " + message(value));
     if (old.is_string()) {
-      auto was = readUlimits(old.get<std::string>());
+      auto was = readUlimits(old.get<std::string>(), rlimit);
       FUZZ_CHECK(was && now->items == was->items + 1, key + ": " + message(old) + " became " + message(value));
     }
   }
@@ -116,6 +117,7 @@ const std::vector<Setting>& fuzzSettings() {
     Config warn;
     warn.partialNode = PartialNodePolicy::kWarn;
     warn.ncclShmReservePerRank = 0;
+    warn.memlock = MemlockLimit{4 << 20};
     return std::vector<Setting>{{Config{}, &validated}, {warn, nullptr}, {other, &unvalidated}};
   }();
   return settings;
@@ -192,7 +194,7 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
   auto shm = parseQuantity(shmSize.is_string() ? shmSize.get<std::string>() : "");
   FUZZ_CHECK(shm.ok() && *shm >= (1 << 20), message(annotations));
 
-  checkUlimitAnnotations(pod, patched);
+  checkUlimitAnnotations(pod, patched, config);
 
   // Idempotence: the API server stores the patched pod; a reinvocation (or a
   // second webhook call) must leave it alone.

@@ -30,8 +30,8 @@ const std::vector<Setting>& fuzzSettings();
 // - a denial carries a message and no patch;
 // - a patch is base64 of a non-empty RFC 6902 JSON Patch that applies to the pod
 //   and gives exactly the pod shapePod() returns, with a /dev/shm of at least 1Mi;
-// - an NRI ulimit annotation it writes or extends is a YAML list with memlock
-//   unlimited and the user's entries kept;
+// - an NRI ulimit annotation it writes or extends is a YAML list with the
+//   memlock the config asks and the user's entries kept;
 // - admitting the patched pod again is allowed with no patch (DESIGN.md "Rules":
 //   idempotent).
 void checkAdmission(std::string_view body, const Config& config, const ClusterView* cluster);

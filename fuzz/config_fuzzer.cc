@@ -26,6 +26,7 @@ std::string toYaml(const Config& c) {
   y += "limits:\n  maxShmPercentOfNodeMemory: " + std::to_string(c.maxShmPercentOfNodeMemory) + "\n";
   y += "partialNode: " + std::string(podshaper::toString(c.partialNode)) + "\n";
   y += "podSecurity: " + std::string(podshaper::toString(c.podSecurity)) + "\n";
+  y += "memlock: " + c.memlock.text() + "\n";
   return y;
 }
 
@@ -46,6 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(c.gpusPerNode >= 1 && c.gpusPerNode <= 1024, text);
   FUZZ_CHECK(!c.nodeMemory || *c.nodeMemory >= 0, text);
   FUZZ_CHECK(c.maxShmPercentOfNodeMemory >= 1 && c.maxShmPercentOfNodeMemory <= 100, text);
+  FUZZ_CHECK(!c.memlock.bytes || *c.memlock.bytes >= 1, text);
   const std::string hash = c.hash();
   FUZZ_CHECK(hash.size() == 16 && hash.find_first_not_of("0123456789abcdef") == std::string::npos, hash);
 

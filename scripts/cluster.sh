@@ -2,7 +2,9 @@
 # A real Kubernetes control plane on loopback, for podshaper's demo and end-to-end tests:
 # etcd, kube-apiserver, kube-scheduler and kube-controller-manager (built by
 # scripts/controlplane-build.sh), GPU Node objects made from the topology fixtures,
-# and podshaper-webhook registered by a MutatingWebhookConfiguration.
+# and podshaper-webhook registered by a MutatingWebhookConfiguration. With
+# PODSHAPER_WITH_NODE=yes (make cluster-up, make demo, the real-node e2e test) also one real
+# node, scripts/node.sh: kubelet, containerd with NRI, runc and CNI, where shaped pods run.
 #
 #   scripts/cluster.sh up      start (idempotent: does nothing while up)
 #   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
@@ -21,6 +23,9 @@ webhook_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
 operator_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-operator
 webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; defaults when empty
 with_webhook=${PODSHAPER_WITH_WEBHOOK:-yes}    # no: the install test brings its own (manifests/)
+with_node=${PODSHAPER_WITH_NODE:-no}           # yes: a real node too (scripts/node.sh)
+# The config `up` wrote for a real node (below), for a later restart-webhook.
+[[ -z $webhook_config && -f $dir/webhook-config.yaml && -d $dir/node ]] && webhook_config=$dir/webhook-config.yaml
 kubeconfig=$dir/kubeconfig
 
 log() { echo "cluster: $*" >&2; }
@@ -35,47 +40,8 @@ die() {
 }
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
-# Free ports below the kernel's ephemeral range, so that no outgoing connection
-# takes one between choosing it and binding it.
-free_ports() {  # free_ports N
-  python3 - "$1" <<'PY'
-import random, socket, sys
-chosen = []
-while len(chosen) < int(sys.argv[1]):
-    port = random.randint(20000, 31999)
-    if port in chosen: continue
-    with socket.socket() as s:
-        try: s.bind(("127.0.0.1", port))
-        except OSError: continue
-    chosen.append(port)
-print(" ".join(map(str, chosen)))
-PY
-}
-
-running() {  # running NAME: the recorded process is alive and is still ours (pids get reused)
-  local f=$dir/pids/$1.pid
-  [[ -f $f ]] || return 1
-  local pid argv0; pid=$(cat "$f")
-  kill -0 "$pid" 2>/dev/null || return 1
-  argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1)
-  [[ $(basename "$argv0") == "$1" ]]
-}
-
-start() {  # start NAME CMD...: run in the background, record the pid, log to logs/NAME.log
-  local name=$1; shift
-  "$@" >>"$dir/logs/$name.log" 2>&1 &
-  echo $! >"$dir/pids/$name.pid"
-}
-
-wait_for() {  # wait_for SECONDS NAME CMD...: until CMD succeeds; fails fast if NAME died
-  local seconds=$1 what=$2; shift 2
-  local deadline=$((SECONDS + seconds))
-  until "$@" >/dev/null 2>&1; do
-    running "$what" || die "$what exited (log: $dir/logs/$what.log)"
-    [[ $SECONDS -lt $deadline ]] || die "$what did not come up in ${seconds}s (logs: $dir/logs/)"
-    sleep 0.3
-  done
-}
+procs_dir=$dir
+source "$root/scripts/procs.sh"  # free_ports, running, start, wait_for, stop_one, statuses
 
 pki() {
   [[ -f $dir/pki/sa.pub ]] && return  # the last file written: an interrupted run starts over
@@ -217,6 +183,8 @@ start_apiserver() {
     --authorization-mode RBAC \
     --enable-admission-plugins NamespaceLifecycle,ServiceAccount,PodSecurity,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,ResourceQuota \
     --disable-admission-plugins TaintNodesByCondition \
+    --kubelet-client-certificate "$dir/pki/admin.crt" --kubelet-client-key "$dir/pki/admin.key" \
+    --kubelet-preferred-address-types InternalIP \
     --allow-privileged=true --profiling=false --v=1 ${PODSHAPER_APISERVER_ARGS:-}
   wait_for 90 kube-apiserver kc get --raw /readyz
 }
@@ -225,6 +193,7 @@ up() {
   if [[ -f $dir/env ]] && running etcd && running kube-apiserver && running kube-scheduler &&
      running kube-controller-manager && { [[ $with_webhook == no ]] || running podshaper-webhook; } &&
      kc get --raw /readyz >/dev/null 2>&1; then
+    [[ $with_node == yes ]] && { bash "$root/scripts/node.sh" up || die "the real node did not come up"; }
     log "already up ($kubeconfig)"
     return 0
   fi
@@ -235,6 +204,12 @@ up() {
   [[ $with_webhook == no || -x $webhook_bin ]] || die "$webhook_bin is missing: run make build"
   mkdir -p "$dir/logs" "$dir/pids"
   rm -rf "$dir/etcd"
+  # No process here may raise RLIMIT_MEMLOCK past 8 MiB: a real node here grants 4 MiB,
+  # not the default unlimited.
+  if [[ $with_node == yes && -z $webhook_config ]]; then
+    webhook_config=$dir/webhook-config.yaml
+    printf '# scripts/cluster.sh: this machine cannot grant unlimited memlock\nmemlock: 4Mi\n' >"$webhook_config"
+  fi
   pki
   local ports
   ports=$(free_ports 6)
@@ -282,6 +257,9 @@ up() {
   wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
     crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
   wait_for 30 kube-apiserver kc apply -f "$root/manifests/base/topologypolicy-default.yaml"
+  if [[ $with_node == yes ]]; then  # as above: 4 MiB is what the real node can give
+    kc patch topologypolicy default --type merge -p '{"spec":{"requirements":{"requireMemlockUnlimited":false}}}' >/dev/null
+  fi
 
   if [[ $with_webhook == yes ]]; then
     log "starting podshaper-webhook"
@@ -289,6 +267,9 @@ up() {
     start_webhook
     register_webhook
     wait_shaping
+  fi
+  if [[ $with_node == yes ]]; then
+    bash "$root/scripts/node.sh" up || die "the real node did not come up (logs: $dir/node/logs/)"
   fi
   starting=no
   log "up: kubectl --kubeconfig $kubeconfig get nodes"
@@ -307,19 +288,9 @@ start_operator() {
   log "podshaper-operator up (metrics: https://127.0.0.1:$port/metrics)"
 }
 
-stop_one() {  # stop_one NAME [SIGNAL]: the recorded process (SIGTERM, SIGKILL after 5 s; or SIGNAL at once)
-  local f=$dir/pids/$1.pid
-  [[ -f $f ]] || return 0
-  local pid; pid=$(cat "$f")
-  if running "$1"; then
-    kill -"${2:-TERM}" "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
-
 down() {
+  # The real node first, while the API server can still see its pods go.
+  [[ -d $dir/node ]] && bash "$root/scripts/node.sh" down
   [[ -d $dir/pids ]] || { log "not running"; return 0; }
   for name in podshaper-operator podshaper-webhook kube-controller-manager kube-scheduler kube-apiserver etcd; do
     stop_one "$name"
@@ -329,9 +300,8 @@ down() {
 }
 
 status() {
-  for name in etcd kube-apiserver kube-scheduler kube-controller-manager podshaper-webhook podshaper-operator; do
-    if running "$name"; then echo "$name: running (pid $(cat "$dir/pids/$name.pid"))"; else echo "$name: stopped"; fi
-  done
+  [[ -d $dir/node ]] && bash "$root/scripts/node.sh" status
+  statuses etcd kube-apiserver kube-scheduler kube-controller-manager podshaper-webhook podshaper-operator
 }
 
 case ${1:-} in

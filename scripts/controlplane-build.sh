@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-scheduler and kube-controller-manager from the Go
-# module proxy at the release pinned in tests/controlplane/go.mod, into build/controlplane/.
+# Builds etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubelet (for
+# the real test node, scripts/node.sh) from the Go module proxy at the release pinned in
+# tests/controlplane/go.mod, into build/controlplane/.
 # Binaries are cached per go.sum in ~/.cache/podshaper/, so a second run (even from a
 # fresh clone) only copies them.
 set -euo pipefail
@@ -9,8 +10,17 @@ module=$root/tests/controlplane
 out=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
 stamp=$(cat "$module/go.mod" "$module/go.sum" | sha256sum | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/podshaper/controlplane-$stamp
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubelet)
 export PATH=$PATH:/usr/local/go/bin
+
+# The release's own version in the binaries (a module build would say v0.0.0-master, and
+# the Node would report that as its kubeletVersion).
+version_ldflags() {
+  local v; v=$(grep -o 'k8s.io/kubernetes v[0-9.]*' "$module/go.mod" | cut -d' ' -f2)
+  local minor=${v#v*.}; minor=${minor%%.*}
+  local pkg=k8s.io/component-base/version
+  echo "-X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+}
 
 have_all() { for b in "${binaries[@]}"; do [[ -x $1/$b ]] || return 1; done; }
 
@@ -23,8 +33,9 @@ if ! have_all "$cache"; then
   export GOSUMDB=off GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local CGO_ENABLED=0
   (cd "$module" &&
     go build -trimpath -o "$cache.tmp/etcd" go.etcd.io/etcd/server/v3 &&
-    go build -trimpath -o "$cache.tmp/" k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager)
+    go build -trimpath -ldflags "$(version_ldflags)" -o "$cache.tmp/" k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kubelet)
   rm -rf "$cache"
   mv "$cache.tmp" "$cache"
 fi

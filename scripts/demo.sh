@@ -2,13 +2,14 @@
 # make demo: a real control plane with podshaper-webhook, a 2-pod training job submitted
 # with kubectl, and what podshaper did to it, for a person to read.
 set -euo pipefail
+shopt -s extglob
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
 kubeconfig=$dir/kubeconfig
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "GPU nodes (Node objects from tests/fixtures/topologies; no kubelet runs)"
+say "GPU nodes: three Node objects from tests/fixtures/topologies (no kubelet: they show placement) and one real node"
 kc get nodes -L node.kubernetes.io/instance-type -L nvidia.com/gpu.product \
   -o custom-columns='NODE:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,MEMORY:.status.allocatable.memory,TYPE:.metadata.labels.node\.kubernetes\.io/instance-type'
 
@@ -24,11 +25,16 @@ report p5-48xlarge-h100-0 p5.48xlarge-8xH100-nv18.topo-m.txt 8gpu-all-ok.p2p-r.t
 report p4d-24xlarge-a100-0 p4d.24xlarge-8xA100-nv12.topo-m.txt 8gpu-all-ok.p2p-r.txt
 # Two PCIe switches without P2P between them: this node fails the default TopologyPolicy.
 report g6e-12xlarge-l40s-0 g6e.12xlarge-4xL40S-pcie-node.topo-m.txt 4gpu-ns.p2p-r.txt
+# The real node: kubelet + containerd; its GPUs are a 4×H200 capture. Its memlock probe asks
+# 4 MiB through NRI (this machine cannot grant more; see scripts/node.sh).
+real=real-h200x4-0
+bash "$root/scripts/node.sh" report 4Mi 2>/dev/null
+echo "  $real: tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt, memlock probed on the node"
 
 say "podshaper-operator judges them against TopologyPolicy default"
 bash "$root/scripts/cluster.sh" start-operator 2>&1 | sed 's/^/  /'
 for _ in $(seq 100); do
-  [[ $(kc get nodes -l podshaper.io/topology-validated -o name | wc -l) -eq 3 ]] && break
+  [[ $(kc get nodes -l podshaper.io/topology-validated -o name | wc -l) -eq 4 ]] && break
   sleep 0.2
 done
 kc get gtr | sed 's/^/  /'
@@ -49,7 +55,7 @@ kc -n ml-demo delete pod --all --grace-period=0 --force >/dev/null 2>&1 || true
 # The namespace first: pods need its default service account, made a moment later.
 kc create namespace ml-demo >/dev/null 2>&1 || true
 for _ in $(seq 150); do kc -n ml-demo get serviceaccount default >/dev/null 2>&1 && break; sleep 0.2; done
-kc apply -f "$root/examples/training-job.yaml" 2>&1 | sed 's/^/  /'
+kc apply -f "$root/examples/training-job.yaml" 2>&1 | grep -v last-applied-configuration | sed 's/^/  /'
 for _ in $(seq 100); do
   [[ $(kc -n ml-demo get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c .) -eq 2 ]] && break
   sleep 0.2
@@ -58,7 +64,7 @@ done
 say "What the webhook wrote into resnet50-0"
 kc -n ml-demo get pod resnet50-0 -o json > "$dir/demo-pod.json"
 python3 - "$dir/demo-pod.json" <<'PY'
-import json, sys
+import json, re, sys
 p = json.load(open(sys.argv[1]))
 a = p["metadata"]["annotations"]
 c = p["spec"]["containers"][0]
@@ -68,7 +74,9 @@ print("  formula          " + a["podshaper.io/shm-formula"].replace("; ", "\n   
 print("  memory limit     100Gi -> " + c["resources"]["limits"]["memory"] + " (pays for /dev/shm, which counts against it)")
 print("  hostIPC          " + str(p["spec"].get("hostIPC")))
 print("  capabilities     add " + ", ".join(c["securityContext"]["capabilities"]["add"]))
-print("  memlock          " + (ulimit[0] + ": RLIMIT_MEMLOCK unlimited (NRI ulimit-adjuster)" if ulimit else "runtime default"))
+soft = re.search(r"soft: (\d+)", a[ulimit[0]]) if ulimit else None
+limit = "unlimited" if soft and soft[1] == "18446744073709551615" else (soft[1] + " bytes" if soft else "?")
+print("  memlock          " + (ulimit[0] + ": RLIMIT_MEMLOCK " + limit + " (NRI ulimit-adjuster)" if ulimit else "runtime default"))
 print("  env              " + ", ".join(e["name"] + "=" + e.get("value", "") for e in c.get("env", [])))
 print("  placement        label podshaper.io/placement=node-exclusive, required anti-affinity per hostname")
 print("  shaped-by        " + a["podshaper.io/shaped-by"])
@@ -76,6 +84,7 @@ PY
 
 say "Where kube-scheduler bound each pod (one training pod per node)"
 kc -n ml-demo get pods -o custom-columns='POD:.metadata.name,NODE:.spec.nodeName,GPUS:.spec.containers[0].resources.limits.nvidia\.com/gpu,SHM:.metadata.annotations.podshaper\.io/shm-size'
+echo "  (those 8-GPU nodes have no kubelet: the pods stay Pending there; the real node runs pods below)"
 
 say "kubectl describe pod resnet50-0 (podshaper's part)"
 kc -n ml-demo describe pod resnet50-0 | sed -n '/^Node:/p;/^Annotations:/,/^Status:/p;/^Events:/,$p' | sed 's/^/  /'
@@ -84,11 +93,61 @@ say "A pod with a bad annotation is refused, with what to change"
 sed -n '/^---$/,$p' "$root/examples/training-job.yaml" | sed -n '2,/^---$/p' | sed '$d' |
   sed 's/resnet50-0/resnet50-bad/; s/float32/fp8/' | kc apply -f - 2>&1 | sed 's/^/  /' || true
 
+kc delete namespace ml-demo --wait=false >/dev/null 2>&1 || true
+
+say "On the real node: what a container gets, with and without podshaper (examples/real-node/pods.yaml)"
+examples=$root/examples/real-node
+kc delete namespace ml --wait=true --timeout=60s >/dev/null 2>&1 || true
+kc create namespace ml >/dev/null
+kc label namespace ml pod-security.kubernetes.io/enforce=privileged >/dev/null
+for _ in $(seq 150); do kc -n ml get serviceaccount default >/dev/null 2>&1 && break; sleep 0.2; done
+kc -n ml create configmap podshaper-examples --from-file "$examples/container_facts.py" --from-file "$examples/dataloader.py" >/dev/null
+kc apply -f "$examples/pods.yaml" 2>&1 | grep -v '^namespace/\|last-applied-configuration' | sed 's/^/  /'
+done_() { [[ $(kc -n ml get pod "$1" -o jsonpath='{.status.phase}') == @(Succeeded|Failed) ]]; }
+for p in inspect-shaped inspect-nonroot inspect-unshaped dataloader-unshaped; do
+  for _ in $(seq 600); do done_ "$p" && break; sleep 0.5; done
+done
+for p in inspect-shaped inspect-nonroot inspect-unshaped; do kc -n ml logs "$p" >"$dir/demo-$p.log" 2>&1 || true; done
+python3 - "$dir" <<'PY'
+import os, sys
+d = sys.argv[1]
+def read(p):
+    out = {}
+    for line in open(os.path.join(d, f"demo-{p}.log")):
+        if "=" in line: k, v = line.rstrip("\n").split("=", 1); out[k] = v
+    return out
+pods = ["inspect-shaped", "inspect-nonroot", "inspect-unshaped"]
+vals = {p: read(p) for p in pods}
+host_ipc = os.readlink("/proc/self/ns/ipc")
+def mib(v): return f"{int(v) / 1048576:.0f} MiB" if v and v.isdigit() else (v or "?")
+rows = [("/dev/shm size (statfs)", lambda v: mib(v.get("shm_bytes"))),
+        ("a write into /dev/shm stops at", lambda v: mib(v.get("shm_written")) + " (" + v.get("shm_write_error", "?") + ")"),
+        ("memory cgroup limit", lambda v: mib(v.get("memory_limit"))),
+        ("uid", lambda v: v.get("uid", "?")),
+        ("CAP_IPC_LOCK effective", lambda v: v.get("cap_ipc_lock", "?")),
+        ("RLIMIT_MEMLOCK", lambda v: mib(v.get("memlock_hard"))),
+        ("mlock 64 MiB", lambda v: v.get("mlock_64mib", "?")),
+        ("IPC namespace", lambda v: "host's" if v.get("ipc_ns") == host_ipc else "its own"),
+        ("PET_NPROC_PER_NODE", lambda v: v.get("pet_nproc", "?"))]
+print("  %-32s %-18s %-18s %-18s" % ("", *pods))
+for name, f in rows:
+    print("  %-32s %-18s %-18s %-18s" % (name, *(f(vals[p]) for p in pods)))
+PY
+
+say "The seed's failure, for real: a PyTorch DataLoader (2 workers x prefetch 4, 32x3x224x224 float32)"
+echo "  unshaped (64 MiB /dev/shm), exit code $(kc -n ml get pod dataloader-unshaped -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}'):"
+kc -n ml logs dataloader-unshaped 2>&1 | grep -aE "^torch|Bus error|shared memory|training" | cut -c1-150 | sed 's/^/    /'
+kc apply -f "$examples/training.yaml" >/dev/null 2>&1
+for _ in $(seq 600); do done_ dataloader-shaped && break; sleep 0.5; done
+echo "  shaped (examples/real-node/training.yaml: 4 GPUs, node-exclusive, /dev/shm $(kc -n ml get pod dataloader-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}'), bound to $(kc -n ml get pod dataloader-shaped -o jsonpath='{.spec.nodeName}') by kube-scheduler), $(kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase}'):"
+kc -n ml logs dataloader-shaped 2>&1 | sed 's/^/    /'
+
 say "Explore"
 cat <<TXT
   export KUBECONFIG=$kubeconfig
-  kubectl -n ml-demo get pods -o wide
-  kubectl -n ml-demo get pod resnet50-0 -o yaml        # the shaped pod
+  kubectl -n ml get pods -o wide; kubectl -n ml logs inspect-shaped
+  kubectl -n ml get pod dataloader-shaped -o yaml     # a shaped pod that ran
+  kubectl describe node real-h200x4-0; less $dir/node/logs/kubelet.log
   kubectl get mutatingwebhookconfiguration podshaper -o yaml
   less $dir/logs/podshaper-webhook.log
   kubectl get gtr; kubectl describe gtr p5-48xlarge-h100-0; kubectl get topologypolicies

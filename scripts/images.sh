@@ -10,14 +10,23 @@
 # Environment: PODSHAPER_IMAGE_TAG (default: the version in CMakeLists.txt),
 # PODSHAPER_IMAGE_RELEASE (default: the host's Debian codename, else bookworm),
 # PODSHAPER_APT_MIRROR (default: the host's Debian mirror, else deb.debian.org).
+#
+# For other scripts (scripts/node-images.sh) that build on the same base:
+#   --base-only   make and import podshaper-base:<release> only; print its name on stdout
+#   --base-stamp  print the base's stamp (a hash of its recipe) on stdout; no Docker, no build
 set -euo pipefail
+mode=all
+case ${1:-} in
+  "") ;;
+  --base-only) mode=base ;;
+  --base-stamp) mode=stamp ;;
+  *) echo "usage: $0 [--base-only | --base-stamp]" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 say() { echo "images: $*" >&2; }
 die() { say "$*"; exit 1; }
 now() { date +%s; }
-
-docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed)"
 
 version=$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 tag=${PODSHAPER_IMAGE_TAG:-$version}
@@ -30,7 +39,6 @@ else
 fi
 arch=$(dpkg --print-architecture 2>/dev/null || echo amd64)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/podshaper/images
-mkdir -p "$cache"
 log=$cache/build.log
 sudo_cmd=()
 [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
@@ -59,6 +67,13 @@ base=podshaper-base:$release
 base_recipe=2 # bump when make_base_tar below changes what goes into the tarball
 base_stamp=$(printf '%s\n' "$release" "$arch" "$mirror" "$base_recipe" | sha256sum | cut -c1-16)
 base_tar=$cache/debian-$release-$arch-minbase-$base_stamp.tar
+if [[ $mode == stamp ]]; then
+  echo "$base_stamp"
+  exit 0
+fi
+
+docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed)"
+mkdir -p "$cache"
 
 # debootstrap --variant=minbase into a scratch folder, point its apt at the host's
 # sources, tar it into the cache.
@@ -123,6 +138,10 @@ if [[ $(image_label "$base" io.podshaper.base-stamp) != "$base_stamp" ]]; then
     --change "LABEL io.podshaper.base-stamp=$base_stamp io.podshaper.images=1" \
     "$base_tar" "$base" >/dev/null
   say "imported $base in $(($(now) - t)) s"
+fi
+if [[ $mode == base ]]; then
+  echo "$base"
+  exit 0
 fi
 
 # The build context: src/ (the root CMakeLists.txt and every directory it adds, but

@@ -15,7 +15,7 @@ echo
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$bin" review --config "$config" --output pod < "$review" > "$tmp/shaped.json" 2> "$tmp/warnings"
 python3 - "$review" "$tmp/shaped.json" <<'PY' 
-import json, sys
+import json, re, sys
 before = json.load(open(sys.argv[1]))["request"]["object"]
 after = json.load(open(sys.argv[2]))
 a = after["metadata"]["annotations"]
@@ -35,12 +35,16 @@ for b, c in zip(before["spec"]["containers"], after["spec"]["containers"]):
     print(f"  capabilities:  add {caps}")
     print(f"  mounts:        {[m['mountPath'] for m in c.get('volumeMounts', [])]}")
     print(f"  PET_NPROC_PER_NODE={env.get('PET_NPROC_PER_NODE')}")
-    print(f"  memlock:       NRI annotation ulimits.noderesource.dev/container.{c['name']} = RLIMIT_MEMLOCK unlimited")
+    key = f"ulimits.noderesource.dev/container.{c['name']}"
+    soft = re.search(r"soft: (\d+)", a.get(key, ""))
+    memlock = "unlimited" if soft and soft[1] == "18446744073709551615" else (soft[1] + " bytes" if soft else "runtime default")
+    print(f"  memlock:       NRI annotation {key} = RLIMIT_MEMLOCK {memlock}")
 print(f"hostIPC:         {after['spec'].get('hostIPC', False)}")
 aff = after["spec"].get("affinity", {})
 terms = aff.get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
 for t in terms:
-    print("node affinity:   " + ", ".join(f"{e['key']}={e['values'][0]}" for e in t.get("matchExpressions", [])))
+    print("node affinity:   " + ", ".join(f"{e['key']}{'=' if e['operator'] == 'In' else ' > '}{e['values'][0]}"
+                                         for e in t.get("matchExpressions", [])))
 for t in aff.get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", []):
     print(f"pod anti-affinity: one podshaper.io/placement=node-exclusive pod per {t['topologyKey']}")
 print(f"shaped-by:       {a['podshaper.io/shaped-by']}")

@@ -100,6 +100,9 @@ check "agent: not delete them" cannot podshaper-agent delete gputopologyreports.
 check "agent: not their status" cannot podshaper-agent patch gputopologyreports.podshaper.io --subresource=status
 check "agent: no Secrets anywhere" cannot podshaper-agent get secrets --all-namespaces
 check "agent: not label Nodes" cannot podshaper-agent patch nodes
+check "agent: get Pods in its namespace (its memlock-probe's status)" can podshaper-agent get pods -n $ns
+check "agent: not list them" cannot podshaper-agent list pods -n $ns
+check "agent: no Pods elsewhere" cannot podshaper-agent get pods -n default
 
 # A kubeconfig for a ServiceAccount token: token_kubeconfig FILE TOKEN
 token_kubeconfig() {

@@ -89,5 +89,25 @@ else
   fail "$image: podshaper-agent probe failed: $out $(cat "$err")"
 fi
 
+# memlock-probe as the DaemonSet runs it: the limit it got (docker's --ulimit stands in for
+# the NRI annotation) in the directory it shares with the agent, then SIGTERM ends it with 0.
+shared=$(mktemp -d)
+chmod 777 "$shared"
+trap 'rm -f "$err"; rm -rf "$shared"' EXIT
+cid=$(docker run -d --read-only --user 65532:65532 --cap-drop ALL --security-opt no-new-privileges --network none \
+  --ulimit memlock=4194304:4194304 -v "$shared:/run/podshaper-memlock" "$image" \
+  memlock-probe --output /run/podshaper-memlock/limits)
+for _ in $(seq 100); do [[ -s $shared/limits ]] && break; sleep 0.1; done
+got=$(cat "$shared/limits" 2>/dev/null || true)
+if [[ $got == '{"hard":4194304,"soft":4194304}' ]]; then
+  pass "$image: podshaper-agent memlock-probe writes the RLIMIT_MEMLOCK it got ($got)"
+else
+  fail "$image: podshaper-agent memlock-probe wrote \"$got\": $(docker logs "$cid" 2>&1)"
+fi
+docker stop -t 5 "$cid" >/dev/null
+code=$(docker inspect -f '{{.State.ExitCode}}' "$cid")
+docker rm "$cid" >/dev/null
+[[ $code == 0 ]] && pass "$image: memlock-probe exits 0 on SIGTERM" || fail "$image: memlock-probe exited $code on SIGTERM"
+
 echo "images_test: $failures failure(s) in $(($(date +%s) - start)) s"
 ((failures == 0))

@@ -184,6 +184,29 @@ objects "$tmp/helm-issuer.yaml" >"$tmp/issuer-objects"
 check "certManager.issuerRef: no self-signed Issuer, the Certificate uses it" bash -c \
   "! grep -q '^Issuer ' '$tmp/issuer-objects' && grep -q 'name: corp-ca' '$tmp/helm-issuer.yaml'"
 
+# --- memlock: one value for the webhook's config, the agent's memlock-probe and the default policy.
+"$helm" template podshaper "$chart" --set memlock=4Mi >"$tmp/helm-memlock.yaml"
+check "memlock=4Mi: the webhook asks 4Mi, the probe's annotation 4194304 bytes, the agent reports it" \
+  python3 - "$tmp/helm-memlock.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+get = lambda kind, name: next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+assert yaml.safe_load(get("ConfigMap", "podshaper-webhook-config")["data"]["config.yaml"])["memlock"] == "4Mi"
+pod = get("DaemonSet", "podshaper-agent")["spec"]["template"]
+ulimits = yaml.safe_load(pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.memlock-probe"])
+assert ulimits == [{"type": "RLIMIT_MEMLOCK", "soft": 4194304, "hard": 4194304}], ulimits
+args = pod["spec"]["containers"][0]["args"]
+assert args[args.index("--memlock-requested") + 1] == "4Mi", args
+assert get("TopologyPolicy", "default")["spec"]["requirements"]["requireMemlockUnlimited"] is False
+EOF
+"$helm" template podshaper "$chart" -f - >"$tmp/helm-memlock-number.yaml" <<<'memlock: 68719476736'
+check "memlock as a number in a values file: written whole" bash -c \
+  "grep -q 'soft: 68719476736' '$tmp/helm-memlock-number.yaml' && grep -q '^    memlock: 68719476736' '$tmp/helm-memlock-number.yaml'"
+"$helm" template podshaper "$chart" --set memlock=64Gi --set 'webhook.configText=partialNode: warn' >"$tmp/helm-memlock-text.yaml"
+check "with webhook.configText, memlock is added to it" bash -c \
+  "grep -q '^    partialNode: warn' '$tmp/helm-memlock-text.yaml' && grep -q '^    memlock: 64Gi' '$tmp/helm-memlock-text.yaml' &&
+   grep -q 'soft: 68719476736' '$tmp/helm-memlock-text.yaml'"
+
 # --- Values that would break the install fail the render, naming the value.
 refuses() {  # refuses "what" "message" HELM-ARGS...
   local what=$1 msg=$2; shift 2
@@ -197,4 +220,9 @@ refuses "timeoutSeconds 31" "webhook.timeoutSeconds: 31: expected whole seconds 
 refuses "timeoutSeconds 0" "webhook.timeoutSeconds: 0" --set webhook.timeoutSeconds=0
 refuses "a certificates.mode" 'certificates.mode: "vault": expected operator or cert-manager' --set certificates.mode=vault
 refuses "a failurePolicy" 'webhook.failurePolicy: "fail": expected Fail or Ignore' --set webhook.failurePolicy=fail
+refuses "a memlock that is no quantity" 'memlock: "lots": expected unlimited or a whole quantity of bytes' --set memlock=lots
+refuses "a fractional memlock" 'memlock: "1.5Gi": expected unlimited or a whole quantity of bytes' --set memlock=1.5Gi
+refuses "a zero memlock" 'memlock: "0": a locked-memory limit is at least 1 byte' --set memlock=0
+refuses "memlock in webhook.config" 'webhook.config.memlock: set the top-level value memlock instead' --set webhook.config.memlock=4Mi
+refuses "memlock in webhook.configText" 'webhook.configText: leave memlock out' --set 'webhook.configText=memlock: 4Mi'
 finish

@@ -6,6 +6,7 @@
 {{- else if .Values.webhook.config }}
 {{ toYaml .Values.webhook.config }}
 {{- end }}
+memlock: {{ include "podshaper.memlock" . }}
 {{- end -}}
 
 {{/* podshaper-operator's config.yaml (docs/operator.md). */}}

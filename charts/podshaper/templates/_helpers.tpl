@@ -54,6 +54,38 @@ tolerations:
 {{- if or (kindIs "float64" .) (kindIs "int64" .) (kindIs "int" .) }}true{{ end -}}
 {{- end -}}
 
+{{/* The memlock value as text: unlimited, or the quantity as given ("4Mi"; a number
+     from a values file is a float64, written back whole). */}}
+{{- define "podshaper.memlock" -}}
+{{- $m := .Values.memlock -}}
+{{- if include "podshaper.isNumber" $m }}{{ int64 $m }}{{ else }}{{ toString $m }}{{ end -}}
+{{- end -}}
+
+{{/* RLIMIT_MEMLOCK for the NRI ulimit annotation: 18446744073709551615 (unlimited), or
+     the quantity in bytes. The webhook reads any Kubernetes quantity; here a whole
+     number with an optional suffix (Ki Mi Gi Ti Pi Ei, k M G T P E). */}}
+{{- define "podshaper.memlockRlimit" -}}
+{{- $m := include "podshaper.memlock" . -}}
+{{- if eq $m "unlimited" -}}
+18446744073709551615
+{{- else -}}
+{{- $parts := regexFindAll "^([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$" $m 1 -}}
+{{- if not $parts }}
+{{- fail (printf "memlock: %q: expected unlimited or a whole quantity of bytes such as 4Mi or 64Gi" $m) }}
+{{- end }}
+{{- $digits := regexReplaceAll "[^0-9].*$" $m "" -}}
+{{- $suffix := trimPrefix $digits $m -}}
+{{- $scale := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "P" 1000000000000000 "E" 1000000000000000000) $suffix -}}
+{{- if gt (mulf (float64 $digits) (float64 $scale)) 9.2e18 }}
+{{- fail (printf "memlock: %q: more than a 64-bit count of bytes; use unlimited" $m) }}
+{{- end }}
+{{- if eq (int64 $digits) 0 }}
+{{- fail (printf "memlock: %q: a locked-memory limit is at least 1 byte" $m) }}
+{{- end }}
+{{- mul (int64 $digits) $scale -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Values that would install a broken podshaper fail the render, naming the value. */}}
 {{- define "podshaper.validate" -}}
 {{- if not (has .Values.certificates.mode (list "operator" "cert-manager")) }}
@@ -72,6 +104,13 @@ tolerations:
 {{- fail (printf "%s.replicas: %v: expected a whole number" $c $r) }}
 {{- end }}
 {{- end }}
+{{- if hasKey (.Values.webhook.config | default dict) "memlock" }}
+{{- fail "webhook.config.memlock: set the top-level value memlock instead: it feeds the agent's memlock-probe too" }}
+{{- end }}
+{{- if regexMatch "(?m)^memlock:" (.Values.webhook.configText | default "") }}
+{{- fail "webhook.configText: leave memlock out and set the top-level value memlock: it feeds the agent's memlock-probe too" }}
+{{- end }}
+{{- $_ := include "podshaper.memlockRlimit" . }}
 {{- range $k := list "interval" "heartbeat" }}
 {{- $v := index $.Values.agent $k }}
 {{- if or (not (include "podshaper.isNumber" $v)) (lt (float64 $v) 1.0) }}

@@ -17,6 +17,7 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_EQ(c->partialNode, PartialNodePolicy::kDeny);
   EXPECT_EQ(c->podSecurity, PodSecurityPolicy::kDeny);
   EXPECT_FALSE(c->nodeMemory.has_value());
+  EXPECT_EQ(c->memlock, MemlockLimit{});  // unlimited
 }
 
 TEST(Config, ReadsEveryKey) {
@@ -32,6 +33,7 @@ limits:
   maxShmPercentOfNodeMemory: 25
 partialNode: expand
 podSecurity: warn
+memlock: 4Mi
 )");
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->workers, 8u);
@@ -43,6 +45,9 @@ podSecurity: warn
   EXPECT_EQ(c->maxShmPercentOfNodeMemory, 25u);
   EXPECT_EQ(c->partialNode, PartialNodePolicy::kExpand);
   EXPECT_EQ(c->podSecurity, PodSecurityPolicy::kWarn);
+  EXPECT_EQ(c->memlock.bytes, 4194304u);
+  EXPECT_EQ(parseConfig("memlock: unlimited\n")->memlock, MemlockLimit{});
+  EXPECT_EQ(parseConfig("memlock: 64Gi\n")->memlock.bytes, 64ULL << 30);
 }
 
 TEST(Config, HashChangesWithSettings) {
@@ -51,6 +56,10 @@ TEST(Config, HashChangesWithSettings) {
   EXPECT_EQ(a.hash().size(), 16u);
   b.headroomPercent = 21;
   EXPECT_NE(a.hash(), b.hash());
+  Config c;
+  c.memlock = MemlockLimit{4194304};
+  EXPECT_NE(a.hash(), c.hash());
+  EXPECT_EQ(c.hash(), parseConfig("memlock: 4Mi\n")->hash());
 }
 
 struct BadConfig {
@@ -79,6 +88,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"limits:\n  maxShmPercentOfNodeMemory: 101\n", "out of range 1..100"},
         BadConfig{"partialNode: maybe\n", "partialNode: \"maybe\" is not one of deny, warn, expand"},
         BadConfig{"podSecurity: allow\n", "podSecurity: \"allow\" is not one of deny, warn"},
+        BadConfig{"memlock: infinity\n", "memlock: \"infinity\" is neither unlimited nor a quantity of bytes"},
+        BadConfig{"memlock: -1\n", "memlock: \"-1\" is neither unlimited nor a quantity of bytes"},
+        BadConfig{"memlock: 0\n", "memlock: \"0\" is zero"},
+        BadConfig{"memlock: [4Mi]\n", "memlock: expected a single value"},
         BadConfig{"defaults: 3\n", "defaults: expected a mapping"},
         BadConfig{"- a\n- b\n", "(top level): expected a mapping"},
         BadConfig{"defaults: {workers: 4\n", "not valid YAML"},

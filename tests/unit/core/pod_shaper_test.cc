@@ -226,6 +226,121 @@ TEST(PodShaper, NodeAffinityIsAddedToEveryExistingTerm) {
   EXPECT_EQ(terms[1]["matchFields"].size(), 1u);
 }
 
+TEST(PodShaper, AMemlockQuantityIsAskedAndNodesGrantingItAdmitted) {
+  Config config;
+  config.memlock = MemlockLimit{4 << 20};
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto out = shapeWith(TrainingPod(), cluster, config);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"],
+            "- type: RLIMIT_MEMLOCK\n  soft: 4194304\n  hard: 4194304\n");
+  // A node with unlimited memlock, or with at least 4 MiB: one term each (terms are ORed).
+  const json& terms = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  EXPECT_EQ(terms, json::parse(R"([
+    {"matchExpressions":[{"key":"podshaper.io/topology-validated","operator":"In","values":["true"]},
+                         {"key":"podshaper.io/memlock","operator":"In","values":["unlimited"]},
+                         {"key":"podshaper.io/gpu-count","operator":"In","values":["8"]}]},
+    {"matchExpressions":[{"key":"podshaper.io/topology-validated","operator":"In","values":["true"]},
+                         {"key":"podshaper.io/memlock","operator":"Gt","values":["4194303"]},
+                         {"key":"podshaper.io/gpu-count","operator":"In","values":["8"]}]}])"));
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shaped-by"],
+            "podshaper-webhook/dev config=" + config.hash());
+}
+
+TEST(PodShaper, AMemlockQuantityDoublesEveryExistingTerm) {
+  TrainingPod pod;
+  pod.at("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
+         json::parse(R"([{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]},
+                         {"matchExpressions":[{"key":"zone","operator":"In","values":["b"]}]}])"));
+  Config config;
+  config.memlock = MemlockLimit{64ULL << 30};
+  auto out = shapeNoCluster(pod, config);
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& terms = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 4u);
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"a", "In"}, {"a", "Gt"}, {"b", "In"}, {"b", "Gt"}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const json& exprs = terms[i]["matchExpressions"];
+    ASSERT_EQ(exprs.size(), 4u) << terms[i];
+    EXPECT_EQ(exprs[0]["values"][0], want[i].first);
+    EXPECT_EQ(exprs[2]["key"], "podshaper.io/memlock");
+    EXPECT_EQ(exprs[2]["operator"], want[i].second);
+  }
+  EXPECT_EQ(terms[1]["matchExpressions"][2]["values"], json({"68719476735"}));
+}
+
+TEST(PodShaper, NodesThatDoNotGrantTheMemlockAreNotTargets) {
+  // The 8-GPU node grants only 64 KiB: for unlimited memlock, the cluster's nodes have 4 GPUs.
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("h100", 8), gpuNode("l40s", 4, "partial")};
+  cluster.nodes[0].labels["podshaper.io/memlock"] = "65536";
+  auto out = shapeWith(TrainingPod(), cluster);
+  EXPECT_FALSE(out.allowed);
+  EXPECT_NE(out.message.find("nodes of its class have 4 (from the cluster's validated nodes)"), std::string::npos)
+      << out.message;
+  // Asked for 64 KiB or less, it is a target.
+  Config small;
+  small.memlock = MemlockLimit{65536};
+  auto granted = shapeWith(TrainingPod(), cluster, small);
+  EXPECT_TRUE(granted.allowed) << granted.message;
+  cluster.nodes[0].labels["podshaper.io/memlock"] = "not-granted";
+  EXPECT_FALSE(shapeWith(TrainingPod(), cluster, small).allowed);
+}
+
+TEST(PodShaper, NonRootGpuContainersAreWarnedThatIpcLockDoesNotHelp) {
+  auto runsAs = [](const ShapeOutcome& out) {
+    for (const auto& w : out.warnings) {
+      if (w.find("IPC_LOCK is not effective") != std::string::npos) return w;
+    }
+    return std::string();
+  };
+  // The container's own user.
+  auto user = shapeNoCluster(TrainingPod().at("/spec/containers/0/securityContext/runAsUser", 1000));
+  ASSERT_TRUE(user.allowed) << user.message;
+  EXPECT_EQ(user.pod["spec"]["containers"][0]["securityContext"]["capabilities"]["add"], json({"IPC_LOCK"}));
+  EXPECT_EQ(runsAs(user),
+            "podshaper: container \"trainer\" runs as user 1000: IPC_LOCK is not effective for a non-root process, "
+            "so the memory it can lock rests on RLIMIT_MEMLOCK from the NRI annotation "
+            "ulimits.noderesource.dev/container.trainer (unlimited), which the node must grant (node label "
+            "podshaper.io/memlock)");
+  // The pod's, with the limit asked in the config.
+  Config config;
+  config.memlock = MemlockLimit{4 << 20};
+  auto pod = shapeNoCluster(TrainingPod().at("/spec/securityContext/runAsUser", 65532), config);
+  EXPECT_NE(runsAs(pod).find("runs as user 65532"), std::string::npos) << runsAs(pod);
+  EXPECT_NE(runsAs(pod).find("(4Mi)"), std::string::npos) << runsAs(pod);
+  // runAsNonRoot alone: the image's user is unknown.
+  auto maybe = shapeNoCluster(TrainingPod().at("/spec/securityContext/runAsNonRoot", true));
+  EXPECT_NE(runsAs(maybe).find("sets runAsNonRoot without runAsUser, so it may run as a non-root user"),
+            std::string::npos) << runsAs(maybe);
+  EXPECT_NE(runsAs(maybe).find("may rest on RLIMIT_MEMLOCK"), std::string::npos) << runsAs(maybe);
+  // A memlock of the user's own.
+  auto own = shapeNoCluster(TrainingPod()
+                                .at("/spec/containers/0/securityContext/runAsUser", 1000)
+                                .annotate("ulimits.noderesource.dev/container.trainer",
+                                          "- type: memlock\n  soft: 1024\n  hard: 1024\n"));
+  EXPECT_NE(runsAs(own).find("from the pod's own ulimit annotation"), std::string::npos) << runsAs(own);
+  // Root: the container's runAsUser 0 wins over the pod's; and a pod that says nothing.
+  EXPECT_EQ(runsAs(shapeNoCluster(TrainingPod()
+                                      .at("/spec/securityContext/runAsUser", 1000)
+                                      .at("/spec/containers/0/securityContext/runAsUser", 0))),
+            "");
+  EXPECT_EQ(runsAs(shapeNoCluster(TrainingPod()
+                                      .at("/spec/securityContext/runAsNonRoot", true)
+                                      .at("/spec/containers/0/securityContext/runAsNonRoot", false))),
+            "");
+  EXPECT_EQ(runsAs(shapeNoCluster(TrainingPod())), "");
+  // Without IPC_LOCK (podSecurity: warn in a baseline namespace) there is nothing to warn about.
+  ClusterView cluster;
+  cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "baseline"}};
+  Config warn;
+  warn.podSecurity = PodSecurityPolicy::kWarn;
+  EXPECT_EQ(runsAs(shapeWith(TrainingPod().at("/spec/containers/0/securityContext/runAsUser", 1000), cluster, warn)),
+            "");
+}
+
 TEST(PodShaper, SharedPlacementHasNoAntiAffinityNorGpuCount) {
   auto out = shapeNoCluster(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"));
   ASSERT_TRUE(out.allowed) << out.message;

@@ -136,7 +136,7 @@ TEST(Robustness, UlimitListsOfEveryYamlStyleGetMemlock) {
            {"[]", memlock},
            {"  - type: nofile\n    soft: 1\n    hard: 1\n", "- type: nofile\n  soft: 1\n  hard: 1\n" + memlock},
            {"- type: nofile\n  soft: 1\n  hard: 1\n...\n", "- type: nofile\n  soft: 1\n  hard: 1\n" + memlock}}) {
-    auto out = memlockAnnotation(json{{key, c.own}}, "trainer");
+    auto out = memlockAnnotation(json{{key, c.own}}, "trainer", MemlockLimit{});
     ASSERT_TRUE(out.set.has_value()) << c.own;
     EXPECT_EQ(out.set->first, key);
     EXPECT_EQ(out.set->second, c.extended) << c.own;
@@ -145,7 +145,7 @@ TEST(Robustness, UlimitListsOfEveryYamlStyleGetMemlock) {
   // yaml-cpp reads a NUL in a scalar as a lone 0x85 byte: written out again, the
   // annotation was not UTF-8 and admit() threw from the JSON Patch's dump().
   using namespace std::string_literals;
-  auto nul = memlockAnnotation(json{{key, "[{type\0N: nofile, soft: 1, hard: 1}]"s}}, "trainer");
+  auto nul = memlockAnnotation(json{{key, "[{type\0N: nofile, soft: 1, hard: 1}]"s}}, "trainer", MemlockLimit{});
   EXPECT_FALSE(nul.set.has_value()) << nul.set->second;
   ASSERT_TRUE(nul.warning.has_value());
   EXPECT_NE(nul.warning->find("could not be extended with memlock; left as it is"), std::string::npos) << *nul.warning;

@@ -144,5 +144,46 @@ TEST(Topology, BadCapturesAreClearErrors) {
   }
 }
 
+TEST(Topology, TheMemlockProbeRoundTripsAndIsOptional) {
+  Topology t;
+  t.host.memlockBytes = 8ULL << 20;
+  EXPECT_FALSE(toJson(t)["host"].contains("memlockProbe"));
+  EXPECT_FALSE(topologyFromJson(toJson(t))->host.memlockProbe);
+  t.host.memlockProbe = MemlockProbe{MemlockLimit{}, false, "error setting rlimit type 8: operation not permitted"};
+  auto j = toJson(t);
+  EXPECT_EQ(j["host"]["memlockProbe"], nlohmann::json::parse(R"({"requested":"unlimited","granted":false,
+            "message":"error setting rlimit type 8: operation not permitted"})"));
+  auto back = topologyFromJson(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->host.memlockProbe, t.host.memlockProbe);
+  t.host.memlockProbe = MemlockProbe{MemlockLimit{4194304}, true, ""};
+  EXPECT_EQ(toJson(t)["host"]["memlockProbe"]["requested"], "4194304");
+  EXPECT_EQ(topologyFromJson(toJson(t))->host.memlockProbe, t.host.memlockProbe);
+}
+
+TEST(Topology, ABadMemlockProbeNamesTheField) {
+  struct Case {
+    const char* probe;
+    const char* error;
+  };
+  for (const auto& c : std::vector<Case>{
+           {R"("yes")", "spec.host.memlockProbe: expected an object"},
+           {R"({"granted": true})", "spec.host.memlockProbe.requested: \"\" is neither unlimited"},
+           {R"({"requested": "4Mi", "granted": true})", ""},
+           {R"({"requested": "lots", "granted": true})", "spec.host.memlockProbe.requested: \"lots\""},
+           {R"({"requested": "unlimited"})", "spec.host.memlockProbe.granted: expected true or false"},
+           {R"({"requested": "unlimited", "granted": "no"})", "spec.host.memlockProbe.granted"}}) {
+    nlohmann::json spec = toJson(Topology{});
+    spec["host"]["memlockProbe"] = nlohmann::json::parse(c.probe);
+    auto t = topologyFromJson(spec);
+    if (std::string(c.error).empty()) {
+      EXPECT_TRUE(t) << c.probe;
+      continue;
+    }
+    ASSERT_FALSE(t) << c.probe;
+    EXPECT_NE(t.error().message.find(c.error), std::string::npos) << t.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace podshaper

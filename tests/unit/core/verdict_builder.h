@@ -67,6 +67,10 @@ class TopologyBuilder {
     t_.host.memlockBytes = bytes;
     return *this;
   }
+  TopologyBuilder& memlockProbe(MemlockLimit requested, bool granted, std::string message = "") {
+    t_.host.memlockProbe = MemlockProbe{requested, granted, std::move(message)};
+    return *this;
+  }
   json spec(long long observedAt = kNow - 30) const { return reportSpec(t_, formatTime(observedAt)); }
 
  private:

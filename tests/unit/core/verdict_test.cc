@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/report_status.h"
 #include "tests/unit/core/verdict_builder.h"
 
 namespace podshaper {
@@ -128,6 +129,97 @@ TEST(Verdict, EachRequirementFailsWithItsReason) {
     EXPECT_EQ(validated->reason, c.reason) << c.what << ": " << validated->message;
     EXPECT_NE(validated->message.find(c.words), std::string::npos) << c.what << ": " << validated->message;
   }
+}
+
+// What `kubectl describe gtr` says of a node whose runtime could not start the
+// agent's memlock-probe: the report as the agent writes it, in.
+TEST(Verdict, AMemlockNotGrantedIsSaidInPlainWordsAndKeepsPodsOff) {
+  const json spec = json::parse(R"({
+    "observedAt": "2026-11-21T23:59:30Z",
+    "gpus": [{"index": 0, "uuid": "GPU-0", "name": "NVIDIA H100 80GB HBM3", "pciBusId": "00000000:18:00.0",
+              "memoryBytes": 85520809984, "numaNode": 0, "cpuAffinity": "0-15"}],
+    "pairs": [],
+    "host": {"memoryBytes": 270000000000, "memlockBytes": 8388608,
+             "memlockProbe": {"requested": "unlimited", "granted": false,
+               "message": "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error setting rlimit type 8: operation not permitted"},
+             "modules": {"nvidia_fs": false, "nvidia_peermem": false}, "driverVersion": "580.159.04", "cudaVersion": "13.0"}
+  })");
+  NodeFacts node = gpuNode(1);
+  // Even a policy that asks nothing of memlock: shaped pods could not start here.
+  Policy lax{.name = "lax"};
+  Verdict v = judge(spec, &node, {lax}, kNow);
+  EXPECT_FALSE(v.validated);
+  EXPECT_EQ(v.memlock, "not-granted");
+  EXPECT_EQ(nodeLabels(v)["podshaper.io/memlock"], "not-granted");
+  EXPECT_EQ(nodeLabels(v)["podshaper.io/topology-validated"], "false");
+  const Condition* memlock = v.condition("MemlockUnlimited");
+  EXPECT_EQ(memlock->status, "False");
+  EXPECT_EQ(memlock->reason, "MemlockNotGranted");
+  EXPECT_EQ(memlock->message,
+            "The container runtime on this node could not start a container with RLIMIT_MEMLOCK=unlimited (the "
+            "agent's memlock-probe container, which asks for what the webhook gives training pods): \"failed to "
+            "create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: "
+            "unable to start container process: error during container init: error setting rlimit type 8: operation "
+            "not permitted\". Pods shaped by podshaper ask for the same limit, so they would never start here; they "
+            "are kept off this node (label podshaper.io/memlock=not-granted). To fix it, run a container runtime "
+            "that may raise the limit (containerd or CRI-O with the NRI ulimit-adjuster plugin and CAP_SYS_RESOURCE, "
+            "or a higher LimitMEMLOCK in its systemd unit), or set the webhook's memlock (and the agent's "
+            "memlock-probe with it) to what this node can grant.");
+  const Condition* validated = v.condition("Validated");
+  EXPECT_EQ(validated->reason, "MemlockNotGranted");
+  EXPECT_EQ(validated->message,
+            "The node does not meet TopologyPolicy lax: the container runtime could not start a container with "
+            "RLIMIT_MEMLOCK=unlimited, so pods shaped by podshaper would never start here. Node-exclusive training "
+            "pods are not placed here until this is fixed.");
+
+  // The status the operator writes, and its Warnings.
+  json status = reportStatus(v, nullptr, 1, kNow);
+  EXPECT_EQ(status["memlock"], "not-granted");
+  auto kinds = [](const std::vector<EventSpec>& events) {
+    std::vector<std::string> out;
+    for (const auto& e : events) out.push_back(e.type + " " + e.reason);
+    return out;
+  };
+  EXPECT_EQ(kinds(transitionEvents(nullptr, v)),
+            (std::vector<std::string>{"Warning TopologyNotValidated", "Warning MemlockNotGranted"}));
+  // Fixed: the probe started and got what it asked.
+  json fixed = spec;
+  fixed["host"]["memlockProbe"] = {{"requested", "unlimited"}, {"granted", true}, {"message", ""}};
+  fixed["host"]["memlockBytes"] = nullptr;
+  Verdict good = judge(fixed, &node, {lax}, kNow);
+  EXPECT_TRUE(good.validated);
+  EXPECT_EQ(good.memlock, "unlimited");
+  EXPECT_EQ(kinds(transitionEvents(status, good)),
+            (std::vector<std::string>{"Normal TopologyValidated", "Normal Unlimited"}));
+}
+
+TEST(Verdict, AMemlockQuantityAskedNamesIt) {
+  NodeFacts node = gpuNode(2);
+  Verdict v = judge(TopologyBuilder(2).memlockProbe(MemlockLimit{64ULL << 30}, false, "").spec(), &node, {}, kNow);
+  EXPECT_NE(v.condition("MemlockUnlimited")->message.find("RLIMIT_MEMLOCK=64 GiB (the agent's"), std::string::npos)
+      << v.condition("MemlockUnlimited")->message;
+  EXPECT_NE(v.condition("MemlockUnlimited")->message.find(": it gave no reason."), std::string::npos)
+      << v.condition("MemlockUnlimited")->message;
+}
+
+TEST(Verdict, AGrantedLimitIsTheLabelInBytes) {
+  NodeFacts node = gpuNode(2);
+  json spec = TopologyBuilder(2).memlock(4 << 20).memlockProbe(MemlockLimit{4 << 20}, true).spec();
+  // The webhook asks for 4Mi; the policy leaves memlock to its node affinity.
+  Policy p = defaultPolicy();
+  p.requirements.requireMemlockUnlimited = false;
+  Verdict v = judge(spec, &node, {p}, kNow);
+  EXPECT_TRUE(v.validated) << v.condition("Validated")->message;
+  EXPECT_EQ(v.memlock, "4194304");
+  EXPECT_EQ(nodeLabels(v)["podshaper.io/memlock"], "4194304");
+  EXPECT_EQ(v.condition("MemlockUnlimited")->status, "False");
+  EXPECT_EQ(v.condition("MemlockUnlimited")->reason, "MemlockLimited");
+  // A policy that requires unlimited: today's words.
+  Verdict strict = judge(spec, &node, {defaultPolicy()}, kNow);
+  EXPECT_FALSE(strict.validated);
+  EXPECT_EQ(strict.condition("Validated")->reason, "MemlockLimited");
+  EXPECT_NE(strict.condition("Validated")->message.find("containers may lock only 4 MiB of memory, not unlimited"),
+            std::string::npos);
 }
 
 TEST(Verdict, AllFailuresAreListedTheFirstGivesTheReason) {

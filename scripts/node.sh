@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# A real Kubernetes node for podshaper's demo and end-to-end tests, joined to the control
+# plane of scripts/cluster.sh: kubelet (built with the control plane), containerd with NRI
+# (scripts/node-build.sh), Debian's runc and CNI plugins (bridge + host-local on a bridge
+# and subnet of its own), the NRI ulimit plugin and a test GPU device plugin fed by a
+# topology capture (tests/node: both stand in for what a real GPU node runs), and the test
+# images (scripts/node-images.sh) imported into containerd. Shaped pods run here.
+#
+#   scripts/node.sh up       start (idempotent: does nothing while up)
+#   scripts/node.sh down     stop, and leave nothing behind: processes, mounts, cgroups,
+#                            the bridge, pod network namespaces; the sysctls kubelet
+#                            changed are restored, and the Node object is deleted
+#   scripts/node.sh status
+#   scripts/node.sh report [MEMLOCK]
+#                            what the node's podshaper-agent does (until it runs as a
+#                            DaemonSet pod here): a memlock probe pod asks RLIMIT_MEMLOCK
+#                            MEMLOCK (unlimited or a quantity; default 4Mi, what this machine
+#                            can grant) through NRI, and the agent (fixture backend: the
+#                            capture below) writes the node's GPUTopologyReport with it
+#
+# Everything lives in $PODSHAPER_CLUSTER_DIR/node/ (cluster.sh's dir), but for kubelet's
+# device-plugin socket, whose directory is fixed (/var/lib/kubelet/device-plugins): one
+# real node per machine at a time (/run/podshaper-node.lock says whose). The bridge, subnet
+# and cgroup root are derived from the dir. What these machines do not allow, and how the
+# node lives with it:
+#  - no process has CAP_SYS_RESOURCE: containerd runs with restrict_oom_score_adj (kubelet
+#    asks -998 for sandboxes, which runc could not set) and containers cannot be given an
+#    RLIMIT_MEMLOCK above the 8 MiB hard limit every process here has;
+#  - cgroup v1 only (cgroupfs driver);
+#  - traffic goes to loopback or to addresses the test made: the node's IP is the gateway
+#    address of its own bridge, the pods' IPs are on that bridge, nothing is masqueraded.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
+node_dir=$dir/node
+kubeconfig=$dir/kubeconfig
+cpbin=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
+nodebin=${PODSHAPER_NODE_BIN:-$root/build/node}
+node_name=${PODSHAPER_NODE_NAME:-real-h200x4-0}
+# A 4×H200 (NVSwitch) host this project captured on a GPU machine (docs/hardware): the
+# device plugin advertises its GPUs, and the agent reports its topology.
+node_fixture=${PODSHAPER_NODE_FIXTURE:-$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt}
+cni_bin=/usr/lib/cni
+runc=/usr/sbin/runc
+
+# Names and addresses of this cluster's node, from its directory.
+id=$(printf '%s' "$(cd "$dir" 2>/dev/null && pwd || echo "$dir")" | sha256sum | cut -c1-6)
+bridge=psn$id
+octet=$((16#$id % 200 + 20))
+subnet=10.213.$octet.0/24
+node_ip=10.213.$octet.1
+cgroup_root=/podshaper-node-$id
+# kubelet's, not configurable (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath)
+device_plugins=/var/lib/kubelet/device-plugins
+lock=/run/podshaper-node.lock
+
+log() { echo "node: $*" >&2; }
+die() { echo "node: error: $*" >&2; exit 1; }
+kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+ctr_() { "$nodebin/ctr" -a "$node_dir/containerd.sock" -n k8s.io "$@"; }
+
+procs_dir=$node_dir
+stop_grace=10
+source "$root/scripts/procs.sh"  # free_ports, running, start, wait_for, stop_one, statuses
+
+# The v1 hierarchies (cpu,cpuacct and its links counted once).
+cgroup_dirs() {
+  local d
+  for d in /sys/fs/cgroup/*/; do
+    d=${d%/}
+    [[ -L $d ]] && continue
+    echo "$d"
+  done
+}
+
+write_configs() {
+  mkdir -p "$node_dir"/{containerd,runc,cni/net.d,cni/ipam,nri/plugins,nri/conf.d,kubelet,pods,logs,pids}
+  cat >"$node_dir/containerd.toml" <<TOML
+version = 3
+root = "$node_dir/containerd/root"
+state = "$node_dir/containerd/state"
+temp = "$node_dir/containerd/tmp"
+[grpc]
+  address = "$node_dir/containerd.sock"
+[ttrpc]
+  address = "$node_dir/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$node_dir/containerd/opt"
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = "podshaper.test/pause:1"
+[plugins."io.containerd.cri.v1.runtime"]
+  # kubelet asks oom_score_adj -998 for sandboxes; lowering it needs CAP_SYS_RESOURCE.
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "$runc"
+        Root = "$node_dir/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$cni_bin"]
+    conf_dir = "$node_dir/cni/net.d"
+    max_conf_num = 1
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = "$node_dir/nri.sock"
+  plugin_path = "$node_dir/nri/plugins"
+  plugin_config_path = "$node_dir/nri/conf.d"
+TOML
+  cat >"$node_dir/cni/net.d/10-podshaper.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "podshaper-node",
+  "plugins": [{
+    "type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+    "ipam": {"type": "host-local", "dataDir": "$node_dir/cni/ipam",
+             "ranges": [[{"subnet": "$subnet", "gateway": "$node_ip"}]]}
+  }]
+}
+JSON
+  cat >"$node_dir/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: $cgroup_root
+failSwapOn: false
+containerRuntimeEndpoint: unix://$node_dir/containerd.sock
+imageServiceEndpoint: unix://$node_dir/containerd.sock
+address: $node_ip
+port: $KUBELET_PORT
+healthzBindAddress: 127.0.0.1
+healthzPort: $KUBELET_HEALTHZ_PORT
+readOnlyPort: 0
+# The API server (client certificate from the cluster's CA) may read logs and exec;
+# nobody else.
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $dir/pki/ca.crt}
+authorization: {mode: Webhook}
+podLogsDir: $node_dir/pods
+volumePluginDir: $node_dir/kubelet/volume-plugins
+makeIPTablesUtilChains: false
+serializeImagePulls: false
+# The test images are imported, never pulled: keep them whatever the disk.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+nodeStatusReportFrequency: 10s
+YAML
+}
+
+# The sysctls kubelet sets (it is not run with protectKernelDefaults), saved once.
+save_sysctls() {
+  local f=$node_dir/sysctl-before.txt
+  [[ -f $f ]] && return
+  sysctl -e vm.overcommit_memory kernel.panic kernel.panic_on_oops >"$f.tmp"
+  mv "$f.tmp" "$f"
+}
+restore_sysctls() {
+  local f=$node_dir/sysctl-before.txt line
+  [[ -f $f ]] || return 0
+  # Another cluster's kubelet still running wants them as it set them.
+  if pgrep -x kubelet >/dev/null; then log "another kubelet runs: sysctls left as they are"; rm -f "$f"; return 0; fi
+  while IFS= read -r line; do sysctl -q -w "${line// /}" >/dev/null || true; done <"$f"
+  rm -f "$f"
+}
+
+up() {
+  if running containerd && running kubelet && running podshaper-test-deviceplugin &&
+     kc get node "$node_name" >/dev/null 2>&1; then
+    log "already up ($node_name)"
+    return 0
+  fi
+  [[ -d $node_dir/pids ]] && down
+  [[ $(id -u) -eq 0 ]] || die "a kubelet needs root"
+  for b in containerd ctr containerd-shim-runc-v2 podshaper-nri-ulimit podshaper-test-deviceplugin; do
+    [[ -x $nodebin/$b ]] || die "$nodebin/$b is missing: run scripts/node-build.sh (make cluster-up does)"
+  done
+  [[ -x $cpbin/kubelet ]] || die "$cpbin/kubelet is missing: run scripts/controlplane-build.sh"
+  [[ -x $runc && -x $cni_bin/bridge && -x $cni_bin/host-local && -x $cni_bin/loopback ]] ||
+    die "runc or the CNI plugins are missing: run scripts/deps.sh (make deps)"
+  [[ -f $dir/env ]] || die "the control plane is not up (scripts/cluster.sh up)"
+  if ip -o route show | grep -q "^${subnet%/*}/" && ! ip link show "$bridge" >/dev/null 2>&1; then
+    die "$subnet is already routed on this machine; set PODSHAPER_CLUSTER_DIR elsewhere"
+  fi
+  if [[ -f $lock && $(cat "$lock") != "$node_dir" ]] && pgrep -f -- "--root-dir $(cat "$lock")/kubelet" >/dev/null; then
+    die "a real node of $(dirname "$(cat "$lock")") runs (kubelet's device-plugin directory is one per machine): stop it first (PODSHAPER_CLUSTER_DIR=$(dirname "$(cat "$lock")") scripts/cluster.sh down)"
+  fi
+  echo "$node_dir" >"$lock"
+  local images t0=$SECONDS
+  images=$(bash "$root/scripts/node-images.sh") || die "scripts/node-images.sh failed"
+
+  local ports
+  ports=$(free_ports 2)
+  read -r KUBELET_PORT KUBELET_HEALTHZ_PORT <<<"$ports"
+  write_configs
+  printf 'NODE_NAME=%s\nNODE_IP=%s\nNODE_BRIDGE=%s\nNODE_CGROUP_ROOT=%s\nKUBELET_PORT=%s\nKUBELET_HEALTHZ_PORT=%s\n' \
+    "$node_name" "$node_ip" "$bridge" "$cgroup_root" "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT" >"$node_dir/env"
+  save_sysctls
+
+  # The bridge exists before kubelet, which takes its gateway address as the node's IP.
+  if ! ip link show "$bridge" >/dev/null 2>&1; then
+    ip link add "$bridge" type bridge
+    ip addr add "$node_ip/24" dev "$bridge"
+  fi
+  ip link set "$bridge" up
+  # kubelet's cgroup root, in every hierarchy; cpuset needs its cpus and mems set first.
+  local d
+  for d in $(cgroup_dirs); do
+    mkdir -p "$d$cgroup_root"
+    if [[ -f $d/cpuset.cpus ]]; then
+      cat "$d/cpuset.cpus" >"$d$cgroup_root/cpuset.cpus"
+      cat "$d/cpuset.mems" >"$d$cgroup_root/cpuset.mems"
+    fi
+  done
+
+  # The NRI plugin, started by containerd (a pre-installed plugin: IDX-NAME).
+  ln -sf "$nodebin/podshaper-nri-ulimit" "$node_dir/nri/plugins/10-podshaper-ulimit"
+  # containerd drops a launched plugin's output: the plugin logs to a file of ours.
+  echo "logFile: $node_dir/logs/nri-ulimit.log" >"$node_dir/nri/conf.d/10-podshaper-ulimit.conf"
+  log "starting containerd (NRI, runc, CNI bridge $bridge, $subnet)"
+  # The v2 shim from build/node first: Debian's containerd 1.6 shim may be on PATH.
+  start containerd env PATH="$nodebin:$PATH" "$nodebin/containerd" --config "$node_dir/containerd.toml"
+  wait_for 30 containerd ctr_ version
+
+  log "importing the test images"
+  local image tar
+  while read -r image tar; do
+    [[ -n $image ]] || continue
+    ctr_ images import --platform linux/amd64 "$tar" >/dev/null 2>>"$node_dir/logs/ctr.log" || die "could not import $tar (log: $node_dir/logs/ctr.log)"
+  done <<<"$images"
+
+  log "starting kubelet ($node_name at $node_ip)"
+  start kubelet "$cpbin/kubelet" --config "$node_dir/kubelet.yaml" --kubeconfig "$kubeconfig" \
+    --root-dir "$node_dir/kubelet" --cert-dir "$node_dir/kubelet/pki" \
+    --hostname-override "$node_name" --node-ip "$node_ip" \
+    --node-labels "nvidia.com/gpu.present=true,nvidia.com/gpu.product=H200,nvidia.com/gpu.count=4,podshaper.io/real-node=true" \
+    --v=1
+  wait_for 60 kubelet curl -sf "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz"
+  start podshaper-test-deviceplugin "$nodebin/podshaper-test-deviceplugin" --fixture "$node_fixture" \
+    --plugin-dir "$device_plugins" --node "$node_name"
+  wait_for 60 kubelet node_has_gpus
+  log "up: $node_name Ready with $(kc get node "$node_name" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') GPUs in $((SECONDS - t0)) s"
+}
+
+node_has_gpus() {
+  [[ $(kc get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}/{.status.allocatable.nvidia\.com/gpu}' 2>/dev/null) == True/[1-9]* ]]
+}
+
+down() {
+  [[ -d $node_dir ]] || { log "not running"; return 0; }
+  # The pods first, through kubelet, while the API server and kubelet still run: kubelet
+  # stops their containers, unmounts their volumes and releases their addresses.
+  if running kubelet && kc get --raw /readyz >/dev/null 2>&1; then
+    kc delete pods --all-namespaces --field-selector "spec.nodeName=$node_name" --wait=false >/dev/null 2>&1 || true
+    local deadline=$((SECONDS + 60))
+    while [[ -n $(kc get pods --all-namespaces --field-selector "spec.nodeName=$node_name" -o name 2>/dev/null) ]]; do
+      [[ $SECONDS -lt $deadline ]] || { log "pods still on $node_name after 60 s; forcing"; break; }
+      sleep 0.5
+    done
+    kc delete pods --all-namespaces --field-selector "spec.nodeName=$node_name" --grace-period=0 --force >/dev/null 2>&1 || true
+  fi
+  stop_one podshaper-test-deviceplugin
+  stop_one kubelet
+  # What kubelet did not get to: sandboxes and containers, then containerd itself (the
+  # NRI plugin it started exits with it).
+  if running containerd; then
+    local c
+    for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s KILL "$c" >/dev/null 2>&1 || true; done
+    sleep 0.5
+    for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$c" >/dev/null 2>&1 || true; done
+    for c in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$c" >/dev/null 2>&1 || true; done
+  fi
+  stop_one containerd
+  # Any process left in kubelet's cgroups (shims, container processes), and shims of ours.
+  local d p
+  for d in $(cgroup_dirs); do
+    [[ -d $d$cgroup_root ]] || continue
+    find "$d$cgroup_root" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r p; do kill -9 "$p" 2>/dev/null || true; done
+  done
+  pkill -9 -f -- "-address $node_dir/containerd.sock" 2>/dev/null || true
+  sleep 0.2
+  # Mounts under the node's dir (kubelet's bind mount of its root, volumes, netns, rootfs),
+  # deepest first.
+  local m
+  for _ in 1 2 3; do
+    for m in $(findmnt -rn -o TARGET | grep -F "$node_dir/" | sort -r; findmnt -rn -o TARGET | grep -Fx "$node_dir/kubelet"); do
+      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+    done
+  done
+  # Cgroups, deepest first.
+  for d in $(cgroup_dirs); do
+    [[ -d $d$cgroup_root ]] && find "$d$cgroup_root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  ip link del "$bridge" 2>/dev/null || true
+  if [[ -f $lock && $(cat "$lock") == "$node_dir" ]]; then
+    rm -rf "$device_plugins"
+    rmdir /var/lib/kubelet 2>/dev/null || true
+    rm -f "$lock"
+  fi
+  restore_sysctls
+  if [[ -f $dir/env ]] && kc get --raw /readyz >/dev/null 2>&1; then
+    kc delete node "$node_name" --wait=false >/dev/null 2>&1 || true
+  fi
+  rm -rf --one-file-system "$node_dir"
+  log "down"
+}
+
+# The agent DaemonSet's memlock-probe container, in the test image (the product image
+# is not built here): like `podshaper-agent memlock-probe`, it writes the RLIMIT_MEMLOCK
+# it got ({"soft": BYTES, "hard": BYTES}, null for unlimited) into an emptyDir that the
+# agent container reads.
+probe_pod_json() {  # NAME BYTES
+  python3 - "$1" "$2" "$node_name" <<'PY'
+import json, sys
+name, value, node = sys.argv[1:]
+write = r"""b() { if [ "$1" = unlimited ]; then echo null; else echo $(($1 * 1024)); fi; }
+l=/run/podshaper-memlock/limits
+echo "{\"soft\": $(b $(ulimit -Sl)), \"hard\": $(b $(ulimit -Hl))}" >$l.tmp && mv $l.tmp $l && exec sleep 2147483647"""
+print(json.dumps({"apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": name, "namespace": "podshaper-system", "labels": {"app.kubernetes.io/name": "podshaper-agent"},
+    "annotations": {"ulimits.noderesource.dev/container.memlock-probe":
+                    f"- type: RLIMIT_MEMLOCK\n  soft: {value}\n  hard: {value}\n"}},
+  "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "terminationGracePeriodSeconds": 1,
+    "tolerations": [{"operator": "Exists"}],
+    "volumes": [{"name": "memlock", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
+    "containers": [{"name": "memlock-probe", "image": "podshaper.test/busybox:1", "command": ["sh", "-c", write],
+      "volumeMounts": [{"name": "memlock", "mountPath": "/run/podshaper-memlock"}],
+      "resources": {"limits": {"memory": "16Mi", "cpu": "10m"}, "requests": {"memory": "16Mi", "cpu": "10m"}}}]}}))
+PY
+}
+
+report() {
+  local requested=${1:-4Mi} bytes name uid file state
+  bytes=$(python3 - "$requested" <<'PY'
+import re, sys
+v = sys.argv[1]
+m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", v)
+if v == "unlimited": print(2**64 - 1)
+elif m: print(int(m[1]) * 1024 ** {None: 0, "Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4}[m[2]])
+else: sys.exit("node: memlock must be unlimited or a quantity like 4Mi, not " + v)
+PY
+  )
+  name=memlock-probe-$(tr 'A-Z' 'a-z' <<<"$requested")
+  kc create namespace podshaper-system >/dev/null 2>&1 || true
+  kc -n podshaper-system get pod "$name" >/dev/null 2>&1 || probe_pod_json "$name" "$bytes" | kc create -f - >/dev/null
+  uid=$(kc -n podshaper-system get pod "$name" -o jsonpath='{.metadata.uid}')
+  file=$node_dir/kubelet/pods/$uid/volumes/kubernetes.io~empty-dir/memlock/limits
+  # Until the probe has written, or its container has failed.
+  local deadline=$((SECONDS + 60))
+  while :; do
+    [[ -s $file ]] && break
+    state=$(kc -n podshaper-system get pod "$name" -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}{.status.containerStatuses[0].state.terminated.reason}' 2>/dev/null || true)
+    [[ -n $state && $state != ContainerCreating ]] && break
+    [[ $SECONDS -lt $deadline ]] || die "the memlock probe $name neither ran nor failed in 60 s"
+    sleep 0.3
+  done
+  "${PODSHAPER_BIN:-$root/build/bin}/podshaper-agent" run --once --node "$node_name" --fixture "$node_fixture" \
+    --kubeconfig "$kubeconfig" --memlock-probe-file "$file" --memlock-probe-pod "podshaper-system/$name" \
+    --memlock-requested "$requested" >>"$dir/logs/agent-$node_name.log" 2>&1 ||
+    die "podshaper-agent failed (log: $dir/logs/agent-$node_name.log)"
+  log "$node_name reported (memlock probe asked $requested: $(if [[ -s $file ]]; then cat "$file"; else echo "$state"; fi))"
+}
+
+status() { statuses containerd kubelet podshaper-test-deviceplugin; }
+
+case ${1:-} in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  report) report "${2:-4Mi}" ;;
+  *) echo "usage: $0 up|down|status|report [MEMLOCK]" >&2; exit 2 ;;
+esac

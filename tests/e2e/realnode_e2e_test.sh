@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# End-to-end on a real node: pods shaped by podshaper-webhook through the API server,
+# placed by kube-scheduler on a real kubelet (containerd with NRI, runc, CNI; scripts/node.sh),
+# and read from inside their running containers: /dev/shm, the memory cgroup, CAP_IPC_LOCK,
+# RLIMIT_MEMLOCK and mlock, the IPC namespace, PET_NPROC_PER_NODE; the seed's DataLoader
+# crash (unshaped) and its cure (shaped); and what happens on a node that cannot grant the
+# memlock asked. Then `cluster.sh down` must leave nothing behind.
+source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export PODSHAPER_CLUSTER_DIR=${PODSHAPER_CLUSTER_DIR:-$root/build/e2e-realnode-cluster}
+export PODSHAPER_WITH_NODE=yes
+dir=$PODSHAPER_CLUSTER_DIR
+kubeconfig=$dir/kubeconfig
+logs=$dir/logs
+bin=${PODSHAPER_BIN:-$root/build/bin}
+node=real-h200x4-0
+capture=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt
+tmp=$(mktemp -d)
+cleanup() {
+  local rc=$?
+  if [[ $rc -ne 0 || $failures -gt 0 ]]; then  # what CI needs to see
+    for f in "$dir"/node/logs/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -40 "$f"; }; done
+    show_failure_state 30 'podshaper-*.log'
+    kc get pods -A -o wide 2>/dev/null || true
+  fi
+  bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+
+# The webhook asks 4 MiB of locked memory (cluster.sh's config for a real node): what this
+# machine's runtime can grant, as no process here may raise RLIMIT_MEMLOCK past 8 MiB.
+# `unlimited` is proven apart, below.
+veths_before=$(ip -o link show type veth | wc -l)
+netns_before=$(ip netns list 2>/dev/null | wc -l)
+sysctls_before=$(sysctl -n vm.overcommit_memory kernel.panic kernel.panic_on_oops | tr '\n' ' ')
+bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
+t0=$SECONDS
+bash "$root/scripts/cluster.sh" up
+echo "cluster and real node up in $((SECONDS - t0)) s"
+bash "$root/scripts/cluster.sh" start-operator
+source "$dir/node/env"
+
+phase() { kc -n "${2:-ml}" get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
+finished() { [[ $(phase "$@") == Succeeded || $(phase "$@") == Failed ]]; }
+ran_on() { finished "$1" && [[ $(kc -n ml get pod "$1" -o jsonpath='{.spec.nodeName}') == "$node" ]]; }
+# value POD KEY: KEY's value in the pod's log (container_facts.py's key=value lines)
+value() { sed -n "s/^$2=//p" "$tmp/$1.log" | tail -1; }
+logs_of() { kc -n ml logs "$1" >"$tmp/$1.log" 2>&1 || true; }
+
+# --- 1. the real node: Ready, GPUs from the device plugin, judged by the operator like any other
+check "the real node is Ready with 4 nvidia.com/gpu from the device plugin" \
+  eventually 30 'True 4' kc get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.allocatable.nvidia\.com/gpu}'
+check "its kubelet is the pinned release" \
+  eventually 5 'v1.*' kc get node "$node" -o jsonpath='{.status.nodeInfo.kubeletVersion}'
+check "its runtime is containerd 2" \
+  eventually 5 'containerd://2.*' kc get node "$node" -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}'
+check "its InternalIP is its own bridge's address, not the machine's" \
+  eventually 5 "$NODE_IP" kc get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}'
+
+examples=$root/examples/real-node
+check "the node's agent reports it, its memlock probe asking 4 MiB" bash "$root/scripts/node.sh" report 4Mi
+check "the operator validates the real node: 4 GPUs, NVLink, P2P all, memlock 4 MiB" \
+  eventually 60 'true 4 nvlink all 4194304' kc get node "$node" -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated} {.metadata.labels.podshaper\.io/gpu-count} {.metadata.labels.podshaper\.io/interconnect} {.metadata.labels.podshaper\.io/p2p} {.metadata.labels.podshaper\.io/memlock}'
+
+# --- 2. inside the containers: three shaped-or-not pods of one GPU each, side by side
+# examples/real-node/pods.yaml: the namespace, three inspecting pods and the unshaped
+# DataLoader, one GPU each, as a user would apply them.
+kc create namespace ml >/dev/null && kc label namespace ml pod-security.kubernetes.io/enforce=privileged >/dev/null
+until_ok 30 kc -n ml get serviceaccount default || fail "namespace ml: no default service account"
+kc -n ml create configmap podshaper-examples --from-file "$examples/container_facts.py" --from-file "$examples/dataloader.py" >/dev/null
+kc apply -f "$examples/pods.yaml" >"$tmp/apply.out" 2>"$tmp/apply.warnings"
+cat "$tmp/apply.warnings"
+for p in inspect-shaped inspect-nonroot inspect-unshaped dataloader-unshaped; do
+  check "$p ran to its end on $node" until_ok 240 ran_on "$p"
+  if [[ $p == inspect-* ]]; then check "$p succeeded" eventually 5 Succeeded phase "$p"; fi
+  logs_of "$p"
+done
+
+shm=$(kc -n ml get pod inspect-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')
+shm_bytes=$(( ${shm%Mi} * 1024 * 1024 ))
+limit=$(kc -n ml get pod inspect-shaped -o jsonpath='{.spec.containers[0].resources.limits.memory}')
+check "shaped: /dev/shm is its $shm emptyDir (statfs), with hostIPC" test "$(value inspect-shaped shm_bytes)" = "$shm_bytes"
+check "shaped: a write into /dev/shm stops at $shm (ENOSPC)" \
+  test "$(value inspect-shaped shm_written) $(value inspect-shaped shm_write_error)" = "$shm_bytes ENOSPC"
+check "shaped: the memory cgroup's limit is the raised limits.memory ($limit = 256Mi + $shm)" \
+  test "$(value inspect-shaped memory_limit)" = "$(( (256 + ${shm%Mi}) * 1024 * 1024 ))"
+check "shaped: limits.memory is 256Mi + $shm" test "$limit" = "$((256 + ${shm%Mi}))Mi"
+check "shaped (root): CAP_IPC_LOCK is effective" test "$(value inspect-shaped cap_ipc_lock)" = yes
+check "shaped: RLIMIT_MEMLOCK is the 4 MiB asked through NRI" \
+  test "$(value inspect-shaped memlock_soft)/$(value inspect-shaped memlock_hard)" = "4194304/4194304"
+check "shaped (root): mlock of 64 MiB works past the 4 MiB limit (IPC_LOCK)" test "$(value inspect-shaped mlock_64mib)" = ok
+check "shaped: the IPC namespace is the host's" test "$(value inspect-shaped ipc_ns)" = "$(readlink /proc/self/ns/ipc)"
+check "shaped: PET_NPROC_PER_NODE=1 in the environment" test "$(value inspect-shaped pet_nproc)" = 1
+
+check "non-root: kubectl showed the webhook's warning that IPC_LOCK is not effective" grep -qi "non-root.*IPC_LOCK\|IPC_LOCK.*non-root" "$tmp/apply.warnings"
+check "non-root (uid 1000): CAP_IPC_LOCK is not effective" \
+  test "$(value inspect-nonroot uid) $(value inspect-nonroot cap_ipc_lock)" = "1000 no"
+check "non-root: RLIMIT_MEMLOCK is the 4 MiB asked (what it relies on)" \
+  test "$(value inspect-nonroot memlock_soft)" = 4194304
+check "non-root: mlock within the limit works, past it fails (ENOMEM)" \
+  test "$(value inspect-nonroot mlock_2mib) $(value inspect-nonroot mlock_64mib)" = "ok ENOMEM"
+check "non-root: /dev/shm is the emptyDir too" test "$(value inspect-nonroot shm_bytes)" = "$shm_bytes"
+
+check "unshaped: /dev/shm is the runtime's 64 MiB" test "$(value inspect-unshaped shm_bytes)" = $((64 << 20))
+check "unshaped: a write into /dev/shm stops at 64 MiB" test "$(value inspect-unshaped shm_written)" = $((64 << 20))
+check "unshaped: no CAP_IPC_LOCK" test "$(value inspect-unshaped cap_ipc_lock)" = no
+check "unshaped: RLIMIT_MEMLOCK is the runtime default (8 MiB here)" test "$(value inspect-unshaped memlock_hard)" = 8388608
+check "unshaped: mlock of 64 MiB fails (ENOMEM)" test "$(value inspect-unshaped mlock_64mib)" = ENOMEM
+check "unshaped: its IPC namespace is its own" test "$(value inspect-unshaped ipc_ns)" != "$(readlink /proc/self/ns/ipc)"
+check "unshaped: no PET_NPROC_PER_NODE" test "$(value inspect-unshaped pet_nproc)" = unset
+
+# --- 3. the seed's failure, for real: a DataLoader (2 workers x prefetch 4, 32x3x224x224 float32)
+check "unshaped DataLoader: the pod failed" test "$(phase dataloader-unshaped)" = Failed
+code=$(kc -n ml get pod dataloader-unshaped -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
+check "unshaped DataLoader: exit code $code (not 0)" test "${code:-0}" != 0
+check "unshaped DataLoader: PyTorch says a worker was killed by a Bus error" \
+  grep -aq "DataLoader worker (pid [0-9]*) is killed by signal: Bus error" "$tmp/dataloader-unshaped.log"
+check "unshaped DataLoader: ... and blames shared memory" grep -aqi "shared memory" "$tmp/dataloader-unshaped.log"
+sed 's/^/    /' "$tmp/dataloader-unshaped.log" | grep -a -i -m3 "bus error\|shared memory" || true
+
+# The same training, shaped (examples/real-node/training.yaml): node-exclusive, the whole
+# node's 4 GPUs, one rank per GPU.
+kc apply -f "$examples/training.yaml" >/dev/null
+check "shaped DataLoader: kube-scheduler bound it to the real node by the webhook's affinity" \
+  eventually 60 "$node" kc -n ml get pod dataloader-shaped -o jsonpath='{.spec.nodeName}'
+check "shaped DataLoader: completed (4 ranks)" eventually 300 Succeeded phase dataloader-shaped
+logs_of dataloader-shaped
+check "shaped DataLoader: every rank finished its 12 batches" test "$(grep -c 'batches of 32x3x224x224' "$tmp/dataloader-shaped.log")" = 4
+check "shaped DataLoader: training finished" grep -q "training finished" "$tmp/dataloader-shaped.log"
+sed 's/^/    /' "$tmp/dataloader-shaped.log"
+
+# --- 4. unlimited memlock: it reaches the container's OCI spec, and this node cannot grant it
+# The annotation podshaper writes with its default config (memlock: unlimited).
+python3 -c '
+import json
+print(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+  "uid": "1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1", "resource": "pods"},
+  "namespace": "ml", "operation": "CREATE", "object": {"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "x", "labels": {"podshaper.io/inject": "true"}, "annotations": {"podshaper.io/batch-bytes": "1Mi", "podshaper.io/placement": "shared"}},
+    "spec": {"containers": [{"name": "trainer", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}}))' |
+  "$bin/podshaper-webhook" review --output pod 2>/dev/null >"$tmp/default-shaped.json"
+unlimited_ann=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"], end="")' "$tmp/default-shaped.json")
+check "unlimited: podshaper's default annotation asks RLIMIT_MEMLOCK 18446744073709551615" grep -q "hard: 18446744073709551615" <<<"$unlimited_ann"
+python3 - "$unlimited_ann" "$node" <<'PY' | kc create -f - >/dev/null
+import json, sys
+ann, node = sys.argv[1:]
+print(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "oci-unlimited", "namespace": "ml",
+  "annotations": {"ulimits.noderesource.dev/container.trainer": ann}},
+  "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+           "containers": [{"name": "trainer", "image": "podshaper.test/busybox:1", "command": ["true"]}]}}))
+PY
+check "unlimited: the container cannot start here (StartError: error setting rlimit type 8)" \
+  eventually 60 '*error setting rlimit type 8*' kc -n ml get pod oci-unlimited -o jsonpath='{.status.containerStatuses[0].state}'
+cid=$(kc -n ml get pod oci-unlimited -o jsonpath='{.status.containerStatuses[0].containerID}')
+cid=${cid#containerd://}
+"${PODSHAPER_NODE_BIN:-$root/build/node}/ctr" -a "$dir/node/containerd.sock" -n k8s.io containers info "$cid" >"$tmp/oci.json" 2>"$tmp/oci.err" || cat "$tmp/oci.err"
+check "unlimited: its OCI spec carries RLIMIT_MEMLOCK soft = hard = 2^64-1 (from the NRI annotation)" \
+  python3 -c '
+import json, sys
+spec = json.load(open(sys.argv[1]))["Spec"]
+r = [l for l in spec["process"].get("rlimits", []) if l["type"] == "RLIMIT_MEMLOCK"]
+sys.exit(0 if r and r[0]["hard"] == r[0]["soft"] == 2**64 - 1 else 1)' "$tmp/oci.json"
+
+# The way out: the agent's memlock probe asks unlimited, cannot start, and the report says so.
+check "the agent reports the node although its memlock probe cannot start" bash "$root/scripts/node.sh" report unlimited
+check "the probe asking unlimited failed to start" \
+  eventually 30 '*rlimit*' kc -n podshaper-system get pod memlock-probe-unlimited -o jsonpath='{.status.containerStatuses[0]}'
+check "the node is labelled memlock=not-granted and not validated" \
+  eventually 60 'false not-granted' kc get node "$node" -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated} {.metadata.labels.podshaper\.io/memlock}'
+kc describe gtr "$node" >"$tmp/describe.txt"
+check "kubectl describe gtr: MemlockUnlimited False, MemlockNotGranted" grep -q "MemlockNotGranted" "$tmp/describe.txt"
+check "kubectl describe gtr: quotes the runtime's error" grep -q "error setting rlimit type 8" "$tmp/describe.txt"
+sed -n '/MemlockNotGranted/,/Type:/p' "$tmp/describe.txt" | sed 's/^/    /' | head -12
+
+# --- 5. down leaves nothing behind
+kc -n ml delete pod --all --wait=false >/dev/null 2>&1
+bash "$root/scripts/cluster.sh" down
+# (a pattern that does not match its own command line)
+check "down: no kubelet, containerd or shim of this node" bash -c "! pgrep -f -- '[${dir:0:1}]${dir:1}/node' >/dev/null"
+check "down: no mount under the node's dir" bash -c "! findmnt -rn -o TARGET | grep -qF '$dir/node'"
+check "down: no cgroup $NODE_CGROUP_ROOT" bash -c "! ls -d /sys/fs/cgroup/*$NODE_CGROUP_ROOT 2>/dev/null | grep -q ."
+check "down: no bridge $NODE_BRIDGE" bash -c "! ip link show '$NODE_BRIDGE' >/dev/null 2>&1"
+check "down: no pod's veth left" test "$(ip -o link show type veth | wc -l)" = "$veths_before"
+check "down: no pod network namespace left" test "$(ip netns list 2>/dev/null | wc -l) $(find "$dir" -path '*netns*' 2>/dev/null | wc -l)" = "$netns_before 0"
+check "down: the sysctls kubelet changed are restored" \
+  test "$(sysctl -n vm.overcommit_memory kernel.panic kernel.panic_on_oops | tr '\n' ' ')" = "$sysctls_before"
+check "down: the node's directory is gone" test ! -e "$dir/node"
+finish
