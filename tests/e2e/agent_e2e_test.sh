@@ -62,6 +62,62 @@ check "SIGTERM stops it" test $stopped = yes
 wait $loop; rc=$?
 check "cleanly" test $rc -eq 0
 
+# --- The memlock probe (the DaemonSet's second container) in the report: granted with the
+# limit the probe found, not granted with the runtime's words from the agent's Pod, or left
+# out while the probe has not been heard from.
+probe_file=$tmp/run/limits
+mkdir -p "$tmp/run"
+# A soft limit of 4 MiB, as the NRI annotation would set it (lowering needs no privilege).
+(ulimit -S -l 4096 && exec "$agent" memlock-probe --output "$probe_file") 2>/dev/null &
+probe=$!
+for _ in $(seq 100); do [[ -s $probe_file ]] && break; sleep 0.1; done
+host() { kc get gtr $node -o jsonpath='{.spec.host}'; }
+check "the probe's file: a report" run_once $node "$fixtures/p4d.24xlarge-8xA100-nv12.topo-m.txt" \
+  --memlock-probe-file "$probe_file" --memlock-requested 4Mi --memlock-probe-pod podshaper-system/agent-0
+check "with the probe's limit as the node's, granted" python3 -c '
+import json, sys; h = json.loads(sys.argv[1])
+assert h["memlockBytes"] == 4194304, h
+assert h["memlockProbe"] == {"requested": "4194304", "granted": True, "message": ""}, h' "$(host)"
+kill -TERM $probe; wait $probe || true
+
+# The runtime could not start the probe: the agent's Pod says so (its status written here as
+# a kubelet would), and the file never came.
+refused="failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error setting rlimit type 8: operation not permitted: unknown"
+kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: agent-0, namespace: podshaper-system}
+spec:
+  nodeName: $node
+  containers:
+  - {name: agent, image: podshaper-agent:0.1.0}
+  - {name: memlock-probe, image: podshaper-agent:0.1.0}
+EOF
+probe_status() {  # probe_status JSON: the memlock-probe container's status
+  kc patch pod agent-0 -n podshaper-system --subresource=status --type=merge -p "{\"status\": {\"phase\": \"Running\",
+    \"containerStatuses\": [{\"name\": \"agent\", \"image\": \"podshaper-agent:0.1.0\", \"imageID\": \"\", \"ready\": true, \"restartCount\": 0, \"state\": {\"running\": {}}},
+                           $1]}}" >/dev/null
+}
+probe_status "{\"name\": \"memlock-probe\", \"image\": \"podshaper-agent:0.1.0\", \"imageID\": \"\", \"ready\": false, \"restartCount\": 2,
+  \"state\": {\"waiting\": {\"reason\": \"CrashLoopBackOff\", \"message\": \"back-off 20s restarting failed container=memlock-probe\"}},
+  \"lastState\": {\"terminated\": {\"exitCode\": 128, \"reason\": \"StartError\", \"message\": \"$refused\"}}}"
+check "the probe refused: a report" run_once $node "$fixtures/p4d.24xlarge-8xA100-nv12.topo-m.txt" \
+  --memlock-probe-file "$tmp/run/never" --memlock-probe-pod podshaper-system/agent-0
+check "saying not granted, with the runtime's words from the agent's Pod" python3 -c '
+import json, sys; h = json.loads(sys.argv[1])
+assert h["memlockProbe"] == {"requested": "unlimited", "granted": False, "message": sys.argv[2]}, h' "$(host)" "$refused"
+
+# Not heard from within --memlock-probe-wait: the report goes without it.
+probe_status "{\"name\": \"memlock-probe\", \"image\": \"podshaper-agent:0.1.0\", \"imageID\": \"\", \"ready\": false, \"restartCount\": 0,
+  \"state\": {\"waiting\": {\"reason\": \"ContainerCreating\"}}}"
+start=$(date +%s)
+check "the probe not started yet: a report" run_once $node "$fixtures/p4d.24xlarge-8xA100-nv12.topo-m.txt" \
+  --memlock-probe-file "$tmp/run/never" --memlock-probe-pod podshaper-system/agent-0 --memlock-probe-wait 2 2>"$tmp/agent.err"
+check "after --memlock-probe-wait (2 s), not before" test $(($(date +%s) - start)) -ge 2
+check "without memlockProbe" bash -c "! kubectl --kubeconfig $kubeconfig get gtr $node -o jsonpath='{.spec.host}' | grep -q memlockProbe"
+check "saying why in a log line" grep -q "the memlock-probe has neither written $tmp/run/never nor failed within 2 s" "$tmp/agent.err"
+kc delete pod agent-0 -n podshaper-system --grace-period=0 --force >/dev/null 2>&1 || true
+
 kc delete node $node >/dev/null
 gone=no
 for _ in $(seq 150); do kc get gtr $node >/dev/null 2>&1 || { gone=yes; break; }; sleep 0.2; done

@@ -116,8 +116,12 @@ check "unshaped: no PET_NPROC_PER_NODE" test "$(value inspect-unshaped pet_nproc
 check "unshaped DataLoader: the pod failed" test "$(phase dataloader-unshaped)" = Failed
 code=$(kc -n ml get pod dataloader-unshaped -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
 check "unshaped DataLoader: exit code $code (not 0)" test "${code:-0}" != 0
-check "unshaped DataLoader: PyTorch says a worker was killed by a Bus error" \
-  grep -aq "DataLoader worker (pid [0-9]*) is killed by signal: Bus error" "$tmp/dataloader-unshaped.log"
+# The worker's SIGBUS handler prints its line; the main process then says either "is killed
+# by signal: Bus error" or "exited unexpectedly", whichever of its checks sees the death first.
+check "unshaped DataLoader: PyTorch says a worker hit a Bus error" \
+  grep -aqE "bus error encountered in worker|is killed by signal: Bus error" "$tmp/dataloader-unshaped.log"
+check "unshaped DataLoader: ... and the worker died of it" \
+  grep -aqE "DataLoader worker \(pid.* (is killed by signal: Bus error|exited unexpectedly)" "$tmp/dataloader-unshaped.log"
 check "unshaped DataLoader: ... and blames shared memory" grep -aqi "shared memory" "$tmp/dataloader-unshaped.log"
 sed 's/^/    /' "$tmp/dataloader-unshaped.log" | grep -a -i -m3 "bus error\|shared memory" || true
 
