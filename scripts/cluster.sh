@@ -24,6 +24,7 @@ operator_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-operator
 webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; defaults when empty
 with_webhook=${PODSHAPER_WITH_WEBHOOK:-yes}    # no: the install test brings its own (manifests/)
 with_node=${PODSHAPER_WITH_NODE:-no}           # yes: a real node too (scripts/node.sh)
+with_crds=${PODSHAPER_WITH_CRDS:-yes}          # no: nothing of podshaper's (an admin installs it)
 # The config `up` wrote for a real node (below), for a later restart-webhook.
 [[ -z $webhook_config && -f $dir/webhook-config.yaml && -d $dir/node ]] && webhook_config=$dir/webhook-config.yaml
 kubeconfig=$dir/kubeconfig
@@ -169,6 +170,8 @@ wait_shaping() {
 # kube-apiserver on $API_PORT, over the etcd on $ETCD_PORT (restart-apiserver starts it
 # again with the same flags: the data and the resourceVersions survive).
 # PODSHAPER_APISERVER_ARGS: more flags (word-split), e.g. --etcd-compaction-interval=10s.
+# --enable-aggregator-routing: no kube-proxy runs here, so the API server calls a webhook
+# Service (clientConfig.service) at one of its ready endpoints' pod IPs, not its ClusterIP.
 start_apiserver() {
   log "starting kube-apiserver"
   # shellcheck disable=SC2086  # PODSHAPER_APISERVER_ARGS is a list of flags
@@ -185,8 +188,21 @@ start_apiserver() {
     --disable-admission-plugins TaintNodesByCondition \
     --kubelet-client-certificate "$dir/pki/admin.crt" --kubelet-client-key "$dir/pki/admin.key" \
     --kubelet-preferred-address-types InternalIP \
+    --enable-aggregator-routing=true \
     --allow-privileged=true --profiling=false --v=1 ${PODSHAPER_APISERVER_ARGS:-}
   wait_for 90 kube-apiserver kc get --raw /readyz
+}
+
+# podshaper's CRDs and the default TopologyPolicy, as the tests of the components expect.
+install_crds() {
+  log "installing podshaper's CRDs and the default TopologyPolicy"
+  kc apply -k "$root/crds/" >/dev/null
+  wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
+    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
+  wait_for 30 kube-apiserver kc apply -f "$root/manifests/base/topologypolicy-default.yaml"
+  if [[ $with_node == yes ]]; then  # as above: 4 MiB is what the real node can give
+    kc patch topologypolicy default --type merge -p '{"spec":{"requirements":{"requireMemlockUnlimited":false}}}' >/dev/null
+  fi
 }
 
 up() {
@@ -239,11 +255,15 @@ up() {
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false --v=1
   # No node lifecycle controller (and no TaintNodesByCondition above): the GPU nodes
   # have no kubelet, and must not be tainted not-ready. The garbage collector handles
-  # owner references.
+  # owner references. With a real node, also what makes installed podshaper run there:
+  # Deployments, DaemonSets, Service endpoints, disruption budgets.
+  local controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller
+  [[ $with_node == yes ]] &&
+    controllers+=,deployment-controller,replicaset-controller,daemonset-controller,endpoints-controller,endpointslice-controller,disruption-controller
   start kube-controller-manager "$cpbin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --leader-elect=false \
-    --controllers garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller \
+    --controllers "$controllers" \
     --use-service-account-credentials=true \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" --v=1
   wait_for 60 kube-scheduler curl -sfk "https://127.0.0.1:$SCHEDULER_PORT/healthz"
@@ -252,15 +272,7 @@ up() {
   log "creating GPU nodes from the topology fixtures"
   bash "$root/scripts/gpu-nodes.sh" | kc apply -f - >/dev/null
 
-  log "installing podshaper's CRDs and the default TopologyPolicy"
-  kc apply -k "$root/crds/" >/dev/null
-  wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
-    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
-  wait_for 30 kube-apiserver kc apply -f "$root/manifests/base/topologypolicy-default.yaml"
-  if [[ $with_node == yes ]]; then  # as above: 4 MiB is what the real node can give
-    kc patch topologypolicy default --type merge -p '{"spec":{"requirements":{"requireMemlockUnlimited":false}}}' >/dev/null
-  fi
-
+  [[ $with_crds == yes ]] && install_crds
   if [[ $with_webhook == yes ]]; then
     log "starting podshaper-webhook"
     webhook_rbac

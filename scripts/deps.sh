@@ -12,8 +12,8 @@ packages=(
   libboost-dev libboost-system-dev libgoogle-perftools-dev
   libgtest-dev libgmock-dev googletest
   openssl curl ca-certificates python3 python3-yaml
-  # the real test node (scripts/node.sh): runc, the CNI plugins, ip
-  runc containernetworking-plugins iproute2
+  # the real test node (scripts/node.sh): runc, the CNI plugins, ip, iptables (its one Service rule)
+  runc containernetworking-plugins iproute2 iptables
 )
 for arg in "$@"; do
   case "$arg" in

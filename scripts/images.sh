@@ -11,6 +11,11 @@
 # PODSHAPER_IMAGE_RELEASE (default: the host's Debian codename, else bookworm),
 # PODSHAPER_APT_MIRROR (default: the host's Debian mirror, else deb.debian.org).
 #
+#   --from-build [BINDIR]  the same three images from binaries already built on this host
+#                 (default build/bin, what `make build` tested), each laid out by
+#                 images/rootfs.sh here: no base image, no compile in Docker; seconds.
+#                 The end-to-end tests install these on the real node (scripts/node.sh).
+#
 # For other scripts (scripts/node-images.sh) that build on the same base:
 #   --base-only   make and import podshaper-base:<release> only; print its name on stdout
 #   --base-stamp  print the base's stamp (a hash of its recipe) on stdout; no Docker, no build
@@ -20,7 +25,8 @@ case ${1:-} in
   "") ;;
   --base-only) mode=base ;;
   --base-stamp) mode=stamp ;;
-  *) echo "usage: $0 [--base-only | --base-stamp]" >&2; exit 2 ;;
+  --from-build) mode=prebuilt ;;
+  *) echo "usage: $0 [--from-build [BINDIR] | --base-only | --base-stamp]" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -62,6 +68,34 @@ host_mirror() {
 mirror=${PODSHAPER_APT_MIRROR:-$(host_mirror | head -n1)}
 mirror=${mirror:-http://deb.debian.org/debian}
 mirror=${mirror%/}
+
+# The images from this host's binaries: the final stages of images/Dockerfile, with the
+# root file systems laid out here by the same images/rootfs.sh.
+from_build() { # BINDIR
+  local bindir=$1 b ctx t=$(now)
+  docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed)"
+  docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0
+  for b in webhook operator agent; do
+    [[ -x $bindir/podshaper-$b ]] || die "$bindir/podshaper-$b is missing: run make build"
+    ctx=$(mktemp -d)
+    bash "$root/images/rootfs.sh" "$bindir/podshaper-$b" "$ctx/rootfs" || { rm -rf "$ctx"; die "rootfs.sh failed for podshaper-$b"; }
+    cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM scratch
+LABEL io.podshaper.images="1" org.opencontainers.image.title="podshaper-$b"
+COPY rootfs/ /
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/podshaper-$b"]
+DOCKERFILE
+    docker build --force-rm -q -t "podshaper-$b:$tag" "$ctx" >/dev/null || { rm -rf "$ctx"; die "docker build of podshaper-$b:$tag failed"; }
+    rm -rf "$ctx"
+  done
+  docker image prune -f --filter label=io.podshaper.images=1 >/dev/null 2>&1 || true
+  say "podshaper-{webhook,operator,agent}:$tag from $bindir in $(($(now) - t)) s"
+}
+if [[ $mode == prebuilt ]]; then
+  from_build "$(cd "${2:-$root/build/bin}" && pwd)"
+  exit 0
+fi
 
 base=podshaper-base:$release
 base_recipe=2 # bump when make_base_tar below changes what goes into the tarball

@@ -11,6 +11,9 @@
 #                            the bridge, pod network namespaces; the sysctls kubelet
 #                            changed are restored, and the Node object is deleted
 #   scripts/node.sh status
+#   scripts/node.sh load TAR...
+#                            import image tarballs (`docker save`) into the node's containerd,
+#                            as a registry pull would put them there (the product images)
 #   scripts/node.sh report [MEMLOCK]
 #                            what the node's podshaper-agent does (until it runs as a
 #                            DaemonSet pod here): a memlock probe pod asks RLIMIT_MEMLOCK
@@ -28,7 +31,11 @@
 #    RLIMIT_MEMLOCK above the 8 MiB hard limit every process here has;
 #  - cgroup v1 only (cgroupfs driver);
 #  - traffic goes to loopback or to addresses the test made: the node's IP is the gateway
-#    address of its own bridge, the pods' IPs are on that bridge, nothing is masqueraded.
+#    address of its own bridge, the pods' IPs are on that bridge, nothing is masqueraded;
+#  - no kube-proxy: pods reach the API server as in-cluster clients do, at the `kubernetes`
+#    Service (10.0.0.1:443), through one DNAT rule from the bridge to the API server on
+#    loopback (route_localnet on the bridge lets those packets reach 127.0.0.1). The API
+#    server reaches Services itself (--enable-aggregator-routing, scripts/cluster.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
@@ -53,6 +60,8 @@ cgroup_root=/podshaper-node-$id
 # kubelet's, not configurable (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath)
 device_plugins=/var/lib/kubelet/device-plugins
 lock=/run/podshaper-node.lock
+# The `kubernetes` Service's ClusterIP (the first of cluster.sh's service range).
+api_service_ip=10.0.0.1
 
 log() { echo "node: $*" >&2; }
 die() { echo "node: error: $*" >&2; exit 1; }
@@ -169,6 +178,22 @@ restore_sysctls() {
   rm -f "$f"
 }
 
+# The kube-proxy rule of the `kubernetes` Service, for pods of this node only: api_dnat -A|-D
+api_dnat() {
+  local api_port
+  api_port=$(sed -n 's/^API_PORT=//p' "$dir/env" 2>/dev/null)
+  [[ -n $api_port ]] || { [[ $1 == -D ]] && return 0; die "no API_PORT in $dir/env"; }
+  local rule=(PREROUTING -i "$bridge" -d "$api_service_ip" -p tcp --dport 443
+              -m comment --comment "podshaper-node $id: kubernetes Service"
+              -j DNAT --to-destination "127.0.0.1:$api_port")
+  if [[ $1 == -A ]]; then
+    sysctl -q -w "net.ipv4.conf.$bridge.route_localnet=1"
+    iptables -t nat -C "${rule[@]}" 2>/dev/null || iptables -t nat -A "${rule[@]}"
+  else
+    while iptables -t nat -D "${rule[@]}" 2>/dev/null; do :; done
+  fi
+}
+
 up() {
   if running containerd && running kubelet && running podshaper-test-deviceplugin &&
      kc get node "$node_name" >/dev/null 2>&1; then
@@ -208,6 +233,7 @@ up() {
     ip addr add "$node_ip/24" dev "$bridge"
   fi
   ip link set "$bridge" up
+  api_dnat -A
   # kubelet's cgroup root, in every hierarchy; cpuset needs its cpus and mems set first.
   local d
   for d in $(cgroup_dirs); do
@@ -296,6 +322,7 @@ down() {
   for d in $(cgroup_dirs); do
     [[ -d $d$cgroup_root ]] && find "$d$cgroup_root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
+  api_dnat -D
   ip link del "$bridge" 2>/dev/null || true
   if [[ -f $lock && $(cat "$lock") == "$node_dir" ]]; then
     rm -rf "$device_plugins"
@@ -368,10 +395,20 @@ PY
 
 status() { statuses containerd kubelet podshaper-test-deviceplugin; }
 
+load() {
+  running containerd || die "the node is not up (scripts/node.sh up)"
+  local tar
+  for tar in "$@"; do
+    ctr_ images import --platform linux/amd64 "$tar" >/dev/null 2>>"$node_dir/logs/ctr.log" ||
+      die "could not import $tar (log: $node_dir/logs/ctr.log)"
+  done
+}
+
 case ${1:-} in
   up) up ;;
   down) down ;;
   status) status ;;
   report) report "${2:-4Mi}" ;;
-  *) echo "usage: $0 up|down|status|report [MEMLOCK]" >&2; exit 2 ;;
+  load) shift; load "$@" ;;
+  *) echo "usage: $0 up|down|status|report [MEMLOCK]|load TAR..." >&2; exit 2 ;;
 esac

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# End-to-end: podshaper installed as a cluster admin installs it, running as pods on the
+# real node (scripts/node.sh). The product images are imported into the node's containerd,
+# then `kubectl apply -k crds/` and `kubectl apply -k` of manifests/ through the test overlay
+# tests/e2e/install/ (memlock 4Mi and the agent's topology capture: what this machine needs).
+# Nothing is done here that a kubelet or kube-proxy would do: the pods run on their own
+# pod-bound ServiceAccount tokens, kubelet mounts the webhook's certificate and runs the
+# probes, and the API server calls the webhook through its Service. Checked: the install;
+# the tokens; the Service; the agent's report and the operator's verdict; a training pod
+# shaped by the installed webhook running on the node; the admission policy refusing the
+# agent's token another node's report; a forced certificate rotation reaching the served
+# certificate (timed); a rollout restart of the webhook while pods are created (0 failed);
+# the README's uninstall leaving nothing behind.
+source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export PODSHAPER_CLUSTER_DIR=${PODSHAPER_CLUSTER_DIR:-$root/build/e2e-installed-cluster}
+export PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no
+dir=$PODSHAPER_CLUSTER_DIR
+kubeconfig=$dir/kubeconfig
+logs=$dir/logs
+bin=${PODSHAPER_BIN:-$root/build/bin}
+node=real-h200x4-0
+ns=podshaper-system
+overlay=$root/tests/e2e/install
+capture=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt
+examples=$root/examples/real-node
+tag=$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+tmp=$(mktemp -d)
+loop=
+cleanup() {
+  local rc=$?
+  [[ -n $loop ]] && kill "$loop" 2>/dev/null
+  if [[ $rc -ne 0 || $failures -gt 0 ]]; then  # what CI needs to see
+    for f in "$dir"/node/logs/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done
+    show_failure_state 20 'kube-apiserver.log'
+    if kc get --raw /readyz >/dev/null 2>&1; then
+      kc get pods -A -o wide 2>&1 || true
+      for p in $(kc -n $ns get pods -o name 2>/dev/null); do
+        echo "--- kubectl logs $p"; kc -n $ns logs "$p" --all-containers --tail 25 2>&1 || true
+      done
+      kc -n $ns get events --sort-by .lastTimestamp 2>&1 | tail -30 || true
+    fi
+  fi
+  bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+
+bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
+bash "$root/scripts/cluster.sh" up
+source "$dir/node/env"
+
+# --- 1. the images, into the node's runtime as a registry pull would put them
+check "the product images, from the binaries the other tests tested" bash "$root/scripts/images.sh" --from-build "$bin"
+docker save -o "$tmp/images.tar" "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag"
+check "imported into the node's containerd" bash "$root/scripts/node.sh" load "$tmp/images.tar"
+
+# --- 2. the install, as README's "Install on a cluster" says
+t_apply=$(now)
+check "kubectl apply -k crds/" quiet kc apply -k "$root/crds/"
+until_ok 30 kc wait --for condition=established --timeout 5s crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
+check "kubectl apply -k manifests/ (through the test overlay)" quiet kc apply -k "$overlay"
+# The overlay's agent reads the node's topology capture (no GPU here), from a ConfigMap.
+kc -n $ns create configmap podshaper-agent-fixture --from-file "topology.txt=$capture" >/dev/null
+check "the webhook Deployment rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 240s
+check "the operator Deployment rolls out" quiet kc -n $ns rollout status deploy/podshaper-operator --timeout 120s
+check "the agent DaemonSet rolls out" quiet kc -n $ns rollout status ds/podshaper-agent --timeout 120s
+t_ready=$(since "$t_apply")
+echo "    every podshaper pod ready ${t_ready} s after kubectl apply"
+check "2 webhooks, 2 operators and 1 agent run, all on the real node" \
+  eventually 10 "podshaper-agent $node Running
+podshaper-operator $node Running
+podshaper-operator $node Running
+podshaper-webhook $node Running
+podshaper-webhook $node Running" bash -c "kubectl --kubeconfig $kubeconfig -n $ns get pods -o jsonpath='{range .items[*]}{.metadata.labels.app\.kubernetes\.io/name} {.spec.nodeName} {.status.phase}{\"\n\"}{end}' | sort"
+
+# The token kubelet projected into a pod (its kube-api-access volume), decoded.
+claims() {  # claims POD: the JWT's payload
+  local uid
+  uid=$(kc -n $ns get pod "$1" -o jsonpath='{.metadata.uid}')
+  python3 - "$dir"/node/kubelet/pods/"$uid"/volumes/kubernetes.io~projected/kube-api-access-*/token <<'PY'
+import base64, json, sys
+payload = open(sys.argv[1]).read().split(".")[1]
+print(json.dumps(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))))
+PY
+}
+first_pod() { kc -n $ns get pods -l "app.kubernetes.io/name=$1" -o jsonpath='{.items[0].metadata.name}'; }
+for c in webhook operator agent; do
+  p=$(first_pod "podshaper-$c")
+  check "$c: kubelet gave $p a token of its own ServiceAccount, bound to the pod" python3 -c '
+import json, sys
+c = json.loads(sys.argv[1]); k = c["kubernetes.io"]
+assert c["sub"] == "system:serviceaccount:podshaper-system:" + sys.argv[2], c
+assert k["pod"]["name"] == sys.argv[3] and k["node"]["name"] == sys.argv[4], c' "$(claims "$p")" "podshaper-$c" "$p" "$node"
+done
+
+# --- 3. the API server calls the webhook through its Service (aggregator routing: a ready endpoint)
+check "the webhook configuration names the Service, not a URL" \
+  test "$(kc get mutatingwebhookconfiguration podshaper -o jsonpath='{.webhooks[0].clientConfig.service.name}/{.webhooks[0].clientConfig.url}')" = podshaper-webhook/
+webhook_ips() { kc -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o jsonpath='{range .items[*]}{.status.podIP}{"\n"}{end}' | sort | xargs; }
+check "its endpoints are the two ready webhook pods" \
+  eventually 30 "$(webhook_ips)" bash -c "kubectl --kubeconfig $kubeconfig -n $ns get endpoints podshaper-webhook -o jsonpath='{range .subsets[*].addresses[*]}{.ip}{\"\n\"}{end}' | sort | xargs"
+kc create namespace ml >/dev/null
+kc label namespace ml pod-security.kubernetes.io/enforce=privileged >/dev/null
+until_ok 30 kc -n ml get serviceaccount default
+probe='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"probe","namespace":"ml","labels":{"podshaper.io/inject":"true"},
+  "annotations":{"podshaper.io/batch-bytes":"1Mi"}},"spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"4"}}}]}}'
+shaped_probe() { kc create --dry-run=server -o jsonpath='{.metadata.annotations.podshaper\.io/shaped-by}' -f - <<<"$probe" 2>/dev/null | grep -q podshaper-webhook; }
+check "a pod is shaped by the installed webhook, through the Service" until_ok 30 shaped_probe
+
+# --- 4. the agent's report, with its own token, and the operator's verdict
+check "the agent pod wrote its node's report, its memlock probe granted 4 MiB" \
+  eventually 90 'true 4194304' kc get gtr $node -o jsonpath='{.spec.host.memlockProbe.granted} {.spec.host.memlockBytes}'
+check "the operator validated the node: 4 GPUs, NVLink, P2P all, memlock 4 MiB" \
+  eventually 60 'true 4 nvlink all 4194304' kc get node $node -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated} {.metadata.labels.podshaper\.io/gpu-count} {.metadata.labels.podshaper\.io/interconnect} {.metadata.labels.podshaper\.io/p2p} {.metadata.labels.podshaper\.io/memlock}'
+
+# --- 5. a training pod, shaped by the installed webhook, runs on the node
+kc -n ml create configmap podshaper-examples --from-file "$examples/container_facts.py" --from-file "$examples/dataloader.py" >/dev/null
+check "examples/real-node/training.yaml is accepted" quiet kc apply -f "$examples/training.yaml"
+check "shaped: /dev/shm 794Mi, 4 ranks" test "$(kc -n ml get pod dataloader-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size} {.spec.containers[0].env[?(@.name=="PET_NPROC_PER_NODE")].value}')" = "794Mi 4"
+check "it runs on the real node" eventually 120 "Running $node" kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase} {.spec.nodeName}'
+t_first=$(since "$t_apply")
+echo "    the first shaped pod running ${t_first} s after kubectl apply"
+check "and finishes: every rank's DataLoader through its /dev/shm" eventually 240 Succeeded kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase}'
+kc -n ml logs dataloader-shaped >"$tmp/training.log" 2>&1 || true
+check "inside: /dev/shm is 794 MiB, 4 ranks, training finished" \
+  bash -c "grep -q '4 rank(s), /dev/shm 794 MiB' '$tmp/training.log' && grep -qx 'training finished' '$tmp/training.log'"
+
+# --- 6. the admission policy keeps the agent's real token to its own node's report
+agent_pod=$(first_pod podshaper-agent)
+set +e
+kc -n $ns exec "$agent_pod" -c agent -- /usr/local/bin/podshaper-agent run --once --node p5-48xlarge-h100-0 \
+  --fixture /fixture/topology.txt >"$tmp/exec.out" 2>&1
+rc=$?
+set -e
+check "the agent's token may not write another node's report" test $rc -ne 0
+check "the ValidatingAdmissionPolicy says why" \
+  grep -q "may write only the GPUTopologyReport of its own node ($node), not p5-48xlarge-h100-0" "$tmp/exec.out"
+check "so there is none" bash -c "! kubectl --kubeconfig $kubeconfig get gtr p5-48xlarge-h100-0 >/dev/null 2>&1"
+
+# --- 7. certificates: made and injected by the operator, mounted by kubelet, rotated
+secret_pem() { kc -n $ns get secret podshaper-webhook-tls -o "jsonpath={.data.$1}" | base64 -d; }
+secret_pem 'ca\.crt' >"$tmp/ca.crt"
+check "the operator injected the Secret's CA as the caBundle" \
+  test "$(kc get mutatingwebhookconfiguration podshaper -o jsonpath='{.webhooks[0].clientConfig.caBundle}' | base64 -d)" = "$(cat "$tmp/ca.crt")"
+secret_serial() { secret_pem 'tls\.crt' | openssl x509 -noout -serial; }
+served_serial() {  # served_serial IP: the certificate a webhook pod serves, verified against the CA
+  openssl s_client -connect "$1:8443" -servername podshaper-webhook.podshaper-system.svc -verify_return_error \
+    -CAfile "$tmp/ca.crt" </dev/null 2>/dev/null | openssl x509 -noout -serial
+}
+all_serve() {  # all_serve SERIAL: every webhook pod serves it
+  local ip
+  for ip in $(webhook_ips); do [[ $(served_serial "$ip") == "$1" ]] || return 1; done
+}
+first=$(secret_serial)
+check "kubelet mounted the Secret: both webhook pods serve its certificate" all_serve "$first"
+pods_before=$(kc -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o jsonpath='{range .items[*]}{.metadata.name}/{.status.containerStatuses[0].restartCount} {end}')
+t_rotate=$(now)
+kc -n $ns annotate secret podshaper-webhook-tls podshaper.io/renew=now >/dev/null
+check "a forced rotation: the operator writes a new certificate" until_ok 30 bash -c "[[ \$(kubectl --kubeconfig $kubeconfig -n $ns get secret podshaper-webhook-tls -o jsonpath='{.data.tls\.crt}' | base64 -d | openssl x509 -noout -serial) != '$first' ]]"
+t_written=$(since "$t_rotate")
+second=$(secret_serial)
+t_written_at=$(now)
+check "kubelet's Secret refresh brings it to both webhook pods, which reload it" until_ok 180 all_serve "$second"
+t_served=$(since "$t_written_at")
+echo "    rotation: the new certificate in the Secret ${t_written} s after the annotation, served by both webhook pods ${t_served} s after that"
+check "with no restart" test "$(kc -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o jsonpath='{range .items[*]}{.metadata.name}/{.status.containerStatuses[0].restartCount} {end}')" = "$pods_before"
+check "the API server still calls the webhook" until_ok 30 shaped_probe
+
+# --- 8. a rollout restart of the webhook while pods are created: none may fail
+# Server-side dry runs: each is a create through the whole admission chain, webhook included.
+echo 0 >"$tmp/creates.ok"; : >"$tmp/creates.failed"
+(
+  ok=0
+  while [[ ! -f $tmp/creates.stop ]]; do
+    if out=$(kc create --dry-run=server -o jsonpath='{.metadata.annotations.podshaper\.io/shaped-by}' -f - <<<"$probe" 2>&1) &&
+       [[ $out == podshaper-webhook* ]]; then
+      ok=$((ok + 1)); echo $ok >"$tmp/creates.ok"
+    else
+      echo "$(date +%T.%N | cut -c1-12) $out" >>"$tmp/creates.failed"
+    fi
+  done
+) &
+loop=$!
+sleep 3
+t_restart=$(now)
+check "kubectl rollout restart deployment/podshaper-webhook" quiet kc -n $ns rollout restart deployment/podshaper-webhook
+check "the restart rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
+t_rolled=$(since "$t_restart")
+# The old pods' shutdown delay and drain, past the rollout's end.
+until_ok 60 bash -c "[[ \$(kubectl --kubeconfig $kubeconfig -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o name | wc -l) == 2 ]]"
+sleep 3
+touch "$tmp/creates.stop"; wait "$loop" || true; loop=
+creates=$(cat "$tmp/creates.ok"); failed=$(wc -l <"$tmp/creates.failed")
+echo "    rollout restart: rolled out in ${t_rolled} s; $creates creates shaped, $failed failed"
+check "pods were created all along ($creates)" test "$creates" -ge 10
+check "0 failed creates" test "$failed" -eq 0
+sed 's/^/    /' "$tmp/creates.failed" | head -5
+now_pods=$(kc -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o jsonpath='{.items[*].metadata.name}')
+for p in $pods_before; do
+  check "${p%/*} was replaced" bash -c "! grep -qw '${p%/*}' <<<'$now_pods'"
+done
+
+# --- 9. the README's uninstall leaves no podshaper object, label or taint
+kc -n ml delete pod dataloader-shaped --wait=false >/dev/null 2>&1 || true
+check "kubectl delete -k manifests/ (the overlay)" quiet kc delete -k "$overlay" --timeout 120s
+kc label nodes --all podshaper.io/topology-validated- podshaper.io/gpu-count- \
+  podshaper.io/interconnect- podshaper.io/p2p- podshaper.io/memlock- >/dev/null
+kc taint nodes --all podshaper.io/topology-not-validated- >/dev/null 2>&1 || true
+check "no podshaper CRD, namespace, webhook configuration, admission policy or RBAC is left" bash -c "
+  ! kubectl --kubeconfig $kubeconfig get crd,namespace,mutatingwebhookconfiguration,validatingadmissionpolicy,validatingadmissionpolicybinding,clusterrole,clusterrolebinding -o name |
+    grep -i podshaper"
+check "no node carries a podshaper label or taint" bash -c "
+  ! kubectl --kubeconfig $kubeconfig get nodes -o json | grep -q 'podshaper.io/\(topology\|gpu-count\|interconnect\|p2p\|memlock\)'"
+finish
