@@ -72,13 +72,13 @@ mirror=${mirror%/}
 # The images from this host's binaries: the final stages of images/Dockerfile, with the
 # root file systems laid out here by the same images/rootfs.sh.
 from_build() { # BINDIR
-  local bindir=$1 b ctx t=$(now)
+  local bindir=$1 b ctx out t=$(now)
   docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed)"
   docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0
   for b in webhook operator agent; do
     [[ -x $bindir/podshaper-$b ]] || die "$bindir/podshaper-$b is missing: run make build"
     ctx=$(mktemp -d)
-    bash "$root/images/rootfs.sh" "$bindir/podshaper-$b" "$ctx/rootfs" || { rm -rf "$ctx"; die "rootfs.sh failed for podshaper-$b"; }
+    bash "$root/images/rootfs.sh" "$bindir/podshaper-$b" "$ctx/rootfs" >/dev/null || { rm -rf "$ctx"; die "rootfs.sh failed for podshaper-$b"; }
     cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM scratch
 LABEL io.podshaper.images="1" org.opencontainers.image.title="podshaper-$b"
@@ -86,10 +86,13 @@ COPY rootfs/ /
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/podshaper-$b"]
 DOCKERFILE
-    docker build --force-rm -q -t "podshaper-$b:$tag" "$ctx" >/dev/null || { rm -rf "$ctx"; die "docker build of podshaper-$b:$tag failed"; }
+    if ! out=$(docker build --force-rm -q -t "podshaper-$b:$tag" "$ctx" 2>&1); then
+      rm -rf "$ctx"; echo "$out" >&2; die "docker build of podshaper-$b:$tag failed"
+    fi
     rm -rf "$ctx"
+    # Its earlier builds that lost the tag (only its own: other builds may be running).
+    docker image prune -f --filter "label=org.opencontainers.image.title=podshaper-$b" >/dev/null 2>&1 || true
   done
-  docker image prune -f --filter label=io.podshaper.images=1 >/dev/null 2>&1 || true
   say "podshaper-{webhook,operator,agent}:$tag from $bindir in $(($(now) - t)) s"
 }
 if [[ $mode == prebuilt ]]; then

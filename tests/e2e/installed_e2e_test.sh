@@ -2,7 +2,7 @@
 # End-to-end: podshaper installed as a cluster admin installs it, running as pods on the
 # real node (scripts/node.sh). The product images are imported into the node's containerd,
 # then `kubectl apply -k crds/` and `kubectl apply -k` of manifests/ through the test overlay
-# tests/e2e/install/ (memlock 4Mi and the agent's topology capture: what this machine needs).
+# examples/real-node/install/ (memlock 4Mi and the agent's topology capture: what this machine needs).
 # Nothing is done here that a kubelet or kube-proxy would do: the pods run on their own
 # pod-bound ServiceAccount tokens, kubelet mounts the webhook's certificate and runs the
 # probes, and the API server calls the webhook through its Service. Checked: the install;
@@ -22,7 +22,7 @@ logs=$dir/logs
 bin=${PODSHAPER_BIN:-$root/build/bin}
 node=real-h200x4-0
 ns=podshaper-system
-overlay=$root/tests/e2e/install
+overlay=$root/examples/real-node/install
 capture=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt
 examples=$root/examples/real-node
 tag=$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
@@ -48,6 +48,7 @@ cleanup() {
 trap cleanup EXIT
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
+helm_bin=$(bash "$root/scripts/helm.sh")  # built from the module proxy on a cold cache
 bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
 bash "$root/scripts/cluster.sh" up
 source "$dir/node/env"
@@ -209,9 +210,30 @@ check "kubectl delete -k manifests/ (the overlay)" quiet kc delete -k "$overlay"
 kc label nodes --all podshaper.io/topology-validated- podshaper.io/gpu-count- \
   podshaper.io/interconnect- podshaper.io/p2p- podshaper.io/memlock- >/dev/null
 kc taint nodes --all podshaper.io/topology-not-validated- >/dev/null 2>&1 || true
-check "no podshaper CRD, namespace, webhook configuration, admission policy or RBAC is left" bash -c "
-  ! kubectl --kubeconfig $kubeconfig get crd,namespace,mutatingwebhookconfiguration,validatingadmissionpolicy,validatingadmissionpolicybinding,clusterrole,clusterrolebinding -o name |
-    grep -i podshaper"
-check "no node carries a podshaper label or taint" bash -c "
-  ! kubectl --kubeconfig $kubeconfig get nodes -o json | grep -q 'podshaper.io/\(topology\|gpu-count\|interconnect\|p2p\|memlock\)'"
+nothing_left() {  # nothing_left WHAT
+  check "$1: no podshaper CRD, namespace, webhook configuration, admission policy or RBAC is left" \
+    eventually 60 "" bash -c "kubectl --kubeconfig $kubeconfig get crd,namespace,mutatingwebhookconfiguration,validatingadmissionpolicy,validatingadmissionpolicybinding,clusterrole,clusterrolebinding -o name | grep -i podshaper"
+  check "$1: no node carries a podshaper label or taint" bash -c "
+    ! kubectl --kubeconfig $kubeconfig get nodes -o json | grep -q 'podshaper.io/\(topology\|gpu-count\|interconnect\|p2p\|memlock\)'"
+}
+nothing_left "kubectl delete -k"
+
+# --- 10. the chart, on the cluster the uninstall left clean: the same, then helm uninstall
+helm() { "$helm_bin" --kubeconfig "$kubeconfig" "$@"; }
+check "helm install podshaper charts/podshaper (examples/real-node/install/values.yaml)" \
+  quiet helm install podshaper "$root/charts/podshaper" -f "$overlay/values.yaml"
+until_ok 30 kc get namespace $ns
+kc -n $ns create configmap podshaper-agent-fixture --from-file "topology.txt=$capture" >/dev/null
+check "helm: the webhook rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
+check "helm: the operator rolls out" quiet kc -n $ns rollout status deploy/podshaper-operator --timeout 120s
+check "helm: the agent rolls out" quiet kc -n $ns rollout status ds/podshaper-agent --timeout 120s
+check "helm: a pod is shaped through the Service" until_ok 60 shaped_probe
+check "helm: the agent reported and the operator validated the node" \
+  eventually 90 'true 4194304' kc get node $node -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated} {.metadata.labels.podshaper\.io/memlock}'
+check "helm uninstall podshaper" quiet helm uninstall podshaper --wait --timeout 120s
+check "kubectl delete -k crds/ (Helm leaves CRDs in place)" quiet kc delete -k "$root/crds/"
+kc label nodes --all podshaper.io/topology-validated- podshaper.io/gpu-count- \
+  podshaper.io/interconnect- podshaper.io/p2p- podshaper.io/memlock- >/dev/null
+kc taint nodes --all podshaper.io/topology-not-validated- >/dev/null 2>&1 || true
+nothing_left "helm uninstall"
 finish
