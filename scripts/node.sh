@@ -31,7 +31,8 @@
 #    RLIMIT_MEMLOCK above the 8 MiB hard limit every process here has;
 #  - cgroup v1 only (cgroupfs driver);
 #  - traffic goes to loopback or to addresses the test made: the node's IP is the gateway
-#    address of its own bridge, the pods' IPs are on that bridge, nothing is masqueraded;
+#    address of its own bridge, the pods' IPs are on that bridge, nothing is masqueraded,
+#    and pods have no default route (only their subnet, and the Service range via the node);
 #  - no kube-proxy: pods reach the API server as in-cluster clients do, at the `kubernetes`
 #    Service (10.0.0.1:443), through one DNAT rule from the bridge to the API server on
 #    loopback (route_localnet on the bridge lets those packets reach 127.0.0.1). The API
@@ -60,7 +61,9 @@ cgroup_root=/podshaper-node-$id
 # kubelet's, not configurable (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath)
 device_plugins=/var/lib/kubelet/device-plugins
 lock=/run/podshaper-node.lock
-# The `kubernetes` Service's ClusterIP (the first of cluster.sh's service range).
+# cluster.sh's Service range, the one route pods have beyond their subnet (through the
+# node: no default route), and the `kubernetes` Service's ClusterIP in it.
+service_cidr=10.0.0.0/24
 api_service_ip=10.0.0.1
 
 log() { echo "node: $*" >&2; }
@@ -126,7 +129,8 @@ TOML
   "plugins": [{
     "type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false, "hairpinMode": true,
     "ipam": {"type": "host-local", "dataDir": "$node_dir/cni/ipam",
-             "ranges": [[{"subnet": "$subnet", "gateway": "$node_ip"}]]}
+             "ranges": [[{"subnet": "$subnet", "gateway": "$node_ip"}]],
+             "routes": [{"dst": "$service_cidr"}]}
   }]
 }
 JSON
