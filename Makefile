@@ -48,8 +48,9 @@ cluster-up: build controlplane node
 cluster-down:
 	@bash scripts/cluster.sh down
 
-# The README's first command: a control plane with podshaper, a training job, explained.
-demo: cluster-up
+# The README's first command: a control plane and a real node, podshaper installed on it as
+# an admin installs it (images, kubectl apply -k), a training job, explained.
+demo: build controlplane node
 	@bash scripts/demo.sh
 
 # The offline dry run alone, no cluster.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make demo: a real control plane with podshaper-webhook, a 2-pod training job submitted
-# with kubectl, and what podshaper did to it, for a person to read.
+# make demo: a real control plane and a real node, podshaper installed on them as a cluster
+# admin installs it (its images in the node's runtime, kubectl apply -k), a training job
+# submitted with kubectl, and what podshaper did to it, for a person to read.
 set -euo pipefail
 shopt -s extglob
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -8,6 +9,32 @@ dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
 kubeconfig=$dir/kubeconfig
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+ns=podshaper-system
+
+say "A control plane on loopback and one real node (scripts/cluster.sh, scripts/node.sh), podshaper not yet installed"
+# A fresh one each time: the install below is what an admin does on a cluster without podshaper.
+bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
+PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no bash "$root/scripts/cluster.sh" up 2>&1 | sed 's/^/  /'
+
+say "Installing podshaper as README says: its images into the node's containerd, kubectl apply -k"
+tag=$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+bash "$root/scripts/images.sh" --from-build "${PODSHAPER_BIN:-$root/build/bin}" 2>&1 | sed 's/^/  /'
+docker save "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag" -o "$dir/images.tar"
+bash "$root/scripts/node.sh" load "$dir/images.tar"
+rm -f "$dir/images.tar"
+echo "  kubectl apply -k crds/"
+kc apply -k "$root/crds/" >/dev/null
+kc wait --for condition=established --timeout 30s crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io >/dev/null
+# examples/real-node/install: manifests/ with what this machine's node needs (memlock 4Mi,
+# the agent's fake GPU backend fed by a 4×H200 capture, every pod on the real node).
+echo "  kubectl apply -k examples/real-node/install/   (manifests/, for this machine's node)"
+kc apply -k "$root/examples/real-node/install/" >/dev/null
+kc -n $ns create configmap podshaper-agent-fixture \
+  --from-file "topology.txt=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt" >/dev/null
+for w in deploy/podshaper-webhook deploy/podshaper-operator ds/podshaper-agent; do
+  kc -n $ns rollout status "$w" --timeout 180s >/dev/null
+done
+kc -n $ns get pods -o wide | cut -c1-120 | sed 's/^/  /'
 
 say "GPU nodes: three Node objects from tests/fixtures/topologies (no kubelet: they show placement) and one real node"
 kc get nodes -L node.kubernetes.io/instance-type -L nvidia.com/gpu.product \
@@ -25,15 +52,12 @@ report p5-48xlarge-h100-0 p5.48xlarge-8xH100-nv18.topo-m.txt 8gpu-all-ok.p2p-r.t
 report p4d-24xlarge-a100-0 p4d.24xlarge-8xA100-nv12.topo-m.txt 8gpu-all-ok.p2p-r.txt
 # Two PCIe switches without P2P between them: this node fails the default TopologyPolicy.
 report g6e-12xlarge-l40s-0 g6e.12xlarge-4xL40S-pcie-node.topo-m.txt 4gpu-ns.p2p-r.txt
-# The real node: kubelet + containerd; its GPUs are a 4×H200 capture. Its memlock probe asks
-# 4 MiB through NRI (this machine cannot grant more; see scripts/node.sh).
-real=real-h200x4-0
-bash "$root/scripts/node.sh" report 4Mi 2>/dev/null
-echo "  $real: tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt, memlock probed on the node"
+# The real node's agent is the installed DaemonSet's pod; its memlock-probe container asks
+# 4 MiB through NRI (this machine cannot grant more; see docs/real-node.md).
+echo "  real-h200x4-0: by its podshaper-agent pod (tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt, memlock probed)"
 
-say "podshaper-operator judges them against TopologyPolicy default"
-bash "$root/scripts/cluster.sh" start-operator 2>&1 | sed 's/^/  /'
-for _ in $(seq 100); do
+say "podshaper-operator (installed, leader of 2 replicas) judges them against TopologyPolicy default"
+for _ in $(seq 300); do
   [[ $(kc get nodes -l podshaper.io/topology-validated -o name | wc -l) -eq 4 ]] && break
   sleep 0.2
 done
