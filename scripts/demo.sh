@@ -173,9 +173,9 @@ cat <<TXT
   kubectl -n ml get pod dataloader-shaped -o yaml     # a shaped pod that ran
   kubectl describe node real-h200x4-0; less $dir/node/logs/kubelet.log
   kubectl get mutatingwebhookconfiguration podshaper -o yaml
-  less $dir/logs/podshaper-webhook.log
+  kubectl -n podshaper-system logs deploy/podshaper-webhook; kubectl -n podshaper-system get pods -o wide
   kubectl get gtr; kubectl describe gtr p5-48xlarge-h100-0; kubectl get topologypolicies
-  less $dir/logs/podshaper-operator.log
+  kubectl -n podshaper-system logs deploy/podshaper-operator   # the installed operator (one leads)
 
   make cluster-down     # stops everything this started
 TXT

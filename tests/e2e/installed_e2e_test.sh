@@ -140,6 +140,18 @@ check "the agent's token may not write another node's report" test $rc -ne 0
 check "the ValidatingAdmissionPolicy says why" \
   grep -q "may write only the GPUTopologyReport of its own node ($node), not p5-48xlarge-h100-0" "$tmp/exec.out"
 check "so there is none" bash -c "! kubectl --kubeconfig $kubeconfig get gtr p5-48xlarge-h100-0 >/dev/null 2>&1"
+# Nor an update of one that exists (the admin writes p4d's).
+"$bin/podshaper-agent" run --once --node p4d-24xlarge-a100-0 --kubeconfig "$kubeconfig" \
+  --fixture "$root/tests/fixtures/topologies/p4d.24xlarge-8xA100-nv12.topo-m.txt" 2>/dev/null
+set +e
+kc -n $ns exec "$agent_pod" -c agent -- /usr/local/bin/podshaper-agent run --once --node p4d-24xlarge-a100-0 \
+  --fixture /fixture/topology.txt >"$tmp/exec.out" 2>&1
+rc=$?
+set -e
+check "nor overwrite another node's existing report" \
+  bash -c "[[ $rc -ne 0 ]] && grep -q 'may write only the GPUTopologyReport of its own node ($node), not p4d-24xlarge-a100-0' '$tmp/exec.out'"
+check "p4d's report is still p4d's (NV12)" \
+  test "$(kc get gtr p4d-24xlarge-a100-0 -o jsonpath='{.spec.pairs[0].link}')" = NV12
 
 # --- 7. certificates: made and injected by the operator, mounted by kubelet, rotated
 secret_pem() { kc -n $ns get secret podshaper-webhook-tls -o "jsonpath={.data.$1}" | base64 -d; }
