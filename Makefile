@@ -42,8 +42,10 @@ FUZZ_SECONDS ?= 20
 fuzz:
 	@bash scripts/fuzz.sh --seconds $(FUZZ_SECONDS)
 
+# The control plane and the real node, podshaper installed there as pods (kubectl apply -k).
 cluster-up: build controlplane node
-	@PODSHAPER_WITH_NODE=yes bash scripts/cluster.sh up
+	@PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no bash scripts/cluster.sh up
+	@bash scripts/cluster.sh install
 
 cluster-down:
 	@bash scripts/cluster.sh down

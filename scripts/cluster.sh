@@ -9,7 +9,10 @@
 #   scripts/cluster.sh up      start (idempotent: does nothing while up)
 #   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
 #   scripts/cluster.sh status
-#   scripts/cluster.sh start-operator   podshaper-operator too (the demo; the e2e tests run their own)
+#   scripts/cluster.sh install  podshaper installed as pods on the real node, as an admin does
+#                      (make cluster-up, make demo, the real-node tests; after `up` with
+#                      PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no)
+#   scripts/cluster.sh start-operator   podshaper-operator as a process (the e2e tests run their own)
 #   scripts/cluster.sh stop-webhook     the webhook `up` started (a test runs its own replicas)
 #   scripts/cluster.sh stop-apiserver [SIGNAL] | start-apiserver | restart-apiserver
 #                      kube-apiserver alone, etcd kept (the fault tests: watches must recover)
@@ -311,6 +314,30 @@ down() {
   log "down"
 }
 
+# podshaper installed on the real node as README's "Install on a cluster" says: its images
+# (scripts/images.sh --from-build: the tested binaries) imported into the node's containerd,
+# `kubectl apply -k crds/`, then examples/real-node/install/ (manifests/ with what this
+# machine's node needs), the agent's topology capture as a ConfigMap, every rollout waited for.
+install() {
+  [[ -d $dir/node ]] || die "install needs the real node (PODSHAPER_WITH_NODE=yes scripts/cluster.sh up)"
+  local ns=podshaper-system tag w t0=$SECONDS
+  tag=$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+  bash "$root/scripts/images.sh" --from-build "${PODSHAPER_BIN:-$root/build/bin}" || die "scripts/images.sh --from-build failed"
+  docker save -o "$dir/images.tar" "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag"
+  bash "$root/scripts/node.sh" load "$dir/images.tar"
+  rm -f "$dir/images.tar"
+  kc apply -k "$root/crds/" >/dev/null
+  wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
+    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
+  kc apply -k "$root/examples/real-node/install/" >/dev/null
+  kc -n $ns create configmap podshaper-agent-fixture --dry-run=client -o yaml \
+    --from-file "topology.txt=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt" | kc apply -f - >/dev/null
+  for w in deploy/podshaper-webhook deploy/podshaper-operator ds/podshaper-agent; do
+    kc -n $ns rollout status "$w" --timeout 180s >/dev/null || die "$w did not roll out (kubectl -n $ns describe $w)"
+  done
+  log "podshaper installed: its pods ready $((SECONDS - t0)) s after kubectl apply -k"
+}
+
 status() {
   [[ -d $dir/node ]] && bash "$root/scripts/node.sh" status
   statuses etcd kube-apiserver kube-scheduler kube-controller-manager podshaper-webhook podshaper-operator
@@ -322,9 +349,10 @@ case ${1:-} in
   status) status ;;
   restart-webhook) source "$dir/env"; start_webhook; wait_shaping ;;
   start-operator) source "$dir/env"; start_operator ;;
+  install) install ;;
   stop-webhook) stop_one podshaper-webhook ;;
   stop-apiserver) stop_one kube-apiserver "${2:-TERM}" ;;
   start-apiserver) source "$dir/env"; running kube-apiserver || start_apiserver ;;
   restart-apiserver) source "$dir/env"; stop_one kube-apiserver; start_apiserver ;;
-  *) echo "usage: $0 up|down|status|restart-webhook|start-operator|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|install|restart-webhook|start-operator|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
 esac

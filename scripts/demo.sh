@@ -17,23 +17,11 @@ bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
 PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no bash "$root/scripts/cluster.sh" up 2>&1 | sed 's/^/  /'
 
 say "Installing podshaper as README says: its images into the node's containerd, kubectl apply -k"
-tag=$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
-bash "$root/scripts/images.sh" --from-build "${PODSHAPER_BIN:-$root/build/bin}" 2>&1 | sed 's/^/  /'
-docker save "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag" -o "$dir/images.tar"
-bash "$root/scripts/node.sh" load "$dir/images.tar"
-rm -f "$dir/images.tar"
-echo "  kubectl apply -k crds/"
-kc apply -k "$root/crds/" >/dev/null
-kc wait --for condition=established --timeout 30s crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io >/dev/null
-# examples/real-node/install: manifests/ with what this machine's node needs (memlock 4Mi,
-# the agent's fake GPU backend fed by a 4×H200 capture, every pod on the real node).
-echo "  kubectl apply -k examples/real-node/install/   (manifests/, for this machine's node)"
-kc apply -k "$root/examples/real-node/install/" >/dev/null
-kc -n $ns create configmap podshaper-agent-fixture \
-  --from-file "topology.txt=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt" >/dev/null
-for w in deploy/podshaper-webhook deploy/podshaper-operator ds/podshaper-agent; do
-  kc -n $ns rollout status "$w" --timeout 180s >/dev/null
-done
+# scripts/cluster.sh install: images.sh --from-build, node.sh load, kubectl apply -k crds/,
+# kubectl apply -k examples/real-node/install/ (manifests/ with what this machine's node
+# needs: memlock 4Mi, the agent's fake GPU backend fed by a 4×H200 capture, every pod on
+# the real node), then every rollout.
+bash "$root/scripts/cluster.sh" install 2>&1 | sed 's/^/  /'
 kc -n $ns get pods -o wide | cut -c1-120 | sed 's/^/  /'
 
 say "GPU nodes: three Node objects from tests/fixtures/topologies (no kubelet: they show placement) and one real node"

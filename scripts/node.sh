@@ -14,12 +14,6 @@
 #   scripts/node.sh load TAR...
 #                            import image tarballs (`docker save`) into the node's containerd,
 #                            as a registry pull would put them there (the product images)
-#   scripts/node.sh report [MEMLOCK]
-#                            what the node's podshaper-agent does (until it runs as a
-#                            DaemonSet pod here): a memlock probe pod asks RLIMIT_MEMLOCK
-#                            MEMLOCK (unlimited or a quantity; default 4Mi, what this machine
-#                            can grant) through NRI, and the agent (fixture backend: the
-#                            capture below) writes the node's GPUTopologyReport with it
 #
 # Everything lives in $PODSHAPER_CLUSTER_DIR/node/ (cluster.sh's dir), but for kubelet's
 # device-plugin socket, whose directory is fixed (/var/lib/kubelet/device-plugins): one
@@ -341,62 +335,6 @@ down() {
   log "down"
 }
 
-# The agent DaemonSet's memlock-probe container, in the test image (the product image
-# is not built here): like `podshaper-agent memlock-probe`, it writes the RLIMIT_MEMLOCK
-# it got ({"soft": BYTES, "hard": BYTES}, null for unlimited) into an emptyDir that the
-# agent container reads.
-probe_pod_json() {  # NAME BYTES
-  python3 - "$1" "$2" "$node_name" <<'PY'
-import json, sys
-name, value, node = sys.argv[1:]
-write = r"""b() { if [ "$1" = unlimited ]; then echo null; else echo $(($1 * 1024)); fi; }
-l=/run/podshaper-memlock/limits
-echo "{\"soft\": $(b $(ulimit -Sl)), \"hard\": $(b $(ulimit -Hl))}" >$l.tmp && mv $l.tmp $l && exec sleep 2147483647"""
-print(json.dumps({"apiVersion": "v1", "kind": "Pod",
-  "metadata": {"name": name, "namespace": "podshaper-system", "labels": {"app.kubernetes.io/name": "podshaper-agent"},
-    "annotations": {"ulimits.noderesource.dev/container.memlock-probe":
-                    f"- type: RLIMIT_MEMLOCK\n  soft: {value}\n  hard: {value}\n"}},
-  "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "terminationGracePeriodSeconds": 1,
-    "tolerations": [{"operator": "Exists"}],
-    "volumes": [{"name": "memlock", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
-    "containers": [{"name": "memlock-probe", "image": "podshaper.test/busybox:1", "command": ["sh", "-c", write],
-      "volumeMounts": [{"name": "memlock", "mountPath": "/run/podshaper-memlock"}],
-      "resources": {"limits": {"memory": "16Mi", "cpu": "10m"}, "requests": {"memory": "16Mi", "cpu": "10m"}}}]}}))
-PY
-}
-
-report() {
-  local requested=${1:-4Mi} bytes name uid file state
-  bytes=$(python3 - "$requested" <<'PY'
-import re, sys
-v = sys.argv[1]
-m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", v)
-if v == "unlimited": print(2**64 - 1)
-elif m: print(int(m[1]) * 1024 ** {None: 0, "Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4}[m[2]])
-else: sys.exit("node: memlock must be unlimited or a quantity like 4Mi, not " + v)
-PY
-  )
-  name=memlock-probe-$(tr 'A-Z' 'a-z' <<<"$requested")
-  kc create namespace podshaper-system >/dev/null 2>&1 || true
-  kc -n podshaper-system get pod "$name" >/dev/null 2>&1 || probe_pod_json "$name" "$bytes" | kc create -f - >/dev/null
-  uid=$(kc -n podshaper-system get pod "$name" -o jsonpath='{.metadata.uid}')
-  file=$node_dir/kubelet/pods/$uid/volumes/kubernetes.io~empty-dir/memlock/limits
-  # Until the probe has written, or its container has failed.
-  local deadline=$((SECONDS + 60))
-  while :; do
-    [[ -s $file ]] && break
-    state=$(kc -n podshaper-system get pod "$name" -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}{.status.containerStatuses[0].state.terminated.reason}' 2>/dev/null || true)
-    [[ -n $state && $state != ContainerCreating ]] && break
-    [[ $SECONDS -lt $deadline ]] || die "the memlock probe $name neither ran nor failed in 60 s"
-    sleep 0.3
-  done
-  "${PODSHAPER_BIN:-$root/build/bin}/podshaper-agent" run --once --node "$node_name" --fixture "$node_fixture" \
-    --kubeconfig "$kubeconfig" --memlock-probe-file "$file" --memlock-probe-pod "podshaper-system/$name" \
-    --memlock-requested "$requested" >>"$dir/logs/agent-$node_name.log" 2>&1 ||
-    die "podshaper-agent failed (log: $dir/logs/agent-$node_name.log)"
-  log "$node_name reported (memlock probe asked $requested: $(if [[ -s $file ]]; then cat "$file"; else echo "$state"; fi))"
-}
-
 status() { statuses containerd kubelet podshaper-test-deviceplugin; }
 
 load() {
@@ -412,7 +350,6 @@ case ${1:-} in
   up) up ;;
   down) down ;;
   status) status ;;
-  report) report "${2:-4Mi}" ;;
   load) shift; load "$@" ;;
-  *) echo "usage: $0 up|down|status|report [MEMLOCK]|load TAR..." >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|load TAR..." >&2; exit 2 ;;
 esac

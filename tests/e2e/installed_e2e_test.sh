@@ -34,13 +34,7 @@ cleanup() {
   if [[ $rc -ne 0 || $failures -gt 0 ]]; then  # what CI needs to see
     for f in "$dir"/node/logs/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done
     show_failure_state 20 'kube-apiserver.log'
-    if kc get --raw /readyz >/dev/null 2>&1; then
-      kc get pods -A -o wide 2>&1 || true
-      for p in $(kc -n $ns get pods -o name 2>/dev/null); do
-        echo "--- kubectl logs $p"; kc -n $ns logs "$p" --all-containers --tail 25 2>&1 || true
-      done
-      kc -n $ns get events --sort-by .lastTimestamp 2>&1 | tail -30 || true
-    fi
+    show_installed_pods
   fi
   bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
   rm -rf "$tmp"

@@ -120,3 +120,15 @@ p2p=$e2e_fixtures_root/tests/fixtures/p2p
 p5=p5-48xlarge-h100-0
 p4d=p4d-24xlarge-a100-0
 g6e=g6e-12xlarge-l40s-0
+
+# show_installed_pods: for a failed test with podshaper installed as pods (kc): every pod,
+# the last lines of each podshaper pod's containers, and podshaper-system's Events.
+show_installed_pods() {
+  kc get --raw /readyz >/dev/null 2>&1 || return 0
+  kc get pods -A -o wide 2>&1 || true
+  local p
+  for p in $(kc -n podshaper-system get pods -o name 2>/dev/null); do
+    echo "--- kubectl logs $p"; kc -n podshaper-system logs "$p" --all-containers --tail 25 2>&1 || true
+  done
+  kc -n podshaper-system get events --sort-by .lastTimestamp 2>&1 | tail -30 || true
+}
