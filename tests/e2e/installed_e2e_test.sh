@@ -9,8 +9,9 @@
 # the tokens; the Service; the agent's report and the operator's verdict; a training pod
 # shaped by the installed webhook running on the node; the admission policy refusing the
 # agent's token another node's report; a forced certificate rotation reaching the served
-# certificate (timed); a rollout restart of the webhook while pods are created (0 failed);
-# the README's uninstall leaving nothing behind.
+# certificate (timed); readiness gating the Service (a frozen replica leaves it); a rollout
+# restart of the webhook while pods are created (0 failed); the README's uninstall, and
+# the same with Helm, leaving nothing behind.
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -176,7 +177,27 @@ echo "    rotation: the new certificate in the Secret ${t_written} s after the a
 check "with no restart" test "$(kc -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o jsonpath='{range .items[*]}{.metadata.name}/{.status.containerStatuses[0].restartCount} {end}')" = "$pods_before"
 check "the API server still calls the webhook" until_ok 30 shaped_probe
 
-# --- 8. a rollout restart of the webhook while pods are created: none may fail
+# --- 8. readiness gates the Service: a frozen webhook pod leaves the endpoints, the other serves
+ready_ips() { kc -n $ns get endpoints podshaper-webhook -o jsonpath='{range .subsets[*].addresses[*]}{.ip}{"\n"}{end}' | sort | xargs; }
+frozen_pod=$(first_pod podshaper-webhook)
+frozen_ip=$(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.podIP}')
+other_ip=$(webhook_ips | tr ' ' '\n' | grep -vx "$frozen_ip")
+cid=$(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
+pid=$("${PODSHAPER_NODE_BIN:-$root/build/node}/ctr" -a "$dir/node/containerd.sock" -n k8s.io tasks ls 2>/dev/null |
+      awk -v c="${cid#containerd://}" '$1 == c { print $2 }')
+check "the webhook container's process, found through containerd ($frozen_pod: pid ${pid:-none})" test -n "$pid"
+kill -STOP "$pid"
+t_freeze=$(now)
+check "frozen (SIGSTOP), kubelet's readiness probe fails and its endpoint goes" eventually 60 "$other_ip" ready_ips
+echo "    readiness: the frozen pod left the endpoints $(since "$t_freeze") s after SIGSTOP (probe every 5 s, 3 failures)"
+shaped_all() { local i; for i in 1 2 3 4 5 6 7 8 9 10; do shaped_probe || return 1; done; }
+check "10 creates in a row, all shaped by the other replica" shaped_all
+kill -CONT "$pid"
+check "thawed (SIGCONT), it is ready again and back in the endpoints" eventually 60 "$(webhook_ips)" ready_ips
+check "and kubelet's liveness probe did not restart it" \
+  test "$(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.containerStatuses[0].restartCount}')" = 0
+
+# --- 9. a rollout restart of the webhook while pods are created: none may fail
 # Server-side dry runs: each is a create through the whole admission chain, webhook included.
 echo 0 >"$tmp/creates.ok"; : >"$tmp/creates.failed"
 (
@@ -210,7 +231,7 @@ for p in $pods_before; do
   check "${p%/*} was replaced" bash -c "! grep -qw '${p%/*}' <<<'$now_pods'"
 done
 
-# --- 9. the README's uninstall leaves no podshaper object, label or taint
+# --- 10. the README's uninstall leaves no podshaper object, label or taint
 kc -n ml delete pod dataloader-shaped --wait=false >/dev/null 2>&1 || true
 check "kubectl delete -k manifests/ --ignore-not-found (the overlay)" quiet kc delete -k "$overlay" --ignore-not-found --timeout 120s
 kc label nodes --all podshaper.io/topology-validated- podshaper.io/gpu-count- \
@@ -231,7 +252,7 @@ for n in nodes:
 }
 nothing_left "kubectl delete -k"
 
-# --- 10. the chart, on the cluster the uninstall left clean: the same, then helm uninstall
+# --- 11. the chart, on the cluster the uninstall left clean: the same, then helm uninstall
 helm() { "$helm_bin" --kubeconfig "$kubeconfig" "$@"; }
 check "helm install podshaper charts/podshaper (examples/real-node/install/values.yaml)" \
   quiet helm install podshaper "$root/charts/podshaper" -f "$overlay/values.yaml"
