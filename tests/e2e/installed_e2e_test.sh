@@ -29,18 +29,7 @@ examples=$root/examples/real-node
 tag=$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 tmp=$(mktemp -d)
 loop=
-cleanup() {
-  local rc=$?
-  [[ -n $loop ]] && kill "$loop" 2>/dev/null
-  if [[ $rc -ne 0 || $failures -gt 0 ]]; then  # what CI needs to see
-    for f in "$dir"/node/logs/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done
-    show_failure_state 20 'kube-apiserver.log'
-    show_installed_pods
-  fi
-  bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'rc=$?; [[ -n $loop ]] && kill "$loop" 2>/dev/null; node_test_cleanup $rc' EXIT
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
 helm_bin=$(bash "$root/scripts/helm.sh")  # built from the module proxy on a cold cache

@@ -121,6 +121,18 @@ p5=p5-48xlarge-h100-0
 p4d=p4d-24xlarge-a100-0
 g6e=g6e-12xlarge-l40s-0
 
+# node_test_cleanup RC: the EXIT trap of a real-node test: on failure, the node's logs, the
+# control plane's and the installed pods'; then the cluster down and $tmp removed.
+node_test_cleanup() {
+  if [[ $1 -ne 0 || $failures -gt 0 ]]; then  # what CI needs to see
+    for f in "$dir"/node/logs/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -30 "$f"; }; done
+    show_failure_state 20 'kube-apiserver.log'
+    show_installed_pods
+  fi
+  bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+
 # show_installed_pods: for a failed test with podshaper installed as pods (kc): every pod,
 # the last lines of each podshaper pod's containers, and podshaper-system's Events.
 show_installed_pods() {

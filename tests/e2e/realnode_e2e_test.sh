@@ -17,17 +17,7 @@ bin=${PODSHAPER_BIN:-$root/build/bin}
 node=real-h200x4-0
 capture=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt
 tmp=$(mktemp -d)
-cleanup() {
-  local rc=$?
-  if [[ $rc -ne 0 || $failures -gt 0 ]]; then  # what CI needs to see
-    for f in "$dir"/node/logs/*.log; do [[ -f $f ]] && { echo "--- $f"; tail -40 "$f"; }; done
-    show_failure_state 20 'kube-apiserver.log'
-    show_installed_pods
-  fi
-  bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'node_test_cleanup $?' EXIT
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
 # The webhook asks 4 MiB of locked memory (examples/real-node/install's config): what this
