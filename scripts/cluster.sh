@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback, for podshaper's demo and end-to-end tests:
 # etcd, kube-apiserver, kube-scheduler and kube-controller-manager (built by
-# scripts/controlplane-build.sh), GPU Node objects made from the topology fixtures,
-# and podshaper-webhook registered by a MutatingWebhookConfiguration. With
-# PODSHAPER_WITH_NODE=yes (make cluster-up, make demo, the real-node e2e test) also one real
-# node, scripts/node.sh: kubelet, containerd with NRI, runc and CNI, where shaped pods run.
+# scripts/controlplane-build.sh), GPU Node objects made from the topology fixtures, the
+# CRDs, and podshaper-webhook as a process registered by URL (PODSHAPER_WITH_WEBHOOK=no and
+# PODSHAPER_WITH_CRDS=no leave podshaper out). With PODSHAPER_WITH_NODE=yes also one real
+# node, scripts/node.sh: kubelet, containerd with NRI, runc and CNI, where shaped pods run;
+# `install` then puts podshaper on it as pods (make cluster-up, make demo, the real-node tests).
 #
 #   scripts/cluster.sh up      start (idempotent: does nothing while up)
 #   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
@@ -12,7 +13,6 @@
 #   scripts/cluster.sh install  podshaper installed as pods on the real node, as an admin does
 #                      (make cluster-up, make demo, the real-node tests; after `up` with
 #                      PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no)
-#   scripts/cluster.sh start-operator   podshaper-operator as a process (the e2e tests run their own)
 #   scripts/cluster.sh stop-webhook     the webhook `up` started (a test runs its own replicas)
 #   scripts/cluster.sh stop-apiserver [SIGNAL] | start-apiserver | restart-apiserver
 #                      kube-apiserver alone, etcd kept (the fault tests: watches must recover)
@@ -23,7 +23,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
 cpbin=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
 webhook_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
-operator_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-operator
 webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; defaults when empty
 with_webhook=${PODSHAPER_WITH_WEBHOOK:-yes}    # no: the install test brings its own (manifests/)
 with_node=${PODSHAPER_WITH_NODE:-no}           # yes: a real node too (scripts/node.sh)
@@ -290,22 +289,9 @@ up() {
   log "up: kubectl --kubeconfig $kubeconfig get nodes"
 }
 
-# podshaper-operator, one replica with leader election, as the admin (RBAC comes with the install).
-start_operator() {
-  running podshaper-operator && return 0
-  [[ -x $operator_bin ]] || die "$operator_bin is missing: run make build"
-  local port
-  port=$(free_ports 1)
-  echo "OPERATOR_PORT=$port" >>"$dir/env"
-  kc create namespace podshaper-system >/dev/null 2>&1 || true
-  start podshaper-operator "$operator_bin" run --kubeconfig "$kubeconfig" --listen "127.0.0.1:$port" --identity operator-0
-  wait_for 30 podshaper-operator curl -sfk "https://127.0.0.1:$port/readyz"
-  log "podshaper-operator up (metrics: https://127.0.0.1:$port/metrics)"
-}
-
 down() {
   # The real node first, while the API server can still see its pods go.
-  [[ -d $dir/node ]] && bash "$root/scripts/node.sh" down
+  if [[ -d $dir/node ]]; then bash "$root/scripts/node.sh" down || log "the real node's down failed: stopping the rest"; fi
   [[ -d $dir/pids ]] || { log "not running"; return 0; }
   for name in podshaper-operator podshaper-webhook kube-controller-manager kube-scheduler kube-apiserver etcd; do
     stop_one "$name"
@@ -319,23 +305,27 @@ down() {
 # `kubectl apply -k crds/`, then examples/real-node/install/ (manifests/ with what this
 # machine's node needs), the agent's topology capture as a ConfigMap, every rollout waited for.
 install() {
-  [[ -d $dir/node ]] || die "install needs the real node (PODSHAPER_WITH_NODE=yes scripts/cluster.sh up)"
-  local ns=podshaper-system tag w t0=$SECONDS
-  tag=$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
-  bash "$root/scripts/images.sh" --from-build "${PODSHAPER_BIN:-$root/build/bin}" || die "scripts/images.sh --from-build failed"
+  [[ -d $dir/node ]] || die "install needs the real node (PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no scripts/cluster.sh up)"
+  local ns=podshaper-system tag w again=no t0=$SECONDS
+  tag=${PODSHAPER_IMAGE_TAG:-$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")}
+  PODSHAPER_IMAGE_TAG=$tag bash "$root/scripts/images.sh" --from-build "${PODSHAPER_BIN:-$root/build/bin}" ||
+    die "scripts/images.sh --from-build failed"
   docker save -o "$dir/images.tar" "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag"
   bash "$root/scripts/node.sh" load "$dir/images.tar"
   rm -f "$dir/images.tar"
+  kc -n $ns get deploy podshaper-webhook >/dev/null 2>&1 && again=yes
   kc apply -k "$root/crds/" >/dev/null
   wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
     crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
   kc apply -k "$root/examples/real-node/install/" >/dev/null
   kc -n $ns create configmap podshaper-agent-fixture --dry-run=client -o yaml \
     --from-file "topology.txt=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt" | kc apply -f - >/dev/null
+  # Installed before: the same tag may now name newer binaries, which only new pods run.
+  [[ $again == yes ]] && kc -n $ns rollout restart deploy/podshaper-webhook deploy/podshaper-operator ds/podshaper-agent >/dev/null
   for w in deploy/podshaper-webhook deploy/podshaper-operator ds/podshaper-agent; do
     kc -n $ns rollout status "$w" --timeout 180s >/dev/null || die "$w did not roll out (kubectl -n $ns describe $w)"
   done
-  log "podshaper installed: its pods ready $((SECONDS - t0)) s after kubectl apply -k"
+  log "podshaper installed in $((SECONDS - t0)) s (images, kubectl apply -k, every rollout)"
 }
 
 status() {
@@ -348,11 +338,10 @@ case ${1:-} in
   down) down ;;
   status) status ;;
   restart-webhook) source "$dir/env"; start_webhook; wait_shaping ;;
-  start-operator) source "$dir/env"; start_operator ;;
   install) install ;;
   stop-webhook) stop_one podshaper-webhook ;;
   stop-apiserver) stop_one kube-apiserver "${2:-TERM}" ;;
   start-apiserver) source "$dir/env"; running kube-apiserver || start_apiserver ;;
   restart-apiserver) source "$dir/env"; stop_one kube-apiserver; start_apiserver ;;
-  *) echo "usage: $0 up|down|status|install|restart-webhook|start-operator|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|install|restart-webhook|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
 esac

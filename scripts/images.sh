@@ -25,7 +25,12 @@ case ${1:-} in
   "") ;;
   --base-only) mode=base ;;
   --base-stamp) mode=stamp ;;
-  --from-build) mode=prebuilt ;;
+  --from-build)
+    mode=prebuilt
+    # BINDIR as the caller meant it (relative to where it was run), before the cd below.
+    bindir=${2:-$(dirname "$0")/../build/bin}
+    [[ -d $bindir ]] || { echo "images: $bindir: no such directory (run make build)" >&2; exit 2; }
+    bindir=$(cd "$bindir" && pwd) ;;
   *) echo "usage: $0 [--from-build [BINDIR] | --base-only | --base-stamp]" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -96,7 +101,7 @@ DOCKERFILE
   say "podshaper-{webhook,operator,agent}:$tag from $bindir in $(($(now) - t)) s"
 }
 if [[ $mode == prebuilt ]]; then
-  from_build "$(cd "${2:-$root/build/bin}" && pwd)"
+  from_build "$bindir"
   exit 0
 fi
 

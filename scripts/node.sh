@@ -177,19 +177,20 @@ restore_sysctls() {
 }
 
 # The kube-proxy rule of the `kubernetes` Service, for pods of this node only: api_dnat -A|-D
+# (-D removes every rule of this node, found by its comment, whatever port it names).
 api_dnat() {
-  local api_port
-  api_port=$(sed -n 's/^API_PORT=//p' "$dir/env" 2>/dev/null)
-  [[ -n $api_port ]] || { [[ $1 == -D ]] && return 0; die "no API_PORT in $dir/env"; }
-  local rule=(PREROUTING -i "$bridge" -d "$api_service_ip" -p tcp --dport 443
-              -m comment --comment "podshaper-node $id: kubernetes Service"
-              -j DNAT --to-destination "127.0.0.1:$api_port")
-  if [[ $1 == -A ]]; then
-    sysctl -q -w "net.ipv4.conf.$bridge.route_localnet=1"
-    iptables -t nat -C "${rule[@]}" 2>/dev/null || iptables -t nat -A "${rule[@]}"
-  else
-    while iptables -t nat -D "${rule[@]}" 2>/dev/null; do :; done
+  local comment="podshaper-node $id: kubernetes Service" rule api_port
+  if [[ $1 == -D ]]; then
+    iptables -t nat -S PREROUTING 2>/dev/null | grep -F -- "$comment" | sed 's/^-A //' |
+      while read -r rule; do eval "iptables -t nat -D $rule" || true; done
+    return 0
   fi
+  api_port=$(sed -n 's/^API_PORT=//p' "$dir/env" 2>/dev/null || true)
+  [[ -n $api_port ]] || die "no API_PORT in $dir/env"
+  local add=(PREROUTING -i "$bridge" -d "$api_service_ip" -p tcp --dport 443 -m comment --comment "$comment"
+             -j DNAT --to-destination "127.0.0.1:$api_port")
+  sysctl -q -w "net.ipv4.conf.$bridge.route_localnet=1"
+  iptables -t nat -C "${add[@]}" 2>/dev/null || iptables -t nat -A "${add[@]}"
 }
 
 up() {
@@ -200,6 +201,7 @@ up() {
   fi
   [[ -d $node_dir/pids ]] && down
   [[ $(id -u) -eq 0 ]] || die "a kubelet needs root"
+  command -v iptables >/dev/null || die "iptables is missing: run scripts/deps.sh (make deps)"
   for b in containerd ctr containerd-shim-runc-v2 podshaper-nri-ulimit podshaper-test-deviceplugin; do
     [[ -x $nodebin/$b ]] || die "$nodebin/$b is missing: run scripts/node-build.sh (make cluster-up does)"
   done

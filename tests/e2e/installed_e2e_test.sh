@@ -3,9 +3,10 @@
 # real node (scripts/node.sh). The product images are imported into the node's containerd,
 # then `kubectl apply -k crds/` and `kubectl apply -k` of manifests/ through the test overlay
 # examples/real-node/install/ (memlock 4Mi and the agent's topology capture: what this machine needs).
-# Nothing is done here that a kubelet or kube-proxy would do: the pods run on their own
-# pod-bound ServiceAccount tokens, kubelet mounts the webhook's certificate and runs the
-# probes, and the API server calls the webhook through its Service. Checked: the install;
+# Nothing is done here that a kubelet would do, and of kube-proxy's work only the
+# `kubernetes` Service's DNAT (scripts/node.sh): the pods run on their own pod-bound
+# ServiceAccount tokens, kubelet mounts the webhook's certificate and runs the probes, and
+# the API server calls the webhook through its Service. Checked: the install;
 # the tokens; the Service; the agent's report and the operator's verdict; a training pod
 # shaped by the installed webhook running on the node; the admission policy refusing the
 # agent's token another node's report; a forced certificate rotation reaching the served
@@ -45,7 +46,7 @@ check "imported into the node's containerd" bash "$root/scripts/node.sh" load "$
 # --- 2. the install, as README's "Install on a cluster" says
 t_apply=$(now)
 check "kubectl apply -k crds/" quiet kc apply -k "$root/crds/"
-until_ok 30 kc wait --for condition=established --timeout 5s crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
+check "the CRDs are established" until_ok 30 kc wait --for condition=established --timeout 5s crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
 check "kubectl apply -k manifests/ (through the test overlay)" quiet kc apply -k "$overlay"
 # The overlay's agent reads the node's topology capture (no GPU here), from a ConfigMap.
 kc -n $ns create configmap podshaper-agent-fixture --from-file "topology.txt=$capture" >/dev/null
@@ -89,7 +90,7 @@ check "its endpoints are the two ready webhook pods" \
   eventually 30 "$(webhook_ips)" bash -c "kubectl --kubeconfig $kubeconfig -n $ns get endpoints podshaper-webhook -o jsonpath='{range .subsets[*].addresses[*]}{.ip}{\"\n\"}{end}' | sort | xargs"
 kc create namespace ml >/dev/null
 kc label namespace ml pod-security.kubernetes.io/enforce=privileged >/dev/null
-until_ok 30 kc -n ml get serviceaccount default
+until_ok 30 kc -n ml get serviceaccount default || fail "namespace ml: no default service account"
 probe='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"probe","namespace":"ml","labels":{"podshaper.io/inject":"true"},
   "annotations":{"podshaper.io/batch-bytes":"1Mi"}},"spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"4"}}}]}}'
 shaped_probe() { kc create --dry-run=server -o jsonpath='{.metadata.annotations.podshaper\.io/shaped-by}' -f - <<<"$probe" 2>/dev/null | grep -q podshaper-webhook; }
@@ -142,6 +143,12 @@ secret_pem() { kc -n $ns get secret podshaper-webhook-tls -o "jsonpath={.data.$1
 secret_pem 'ca\.crt' >"$tmp/ca.crt"
 check "the operator injected the Secret's CA as the caBundle" \
   test "$(kc get mutatingwebhookconfiguration podshaper -o jsonpath='{.webhooks[0].clientConfig.caBundle}' | base64 -d)" = "$(cat "$tmp/ca.crt")"
+check "Secret podshaper-webhook-tls is of type kubernetes.io/tls" \
+  test "$(kc -n $ns get secret podshaper-webhook-tls -o jsonpath='{.type}')" = kubernetes.io/tls
+check "its serving certificate names the Service, signed by its CA" bash -c "
+  kubectl --kubeconfig $kubeconfig -n $ns get secret podshaper-webhook-tls -o jsonpath='{.data.tls\.crt}' | base64 -d >'$tmp/tls.crt'
+  openssl x509 -noout -ext subjectAltName <'$tmp/tls.crt' | grep -q 'DNS:podshaper-webhook.podshaper-system.svc' &&
+  openssl verify -CAfile '$tmp/ca.crt' '$tmp/tls.crt' >/dev/null"
 secret_serial() { secret_pem 'tls\.crt' | openssl x509 -noout -serial; }
 served_serial() {  # served_serial IP: the certificate a webhook pod serves, verified against the CA
   openssl s_client -connect "$1:8443" -servername podshaper-webhook.podshaper-system.svc -verify_return_error \
@@ -165,6 +172,14 @@ t_served=$(since "$t_written_at")
 echo "    rotation: the new certificate in the Secret ${t_written} s after the annotation, served by both webhook pods ${t_served} s after that"
 check "with no restart" test "$(kc -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o jsonpath='{range .items[*]}{.metadata.name}/{.status.containerStatuses[0].restartCount} {end}')" = "$pods_before"
 check "the API server still calls the webhook" until_ok 30 shaped_probe
+check "the caBundle still holds the one CA" \
+  test "$(kc get mutatingwebhookconfiguration podshaper -o jsonpath='{.webhooks[0].clientConfig.caBundle}' | base64 -d | grep -c 'BEGIN CERTIFICATE')" = 1
+kc patch mutatingwebhookconfiguration podshaper --type json \
+  -p '[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ""}]' >/dev/null
+check "a caBundle someone cleared is injected again" \
+  eventually 30 "$(cat "$tmp/ca.crt")" bash -c "kubectl --kubeconfig $kubeconfig get mutatingwebhookconfiguration podshaper -o jsonpath='{.webhooks[0].clientConfig.caBundle}' | base64 -d"
+check "the operators were refused nothing (no 'forbidden' in their logs)" bash -c "
+  ! kubectl --kubeconfig $kubeconfig -n $ns logs -l app.kubernetes.io/name=podshaper-operator --tail -1 | grep -qi forbidden"
 
 # --- 8. readiness gates the Service: a frozen webhook pod leaves the endpoints, the other serves
 ready_ips() { kc -n $ns get endpoints podshaper-webhook -o jsonpath='{range .subsets[*].addresses[*]}{.ip}{"\n"}{end}' | sort | xargs; }
@@ -173,15 +188,15 @@ frozen_ip=$(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.podIP}')
 other_ip=$(webhook_ips | tr ' ' '\n' | grep -vx "$frozen_ip")
 cid=$(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
 pid=$("${PODSHAPER_NODE_BIN:-$root/build/node}/ctr" -a "$dir/node/containerd.sock" -n k8s.io tasks ls 2>/dev/null |
-      awk -v c="${cid#containerd://}" '$1 == c { print $2 }')
+      awk -v c="${cid#containerd://}" '$1 == c { print $2 }' || true)
 check "the webhook container's process, found through containerd ($frozen_pod: pid ${pid:-none})" test -n "$pid"
-kill -STOP "$pid"
+kill -STOP "${pid:-0}" || fail "could not freeze the webhook"
 t_freeze=$(now)
 check "frozen (SIGSTOP), kubelet's readiness probe fails and its endpoint goes" eventually 60 "$other_ip" ready_ips
 echo "    readiness: the frozen pod left the endpoints $(since "$t_freeze") s after SIGSTOP (probe every 5 s, 3 failures)"
 shaped_all() { local i; for i in 1 2 3 4 5 6 7 8 9 10; do shaped_probe || return 1; done; }
 check "10 creates in a row, all shaped by the other replica" shaped_all
-kill -CONT "$pid"
+kill -CONT "${pid:-0}" || true
 check "thawed (SIGCONT), it is ready again and back in the endpoints" eventually 60 "$(webhook_ips)" ready_ips
 check "and kubelet's liveness probe did not restart it" \
   test "$(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.containerStatuses[0].restartCount}')" = 0
@@ -207,7 +222,7 @@ check "kubectl rollout restart deployment/podshaper-webhook" quiet kc -n $ns rol
 check "the restart rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
 t_rolled=$(since "$t_restart")
 # The old pods' shutdown delay and drain, past the rollout's end.
-until_ok 60 bash -c "[[ \$(kubectl --kubeconfig $kubeconfig -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o name | wc -l) == 2 ]]"
+check "the old webhook pods are gone" until_ok 60 bash -c "[[ \$(kubectl --kubeconfig $kubeconfig -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o name | wc -l) == 2 ]]"
 sleep 3
 touch "$tmp/creates.stop"; wait "$loop" || true; loop=
 creates=$(cat "$tmp/creates.ok"); failed=$(wc -l <"$tmp/creates.failed")
@@ -245,7 +260,7 @@ nothing_left "kubectl delete -k"
 helm() { "$helm_bin" --kubeconfig "$kubeconfig" "$@"; }
 check "helm install podshaper charts/podshaper (examples/real-node/install/values.yaml)" \
   quiet helm install podshaper "$root/charts/podshaper" -f "$overlay/values.yaml"
-until_ok 30 kc get namespace $ns
+check "helm made namespace $ns" until_ok 30 kc get namespace $ns
 kc -n $ns create configmap podshaper-agent-fixture --from-file "topology.txt=$capture" >/dev/null
 check "helm: the webhook rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
 check "helm: the operator rolls out" quiet kc -n $ns rollout status deploy/podshaper-operator --timeout 120s

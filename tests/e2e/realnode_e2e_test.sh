@@ -185,6 +185,8 @@ check "down: no kubelet, containerd or shim of this node" bash -c "! pgrep -f --
 check "down: no mount under the node's dir" bash -c "! findmnt -rn -o TARGET | grep -qF '$dir/node'"
 check "down: no cgroup $NODE_CGROUP_ROOT" bash -c "! ls -d /sys/fs/cgroup/*$NODE_CGROUP_ROOT 2>/dev/null | grep -q ."
 check "down: no bridge $NODE_BRIDGE" bash -c "! ip link show '$NODE_BRIDGE' >/dev/null 2>&1"
+check "down: no DNAT rule of the node's for the kubernetes Service" \
+  bash -c "! iptables -t nat -S PREROUTING 2>/dev/null | grep -q 'podshaper-node ${NODE_BRIDGE#psn}:'"
 check "down: no pod's veth left" test "$(ip -o link show type veth | wc -l)" = "$veths_before"
 check "down: no pod network namespace left" test "$(ip netns list 2>/dev/null | wc -l) $(find "$dir" -path '*netns*' 2>/dev/null | wc -l)" = "$netns_before 0"
 check "down: the sysctls kubelet changed are restored" \
