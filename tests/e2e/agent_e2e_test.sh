@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: podshaper-agent writes GPUTopologyReports to a real kube-apiserver.
 source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PODSHAPER_CLUSTER_DIR=${PODSHAPER_CLUSTER_DIR:-$root/build/e2e-agent-cluster}
 kubeconfig=$PODSHAPER_CLUSTER_DIR/kubeconfig
@@ -83,6 +84,8 @@ kill -TERM $probe; wait $probe || true
 # The runtime could not start the probe: the agent's Pod says so (its status written here as
 # a kubelet would), and the file never came.
 refused="failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error setting rlimit type 8: operation not permitted: unknown"
+kc create namespace podshaper-system >/dev/null 2>&1 || true
+until_ok 30 kc -n podshaper-system get serviceaccount default || fail "namespace podshaper-system: no default service account"
 kc apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
