@@ -81,6 +81,7 @@ std::string Config::hash() const {
   std::string canonical = "workers=" + std::to_string(workers) +
                           ";prefetchFactor=" + std::to_string(prefetchFactor) +
                           ";headroomPercent=" + std::to_string(headroomPercent) +
+                          ";ncclShmReservePerRankWithP2P=" + std::to_string(ncclShmReservePerRankWithP2P) +
                           ";ncclShmReservePerRank=" + std::to_string(ncclShmReservePerRank) +
                           ";gpusPerNode=" + std::to_string(gpusPerNode) +
                           ";nodeMemory=" + (nodeMemory ? std::to_string(*nodeMemory) : "") +
@@ -131,6 +132,8 @@ Result<Config> parseConfig(std::string_view yamlText) {
       {"workers", setCount(config.workers, "defaults.workers", 0, 1024)},
       {"prefetchFactor", setCount(config.prefetchFactor, "defaults.prefetchFactor", 1, 1024)},
       {"headroomPercent", setCount(config.headroomPercent, "defaults.headroomPercent", 0, 1000)},
+      {"ncclShmReservePerRankWithP2P",
+       setQuantity(config.ncclShmReservePerRankWithP2P, "defaults.ncclShmReservePerRankWithP2P")},
       {"ncclShmReservePerRank", setQuantity(config.ncclShmReservePerRank, "defaults.ncclShmReservePerRank")},
       {"gpusPerNode", setCount(config.gpusPerNode, "defaults.gpusPerNode", 1, 1024)},
       {"nodeMemory", setQuantity(config.nodeMemory, "defaults.nodeMemory")},

@@ -234,11 +234,21 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   shmIn.prefetchFactor = in.prefetchFactor;
   shmIn.batch = in.batch;
   shmIn.headroomPercent = config.headroomPercent;
-  // NCCL's SHM transport joins ranks of one pod on one node: none needed with
-  // P2P between every GPU pair, nor for a single rank.
-  shmIn.ncclReservePerRank = nodeClass.p2pAllPairs || ranks < 2
-                                 ? 0
-                                 : static_cast<uint64_t>(config.ncclShmReservePerRank);
+  // NCCL keeps segments in /dev/shm even with P2P between every GPU pair (its proxy and
+  // network buffers), and more where P2P is missing (its SHM transport): docs/webhook.md.
+  const std::string reserveKey =
+      nodeClass.p2pAllPairs ? "defaults.ncclShmReservePerRankWithP2P" : "defaults.ncclShmReservePerRank";
+  shmIn.ncclReservePerRank = static_cast<uint64_t>(
+      nodeClass.p2pAllPairs ? config.ncclShmReservePerRankWithP2P : config.ncclShmReservePerRank);
+  if (shmIn.ncclReservePerRank == 0) {
+    shmIn.ncclReserveWhy = "config " + reserveKey + " is 0";
+  } else if (nodeClass.p2pAllPairs) {
+    shmIn.ncclReserveWhy = "target nodes validated with P2P between all GPU pairs: config " + reserveKey;
+  } else {
+    shmIn.ncclReserveWhy =
+        "P2P between all GPU pairs not validated on the target nodes, so NCCL may use its SHM transport: config " +
+        reserveKey;
+  }
   auto plan = planShm(shmIn);
   if (!plan) return deny(pod, plan.error().message);
   const uint64_t shm = plan->shmBytes;

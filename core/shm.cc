@@ -1,5 +1,6 @@
 #include "core/shm.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <utility>
@@ -10,28 +11,61 @@
 namespace podshaper {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, uint64_t>, 15> kDtypes{{
-    {"float64", 8}, {"double", 8}, {"float32", 4}, {"float", 4}, {"float16", 2}, {"half", 2},
-    {"bfloat16", 2}, {"int64", 8}, {"long", 8}, {"int32", 4}, {"int", 4}, {"int16", 2},
-    {"int8", 1}, {"uint8", 1}, {"bool", 1},
+struct Dtype {
+  std::string_view name;
+  uint64_t bytes;
+  bool alias;  // PyTorch's other name for a dtype listed before it; not listed in errors
+};
+
+// Every dtype of torch 2.x whose elements are whole bytes (torch.<name>.itemsize);
+// float4_e2m1fn_x2 packs two 4-bit values into one element.
+constexpr std::array<Dtype, 30> kDtypes{{
+    {"float64", 8, false}, {"double", 8, true},
+    {"float32", 4, false}, {"float", 4, true},
+    {"float16", 2, false}, {"half", 2, true},
+    {"bfloat16", 2, false},
+    {"float8_e4m3fn", 1, false}, {"float8_e4m3fnuz", 1, false},
+    {"float8_e5m2", 1, false}, {"float8_e5m2fnuz", 1, false},
+    {"float8_e8m0fnu", 1, false}, {"float4_e2m1fn_x2", 1, false},
+    {"complex128", 16, false}, {"cdouble", 16, true},
+    {"complex64", 8, false}, {"cfloat", 8, true},
+    {"complex32", 4, false}, {"chalf", 4, true},
+    {"int64", 8, false}, {"long", 8, true},
+    {"int32", 4, false}, {"int", 4, true},
+    {"int16", 2, false}, {"short", 2, true},
+    {"int8", 1, false},
+    {"uint64", 8, false}, {"uint32", 4, false}, {"uint16", 2, false}, {"uint8", 1, false},
 }};
+// bool is a byte too; kept apart so the table reads as numbers first.
+constexpr Dtype kBool{"bool", 1, false};
+
+std::string dtypeNames() {
+  std::string names;
+  for (const Dtype& d : kDtypes) {
+    if (d.alias) continue;
+    names += std::string(d.name) + ", ";
+  }
+  return names + std::string(kBool.name);
+}
 
 Error overflow(std::string_view what) {
   return makeError("the /dev/shm size overflows 64 bits at " + std::string(what) +
                    "; check the batch size, workers, prefetch factor and ranks");
 }
 
+std::string bytesText(uint64_t b) { return formatBytes(static_cast<int64_t>(b)); }
+
 }  // namespace
 
 Result<uint64_t> dtypeBytes(std::string_view dtype) {
   std::string_view name = dtype;
   if (name.starts_with("torch.")) name.remove_prefix(6);
-  for (const auto& [n, size] : kDtypes) {
-    if (n == name) return size;
+  if (name == kBool.name) return kBool.bytes;
+  for (const Dtype& d : kDtypes) {
+    if (d.name == name) return d.bytes;
   }
-  return makeError("unknown dtype \"" + std::string(dtype) +
-                   "\" (use one of float64, float32, float16, bfloat16, int64, int32, int16, "
-                   "int8, uint8, bool)");
+  return makeError("unknown dtype \"" + std::string(dtype) + "\" (use one of " + dtypeNames() +
+                   ", or give podshaper.io/batch-bytes)");
 }
 
 Result<uint64_t> shapeBytes(std::string_view shape, std::string_view dtype) {
@@ -59,14 +93,17 @@ Result<uint64_t> shapeBytes(std::string_view shape, std::string_view dtype) {
 }
 
 Result<ShmPlan> planShm(const ShmInputs& in) {
-  ShmPlan plan;
-  auto batchesPerRank = checkedMul(in.workers, in.prefetchFactor);
-  if (!batchesPerRank || !(batchesPerRank = checkedAdd(*batchesPerRank, 1))) {
-    return overflow("workers × prefetch");
+  // With no workers the DataLoader makes its batches in the training process: nothing
+  // of them is in /dev/shm.
+  uint64_t perRank = 0;
+  if (in.workers > 0) {
+    auto batches = checkedMul(in.workers, in.prefetchFactor);
+    if (!batches || !(batches = checkedAdd(*batches, kHeldBatches))) return overflow("workers × prefetch");
+    auto bytes = checkedMul(*batches, in.batch.bytes);
+    if (!bytes || !(bytes = checkedAdd(*bytes, kDataLoaderExtraBytes))) return overflow("per-rank bytes");
+    perRank = *bytes;
   }
-  auto perRank = checkedMul(*batchesPerRank, in.batch.bytes);
-  if (!perRank) return overflow("per-rank bytes");
-  auto payload = checkedMul(in.ranks, *perRank);
+  auto payload = checkedMul(in.ranks, perRank);
   if (!payload) return overflow("ranks × per-rank bytes");
   auto scaled = checkedMul(*payload, 100 + in.headroomPercent);
   if (!scaled) return overflow("headroom");
@@ -75,32 +112,38 @@ Result<ShmPlan> planShm(const ShmInputs& in) {
   if (!reserve) return overflow("NCCL reserve");
   auto totalMiB = checkedAdd(ceilMiB(withHeadroom), ceilMiB(*reserve));
   if (!totalMiB) return overflow("total");
-  auto shm = checkedMul(*totalMiB, kMiB);
+  auto shm = checkedMul(std::max(*totalMiB, kMinShmBytes / kMiB), kMiB);
   if (!shm || *shm > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return overflow("total");
   }
 
-  plan.perRankBytes = *perRank;
+  ShmPlan plan;
+  plan.perRankBytes = perRank;
   plan.payloadBytes = *payload;
   plan.withHeadroomBytes = withHeadroom;
   plan.ncclReserveBytes = *reserve;
   plan.shmBytes = *shm;
 
-  std::string f = std::to_string(in.ranks) + " ranks × (" + std::to_string(in.workers) +
-                  " workers × prefetch " + std::to_string(in.prefetchFactor) + " + 1) × " +
-                  std::to_string(in.batch.bytes) + " B (" + in.batch.source + ") = " +
-                  std::to_string(plan.payloadBytes) + " B; +" +
-                  std::to_string(in.headroomPercent) + "% headroom = " +
-                  std::to_string(plan.withHeadroomBytes) + " B → " +
-                  std::to_string(ceilMiB(withHeadroom)) + "Mi";
+  std::string f = std::to_string(in.ranks) + " ranks × ";
+  if (in.workers == 0) {
+    f += "0 workers (the DataLoader makes its batches in the training process, none in /dev/shm) = 0 B";
+  } else {
+    f += "((" + std::to_string(in.workers) + " workers × prefetch " + std::to_string(in.prefetchFactor) +
+         " + 2 held: the batch being handed over and the one in the training step) × " +
+         std::to_string(in.batch.bytes) + " B (" + in.batch.source + ") + " + bytesText(kDataLoaderExtraBytes) +
+         " for the DataLoader's semaphores) = " + std::to_string(plan.payloadBytes) + " B; +" +
+         std::to_string(in.headroomPercent) + "% headroom = " + std::to_string(plan.withHeadroomBytes) + " B";
+  }
+  f += " → " + std::to_string(ceilMiB(withHeadroom)) + "Mi";
   if (in.ncclReservePerRank == 0) {
     f += "; no NCCL shm reserve";
   } else {
-    f += "; + NCCL shm reserve " + std::to_string(in.ranks) + " × " +
-         formatBytes(static_cast<int64_t>(in.ncclReservePerRank)) + " = " +
+    f += "; + NCCL shm reserve " + std::to_string(in.ranks) + " × " + bytesText(in.ncclReservePerRank) + " = " +
          std::to_string(ceilMiB(*reserve)) + "Mi";
   }
-  f += "; /dev/shm = " + formatBytes(static_cast<int64_t>(plan.shmBytes));
+  if (!in.ncclReserveWhy.empty()) f += " (" + in.ncclReserveWhy + ")";
+  f += "; /dev/shm = " + bytesText(plan.shmBytes);
+  if (*totalMiB * kMiB < kMinShmBytes) f += " (at least " + bytesText(kMinShmBytes) + ", the container runtime's default)";
   plan.formula = std::move(f);
   return plan;
 }

@@ -117,6 +117,7 @@ const std::vector<Setting>& fuzzSettings() {
     Config warn;
     warn.partialNode = PartialNodePolicy::kWarn;
     warn.ncclShmReservePerRank = 0;
+    warn.ncclShmReservePerRankWithP2P = 0;
     warn.memlock = MemlockLimit{4 << 20};
     return std::vector<Setting>{{Config{}, &validated}, {warn, nullptr}, {other, &unvalidated}};
   }();

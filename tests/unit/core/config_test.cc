@@ -11,7 +11,8 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_EQ(c->workers, 4u);
   EXPECT_EQ(c->prefetchFactor, 2u);
   EXPECT_EQ(c->headroomPercent, 20u);
-  EXPECT_EQ(c->ncclShmReservePerRank, 64 * 1024 * 1024);
+  EXPECT_EQ(c->ncclShmReservePerRankWithP2P, 64 * 1024 * 1024);
+  EXPECT_EQ(c->ncclShmReservePerRank, 128 * 1024 * 1024);
   EXPECT_EQ(c->gpusPerNode, 8u);
   EXPECT_EQ(c->maxShmPercentOfNodeMemory, 50u);
   EXPECT_EQ(c->partialNode, PartialNodePolicy::kDeny);
@@ -26,7 +27,8 @@ defaults:
   workers: 8
   prefetchFactor: 4
   headroomPercent: 0
-  ncclShmReservePerRank: 128Mi
+  ncclShmReservePerRankWithP2P: 0
+  ncclShmReservePerRank: 256Mi
   gpusPerNode: 4
   nodeMemory: 2Ti
 limits:
@@ -39,7 +41,8 @@ memlock: 4Mi
   EXPECT_EQ(c->workers, 8u);
   EXPECT_EQ(c->prefetchFactor, 4u);
   EXPECT_EQ(c->headroomPercent, 0u);
-  EXPECT_EQ(c->ncclShmReservePerRank, 128 * 1024 * 1024);
+  EXPECT_EQ(c->ncclShmReservePerRankWithP2P, 0);
+  EXPECT_EQ(c->ncclShmReservePerRank, 256 * 1024 * 1024);
   EXPECT_EQ(c->gpusPerNode, 4u);
   EXPECT_EQ(*c->nodeMemory, 2LL << 40);
   EXPECT_EQ(c->maxShmPercentOfNodeMemory, 25u);
@@ -84,6 +87,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"defaults:\n  workers: four\n", "defaults.workers"},
         BadConfig{"defaults:\n  prefetchFactor: 0\n", "defaults.prefetchFactor: 0 is out of range"},
         BadConfig{"defaults:\n  ncclShmReservePerRank: 64MB\n", "defaults.ncclShmReservePerRank: \"64MB\" is not a quantity"},
+        BadConfig{"defaults:\n  ncclShmReservePerRankWithP2P: -64Mi\n", "defaults.ncclShmReservePerRankWithP2P: "},
+        BadConfig{"defaults:\n  ncclShmReservePerRankWithp2p: 64Mi\n", "defaults.ncclShmReservePerRankWithp2p: unknown key"},
         BadConfig{"defaults:\n  gpusPerNode: [8]\n", "defaults.gpusPerNode: expected a single value"},
         BadConfig{"limits:\n  maxShmPercentOfNodeMemory: 101\n", "out of range 1..100"},
         BadConfig{"partialNode: maybe\n", "partialNode: \"maybe\" is not one of deny, warn, expand"},

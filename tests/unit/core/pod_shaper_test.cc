@@ -34,19 +34,19 @@ bool hasWarning(const ShapeOutcome& out, const std::string& part) {
   return false;
 }
 
-TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs5822Mi) {
+TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs6520Mi) {
   ClusterView cluster;
   cluster.nodes = {gpuNode("h100-a", 8), gpuNode("h100-b", 8)};
   auto out = shapeWith(TrainingPod(), cluster);
   ASSERT_TRUE(out.allowed) << out.message;
   const json& pod = out.pod;
-  EXPECT_EQ(pod["metadata"]["annotations"]["podshaper.io/shm-size"], "5822Mi");
+  EXPECT_EQ(pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
   EXPECT_EQ(pod["spec"]["volumes"][0],
-            json({{"name", "podshaper-dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "5822Mi"}}}}));
+            json({{"name", "podshaper-dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "6520Mi"}}}}));
   const json& c = pod["spec"]["containers"][0];
   EXPECT_EQ(c["volumeMounts"][0], json({{"name", "podshaper-dshm"}, {"mountPath", "/dev/shm"}}));
-  EXPECT_EQ(c["resources"]["limits"]["memory"], "108222Mi");  // 100Gi + 5822Mi
-  EXPECT_EQ(c["resources"]["requests"]["memory"], "108222Mi");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "108920Mi");  // 100Gi + 6520Mi
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "108920Mi");
   EXPECT_EQ(c["securityContext"]["capabilities"]["add"], json({"IPC_LOCK"}));
   EXPECT_EQ(c["env"], json({{{"name", "PET_NPROC_PER_NODE"}, {"value", "8"}}}));
   EXPECT_EQ(pod["spec"]["hostIPC"], true);
@@ -64,8 +64,13 @@ TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs5822Mi) {
                             {"key":"podshaper.io/memlock","operator":"In","values":["unlimited"]},
                             {"key":"podshaper.io/gpu-count","operator":"In","values":["8"]}])"));
   std::string formula = pod["metadata"]["annotations"]["podshaper.io/shm-formula"];
-  EXPECT_NE(formula.find("8 ranks × (8 workers × prefetch 4 + 1) × 19267584 B"), std::string::npos) << formula;
-  EXPECT_NE(formula.find("no NCCL shm reserve"), std::string::npos) << formula;
+  EXPECT_NE(formula.find("8 ranks × ((8 workers × prefetch 4 + 2 held: the batch being handed over and the one in "
+                         "the training step) × 19267584 B (32x3x224x224 float32) + 1Mi for the "
+                         "DataLoader's semaphores) = 5249171456 B; +20% headroom = 6299005748 B → 6008Mi"),
+            std::string::npos) << formula;
+  EXPECT_NE(formula.find("+ NCCL shm reserve 8 × 64Mi = 512Mi (target nodes validated with P2P between all GPU "
+                         "pairs: config defaults.ncclShmReservePerRankWithP2P); /dev/shm = 6520Mi"),
+            std::string::npos) << formula;
   std::string shapedBy = pod["metadata"]["annotations"]["podshaper.io/shaped-by"];
   EXPECT_EQ(shapedBy, "podshaper-webhook/dev config=" + Config().hash());
 }
@@ -73,16 +78,16 @@ TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs5822Mi) {
 TEST(PodShaper, WithoutClusterTheNcclReserveApplies) {
   auto out = shapeNoCluster(TrainingPod());
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6334Mi");  // 5822 + 8×64
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");  // 6008 + 8×128: P2P is not known
   EXPECT_TRUE(hasWarning(out, "node memory unknown"));
 }
 
-TEST(PodShaper, PartialP2PNodesKeepTheNcclReserve) {
+TEST(PodShaper, PartialP2PNodesGetTheLargerNcclReserve) {
   ClusterView cluster;
   cluster.nodes = {gpuNode("a", 8, "all"), gpuNode("b", 8, "partial")};
   auto out = shapeWith(TrainingPod(), cluster);
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6334Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
 }
 
 TEST(PodShaper, ShapingAShapedPodChangesNothing) {
@@ -127,14 +132,14 @@ TEST(PodShaper, ContainerWithoutMemoryLimitKeepsNone) {
 }
 
 TEST(PodShaper, MemoryShareFollowsEachContainersGpus) {
-  // 6 + 2 GPUs: shares are ceil_MiB(shm × 6/8) and ceil_MiB(shm × 2/8) of 6334Mi.
+  // 6 + 2 GPUs: shares are ceil_MiB(shm × 6/8) and ceil_MiB(shm × 2/8) of 7032Mi.
   json second = {{"name", "eval"},
                  {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"memory", "10Gi"}}}}}};
   auto out = shapeNoCluster(TrainingPod().withGpus(6).withContainer(second));
   ASSERT_TRUE(out.allowed) << out.message;
   const json& cs = out.pod["spec"]["containers"];
-  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "107151Mi");  // 102400 + ceil(6334×6/8 = 4750.5)
-  EXPECT_EQ(cs[1]["resources"]["limits"]["memory"], "11824Mi");   // 10240 + ceil(6334×2/8 = 1583.5)
+  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "107674Mi");  // 102400 + 7032×6/8
+  EXPECT_EQ(cs[1]["resources"]["limits"]["memory"], "11998Mi");   // 10240 + 7032×2/8
   EXPECT_EQ(cs[1]["volumeMounts"][0]["mountPath"], "/dev/shm");
   EXPECT_EQ(cs[0]["env"][0]["value"], "6");  // each torchrun starts its share of the 8 ranks
   EXPECT_EQ(cs[1]["env"][0]["value"], "2");
@@ -151,7 +156,7 @@ TEST(PodShaper, UsersOwnShmMountIsKeptWithAWarningWhenSmall) {
   EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["volumeMounts"].size(), 1u);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "100Gi");
-  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm volume \"shm\" of 1Gi, smaller than the 6334Mi"));
+  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm volume \"shm\" of 1Gi, smaller than the 7032Mi"));
   // Large enough: no warning.
   pod.at("/spec/volumes/0/emptyDir/sizeLimit", "64Gi");
   EXPECT_FALSE(hasWarning(shapeNoCluster(pod), "own /dev/shm"));
@@ -348,7 +353,7 @@ TEST(PodShaper, SharedPlacementHasNoAntiAffinityNorGpuCount) {
   EXPECT_FALSE(out.pod["metadata"]["labels"].contains("podshaper.io/placement"));
   const json& exprs = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"];
   EXPECT_EQ(exprs.size(), 2u);
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1584Mi");  // 2 ranks: 1456 + 128
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1758Mi");  // 2 ranks: 1502 + 2 × 128
 }
 
 TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
@@ -356,10 +361,10 @@ TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
   cluster.nodes = {gpuNode("l40s", 4, "all", true, 384LL << 30), gpuNode("a100", 8, "partial")};
   auto two = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
   ASSERT_TRUE(two.allowed) << two.message;
-  EXPECT_EQ(two.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1584Mi");  // a100 lacks P2P: reserve
+  EXPECT_EQ(two.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1758Mi");  // a100 lacks P2P: the larger reserve
   cluster.nodes[1].labels["podshaper.io/p2p"] = "all";
   auto allP2P = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
-  EXPECT_EQ(allP2P.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1456Mi");
+  EXPECT_EQ(allP2P.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1630Mi");  // 1502 + 2 × 64
   // Too big for the smallest node it may land on (384Gi: cap 192Gi).
   auto huge = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared")
                             .annotate("podshaper.io/dataloader-workers", "64").annotate("podshaper.io/prefetch-factor", "128"), cluster);
@@ -367,10 +372,36 @@ TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
   EXPECT_NE(huge.message.find("of the node's 384Gi"), std::string::npos) << huge.message;
 }
 
-TEST(PodShaper, SingleRankNeedsNoNcclReserve) {
+TEST(PodShaper, SingleRankKeepsTheNcclReserve) {
   auto out = shapeNoCluster(TrainingPod().withGpus(1).annotate("podshaper.io/placement", "shared"));
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "728Mi");  // 635830272×1.2 → 727.6
+  // 656146432 × 1.2 → 751Mi, + 1 × 128Mi: a rank of a multi-node job still talks through NCCL.
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "879Mi");
+}
+
+TEST(PodShaper, TheNcclReserveCanBeTurnedOff) {
+  Config config;
+  config.ncclShmReservePerRank = 0;
+  config.ncclShmReservePerRankWithP2P = 0;
+  auto out = shapeNoCluster(TrainingPod(), config);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6008Mi");
+  std::string formula = out.pod["metadata"]["annotations"]["podshaper.io/shm-formula"];
+  EXPECT_NE(formula.find("no NCCL shm reserve"), std::string::npos) << formula;
+}
+
+TEST(PodShaper, NoWorkersMeansNoBatchesInShm) {
+  // workers 0: the batches stay in the training process; /dev/shm is the NCCL reserve,
+  // and never below the runtime's 64Mi.
+  auto out = shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "0"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1Gi");  // 8 × 128Mi
+  Config config;
+  config.ncclShmReservePerRank = 0;
+  auto bare = shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "0"), config);
+  ASSERT_TRUE(bare.allowed) << bare.message;
+  EXPECT_EQ(bare.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "64Mi");
+  EXPECT_EQ(bare.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "102464Mi");
 }
 
 TEST(PodShaper, ClusterWithoutPodshaperLabelsLeavesNodeAffinityOut) {
@@ -381,7 +412,7 @@ TEST(PodShaper, ClusterWithoutPodshaperLabelsLeavesNodeAffinityOut) {
   EXPECT_FALSE(out.pod["spec"]["affinity"].contains("nodeAffinity"));
   EXPECT_TRUE(out.pod["spec"]["affinity"].contains("podAntiAffinity"));
   EXPECT_TRUE(hasWarning(out, "no node carries podshaper.io/topology-validated yet"));
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6334Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
 }
 
 TEST(PodShaper, GpuCountComesFromTheClustersNodeClasses) {
@@ -422,7 +453,7 @@ TEST(PodShaper, PartialNodePolicies) {
   EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "8");
   EXPECT_FALSE(c["resources"]["requests"].contains("nvidia.com/gpu"));
   EXPECT_EQ(c["env"][0]["value"], "8");
-  EXPECT_EQ(expanded.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6334Mi");
+  EXPECT_EQ(expanded.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
 }
 
 TEST(PodShaper, PodSecurityBaselineDeniesOrWarns) {
@@ -440,7 +471,7 @@ TEST(PodShaper, PodSecurityBaselineDeniesOrWarns) {
   ASSERT_TRUE(warned.allowed);
   EXPECT_FALSE(warned.pod["spec"].contains("hostIPC"));
   EXPECT_FALSE(warned.pod["spec"]["containers"][0].contains("securityContext"));
-  EXPECT_EQ(warned.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "5822Mi");
+  EXPECT_EQ(warned.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
   EXPECT_TRUE(hasWarning(warned, "hostIPC and IPC_LOCK left out"));
 
   cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "privileged"}};
@@ -460,7 +491,7 @@ TEST(PodShaper, ShmAboveTheNodeCapIsDenied) {
   cluster.nodes = {gpuNode("small", 8, "all", true, 8LL << 30)};  // 8Gi: cap 4Gi
   auto out = shapeWith(TrainingPod(), cluster);
   EXPECT_FALSE(out.allowed);
-  EXPECT_NE(out.message.find("/dev/shm would be 5822Mi, above limits.maxShmPercentOfNodeMemory (50%) of the node's 8Gi"),
+  EXPECT_NE(out.message.find("/dev/shm would be 6520Mi, above limits.maxShmPercentOfNodeMemory (50%) of the node's 8Gi"),
             std::string::npos) << out.message;
   Config config;
   config.nodeMemory = 8LL << 30;

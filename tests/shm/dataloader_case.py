@@ -1,0 +1,91 @@
+"""One DataLoader case under whatever /dev/shm this process sees; prints one JSON line.
+
+Run by shm_grid.py inside a private mount namespace whose /dev/shm is a tmpfs of the
+size podshaper computed. Batches are written into /dev/shm by the workers (PyTorch's
+default collate allocates the batch in shared memory); a consumer slower than the
+workers keeps every prefetch slot full. A poller process samples the tmpfs's use.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+POLL = r"""
+import os, signal, sys
+peak = 0
+stop = False
+def done(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, done)
+sys.stdout.write("ready\n"); sys.stdout.flush()
+while not stop:
+    s = os.statvfs("/dev/shm")
+    used = (s.f_blocks - s.f_bfree) * s.f_frsize
+    if used > peak:
+        peak = used
+print(peak, flush=True)
+"""
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--workers", type=int, required=True)
+    p.add_argument("--prefetch", type=int, required=True)
+    p.add_argument("--kind", choices=["image", "dict", "bytes"], required=True)
+    p.add_argument("--shape", default="8x3x224x224")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--batches", type=int, default=0, help="0: enough to fill every slot twice")
+    p.add_argument("--consumer-ms", type=float, default=30.0)
+    a = p.parse_args()
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    dims = [int(d) for d in a.shape.split("x")]
+    batch_size, sample = dims[0], dims[1:]
+    dtype = getattr(torch, a.dtype)
+
+    class Samples(Dataset):
+        def __len__(self):
+            return n_batches * batch_size
+
+        def __getitem__(self, i):
+            if a.kind == "image":
+                return torch.full(sample, i % 7, dtype=dtype)
+            if a.kind == "dict":
+                return {"image": torch.full(sample, i % 7, dtype=dtype),
+                        "label": torch.tensor(i, dtype=torch.int64)}
+            return torch.full(sample, i % 7, dtype=dtype)  # bytes: token ids, say
+
+    slots = a.workers * a.prefetch
+    n_batches = a.batches or max(2 * slots + 4, 6)
+    kwargs = {"num_workers": a.workers, "batch_size": batch_size}
+    if a.workers > 0:
+        kwargs["prefetch_factor"] = a.prefetch
+    poller = subprocess.Popen([sys.executable, "-c", POLL], stdout=subprocess.PIPE, text=True)
+    poller.stdout.readline()
+    result = {"torch": torch.__version__, "batches": 0}
+    start = time.monotonic()
+    try:
+        for batch in DataLoader(Samples(), **kwargs):
+            result["batches"] += 1
+            time.sleep(a.consumer_ms / 1000)
+        result["finished"] = result["batches"] == n_batches
+    except Exception as e:  # a worker killed by a Bus error surfaces here
+        result["finished"] = False
+        result["error"] = str(e).splitlines()[0][:300]
+    result["seconds"] = round(time.monotonic() - start, 2)
+    poller.send_signal(signal.SIGTERM)
+    result["peak"] = int(poller.communicate()[0].strip() or 0)
+    s = os.statvfs("/dev/shm")
+    result["size"] = s.f_blocks * s.f_frsize
+    print(json.dumps(result), flush=True)
+    return 0 if result["finished"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
