@@ -11,12 +11,12 @@ check "response is an AdmissionReview with a JSON patch" \
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])["response"]; assert r["allowed"] and r["patchType"]=="JSONPatch" and r["patch"]' "$out"
 
 pod=$("$bin" review --output pod < "$cases/seed-no-cluster-nccl-reserve/review.json" 2>"$tmp/err")
-check "--output pod prints the shaped pod" contains "$pod" '"podshaper.io/shm-size": "6334Mi"'
+check "--output pod prints the shaped pod" contains "$pod" '"podshaper.io/shm-size": "7032Mi"'
 check "--output pod prints warnings like kubectl" contains "$(cat "$tmp/err")" "Warning: podshaper: podshaper.io/ranks-per-pod not set"
 
 printf 'defaults:\n  ncclShmReservePerRank: 0\n' > "$tmp/config.yaml"
 pod=$("$bin" review --config "$tmp/config.yaml" --output pod < "$cases/seed-no-cluster-nccl-reserve/review.json" 2>/dev/null)
-check "the seed example with no reserve is 5822Mi" contains "$pod" '"podshaper.io/shm-size": "5822Mi"'
+check "the seed example with no reserve is 6008Mi" contains "$pod" '"podshaper.io/shm-size": "6008Mi"'
 
 out=$("$bin" review < "$cases/denied-unknown-dtype/review.json"); rc=$?
 check "a denial still exits 0" test $rc -eq 0
@@ -26,7 +26,7 @@ check "a denial says allowed false and why" \
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps({"apiVersion":"v1","kind":"List","items":c["namespaces"]+c["nodes"]}))' \
   "$cases/seed-8xh100-validated-p2p/cluster.json" > "$tmp/cluster.json"
 pod=$("$bin" review --cluster "$tmp/cluster.json" --output pod < "$cases/seed-8xh100-validated-p2p/review.json" 2>/dev/null)
-check "--cluster decides as serve would on that cluster (validated P2P: 5822Mi)" contains "$pod" '"podshaper.io/shm-size": "5822Mi"'
+check "--cluster decides as serve would on that cluster (validated P2P: 6520Mi)" contains "$pod" '"podshaper.io/shm-size": "6520Mi"'
 echo '{"kind":"Pod"}' > "$tmp/notalist.json"
 set +e; "$bin" review --cluster "$tmp/notalist.json" < "$cases/seed-8xh100-validated-p2p/review.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
 check "a --cluster file that is not a List exits 2" test $rc -eq 2

@@ -20,12 +20,14 @@ type Config struct {
 }
 
 type Defaults struct {
-	Workers               uint64             `json:"workers"`
-	PrefetchFactor        uint64             `json:"prefetchFactor"`
-	HeadroomPercent       uint64             `json:"headroomPercent"`
-	NCCLShmReservePerRank resource.Quantity  `json:"ncclShmReservePerRank"`
-	GPUsPerNode           uint64             `json:"gpusPerNode"`
-	NodeMemory            *resource.Quantity `json:"nodeMemory,omitempty"` // nil: the shm cap is not checked
+	Workers         uint64 `json:"workers"`
+	PrefetchFactor  uint64 `json:"prefetchFactor"`
+	HeadroomPercent uint64 `json:"headroomPercent"`
+	// NCCL's /dev/shm per rank on nodes with P2P between all GPU pairs, and elsewhere.
+	NCCLShmReservePerRankWithP2P resource.Quantity  `json:"ncclShmReservePerRankWithP2P"`
+	NCCLShmReservePerRank        resource.Quantity  `json:"ncclShmReservePerRank"`
+	GPUsPerNode                  uint64             `json:"gpusPerNode"`
+	NodeMemory                   *resource.Quantity `json:"nodeMemory,omitempty"` // nil: the shm cap is not checked
 }
 
 type Limits struct {
@@ -36,11 +38,12 @@ type Limits struct {
 func DefaultConfig() Config {
 	return Config{
 		Defaults: Defaults{
-			Workers:               4,
-			PrefetchFactor:        2,
-			HeadroomPercent:       20,
-			NCCLShmReservePerRank: resource.MustParse("64Mi"),
-			GPUsPerNode:           8,
+			Workers:                      4,
+			PrefetchFactor:               2,
+			HeadroomPercent:              20,
+			NCCLShmReservePerRankWithP2P: resource.MustParse("64Mi"),
+			NCCLShmReservePerRank:        resource.MustParse("128Mi"),
+			GPUsPerNode:                  8,
 		},
 		Limits:      Limits{MaxShmPercentOfNodeMemory: 50},
 		PartialNode: "deny",
@@ -84,6 +87,9 @@ func (c *Config) validate() error {
 			return fmt.Errorf("config: %s: %d is out of range %d..%d", r.key, r.value, r.min, r.max)
 		}
 	}
+	if c.Defaults.NCCLShmReservePerRankWithP2P.Sign() < 0 {
+		return fmt.Errorf("config: defaults.ncclShmReservePerRankWithP2P: %q is negative", c.Defaults.NCCLShmReservePerRankWithP2P.String())
+	}
 	if c.Defaults.NCCLShmReservePerRank.Sign() < 0 {
 		return fmt.Errorf("config: defaults.ncclShmReservePerRank: %q is negative", c.Defaults.NCCLShmReservePerRank.String())
 	}
@@ -111,10 +117,10 @@ func (c *Config) Hash() string {
 	if c.Defaults.NodeMemory != nil {
 		nodeMemory = strconv.FormatInt(c.Defaults.NodeMemory.Value(), 10)
 	}
-	canonical := fmt.Sprintf("workers=%d;prefetchFactor=%d;headroomPercent=%d;ncclShmReservePerRank=%d;"+
+	canonical := fmt.Sprintf("workers=%d;prefetchFactor=%d;headroomPercent=%d;ncclShmReservePerRankWithP2P=%d;ncclShmReservePerRank=%d;"+
 		"gpusPerNode=%d;nodeMemory=%s;maxShmPercentOfNodeMemory=%d;partialNode=%s;podSecurity=%s",
 		c.Defaults.Workers, c.Defaults.PrefetchFactor, c.Defaults.HeadroomPercent,
-		c.Defaults.NCCLShmReservePerRank.Value(), c.Defaults.GPUsPerNode, nodeMemory,
+		c.Defaults.NCCLShmReservePerRankWithP2P.Value(), c.Defaults.NCCLShmReservePerRank.Value(), c.Defaults.GPUsPerNode, nodeMemory,
 		c.Limits.MaxShmPercentOfNodeMemory, c.PartialNode, c.PodSecurity)
 	h := fnv.New64a()
 	h.Write([]byte(canonical))

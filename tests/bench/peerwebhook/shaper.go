@@ -314,15 +314,16 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 		ranks = in.podGPUs
 	}
 
-	// Without a cluster view P2P between all GPU pairs is unknown: NCCL may need its
-	// SHM transport, except for a single rank.
-	var reserve uint64
-	if ranks >= 2 {
-		reserve = uint64(cfg.Defaults.NCCLShmReservePerRank.Value())
+	// Without a cluster view P2P between all GPU pairs is unknown: NCCL may use its SHM
+	// transport, so the larger reserve applies.
+	reserve := uint64(cfg.Defaults.NCCLShmReservePerRank.Value())
+	why := "P2P between all GPU pairs not validated on the target nodes, so NCCL may use its SHM transport: config defaults.ncclShmReservePerRank"
+	if reserve == 0 {
+		why = "config defaults.ncclShmReservePerRank is 0"
 	}
 	plan, err := planShm(shmInputs{
 		ranks: ranks, workers: in.workers, prefetch: in.prefetch, batch: in.batch,
-		headroomPercent: cfg.Defaults.HeadroomPercent, ncclReservePerRank: reserve,
+		headroomPercent: cfg.Defaults.HeadroomPercent, ncclReservePerRank: reserve, ncclReserveWhy: why,
 	})
 	if err != nil {
 		return err

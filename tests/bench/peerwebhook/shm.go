@@ -11,10 +11,18 @@ import (
 
 const miB = 1 << 20
 
+// dtypeNames lists every whole-byte dtype of torch 2.x; dtypeSizes adds PyTorch's aliases.
+var dtypeNames = []string{"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
+	"float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "complex128", "complex64",
+	"complex32", "int64", "int32", "int16", "int8", "uint64", "uint32", "uint16", "uint8", "bool"}
+
 var dtypeSizes = map[string]uint64{
-	"float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2,
-	"bfloat16": 2, "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2,
-	"int8": 1, "uint8": 1, "bool": 1,
+	"float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
+	"float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1, "float8_e5m2fnuz": 1,
+	"float8_e8m0fnu": 1, "float4_e2m1fn_x2": 1,
+	"complex128": 16, "cdouble": 16, "complex64": 8, "cfloat": 8, "complex32": 4, "chalf": 4,
+	"int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2, "short": 2, "int8": 1,
+	"uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
 }
 
 // dtypeBytes is the element size of a PyTorch dtype name ("float32", "torch.bfloat16", ...).
@@ -22,7 +30,7 @@ func dtypeBytes(dtype string) (uint64, error) {
 	if size, ok := dtypeSizes[strings.TrimPrefix(dtype, "torch.")]; ok {
 		return size, nil
 	}
-	return 0, fmt.Errorf("unknown dtype %q (use one of float64, float32, float16, bfloat16, int64, int32, int16, int8, uint8, bool)", dtype)
+	return 0, fmt.Errorf("unknown dtype %q (use one of %s, or give podshaper.io/batch-bytes)", dtype, strings.Join(dtypeNames, ", "))
 }
 
 // parseCount reads a non-negative decimal integer.
@@ -119,7 +127,8 @@ type shmInputs struct {
 	ranks, workers, prefetch uint64
 	batch                    batchSize
 	headroomPercent          uint64
-	ncclReservePerRank       uint64 // 0 when not needed
+	ncclReservePerRank       uint64 // 0 when turned off
+	ncclReserveWhy           string // which reserve and why
 }
 
 type shmPlan struct {
@@ -127,25 +136,38 @@ type shmPlan struct {
 	formula string // the numbers in words (podshaper.io/shm-formula)
 }
 
+const (
+	heldBatches     = 2        // the batch being handed over and the one in the training step
+	dataLoaderExtra = miB      // per rank with workers: the DataLoader's semaphores
+	minShm          = 64 * miB // never below the container runtime's default
+)
+
 func shmOverflow(what string) error {
 	return fmt.Errorf("the /dev/shm size overflows 64 bits at %s; check the batch size, workers, prefetch factor and ranks", what)
 }
 
-// planShm is README "The /dev/shm formula":
+// planShm is podshaper's "/dev/shm formula" (docs/webhook.md):
 //
-//	per_rank = (workers × prefetch + 1) × batch_bytes
-//	shm      = ceil_MiB(ceil(ranks × per_rank × (100 + headroom) / 100)) + ceil_MiB(ranks × reserve)
+//	per_rank = (workers × prefetch + 2) × batch_bytes + 1Mi      (0 with no workers)
+//	shm      = max(64Mi, ceil_MiB(ceil(ranks × per_rank × (100 + headroom) / 100)) + ceil_MiB(ranks × reserve))
 func planShm(in shmInputs) (shmPlan, error) {
-	batches, ok := mul(in.workers, in.prefetch)
-	if ok {
-		batches, ok = add(batches, 1)
-	}
-	if !ok {
-		return shmPlan{}, shmOverflow("workers × prefetch")
-	}
-	perRank, ok := mul(batches, in.batch.bytes)
-	if !ok {
-		return shmPlan{}, shmOverflow("per-rank bytes")
+	var perRank uint64
+	if in.workers > 0 {
+		batches, ok := mul(in.workers, in.prefetch)
+		if ok {
+			batches, ok = add(batches, heldBatches)
+		}
+		if !ok {
+			return shmPlan{}, shmOverflow("workers × prefetch")
+		}
+		bytes, ok := mul(batches, in.batch.bytes)
+		if ok {
+			bytes, ok = add(bytes, dataLoaderExtra)
+		}
+		if !ok {
+			return shmPlan{}, shmOverflow("per-rank bytes")
+		}
+		perRank = bytes
 	}
 	payload, ok := mul(in.ranks, perRank)
 	if !ok {
@@ -164,20 +186,32 @@ func planShm(in shmInputs) (shmPlan, error) {
 	if !ok {
 		return shmPlan{}, shmOverflow("total")
 	}
-	shm, ok := mul(totalMiB, miB)
+	shm, ok := mul(max(totalMiB, minShm/miB), miB)
 	if !ok || shm > math.MaxInt64 {
 		return shmPlan{}, shmOverflow("total")
 	}
 
 	var f strings.Builder
-	fmt.Fprintf(&f, "%d ranks × (%d workers × prefetch %d + 1) × %d B (%s) = %d B; +%d%% headroom = %d B → %dMi",
-		in.ranks, in.workers, in.prefetch, in.batch.bytes, in.batch.source, payload,
-		in.headroomPercent, withHeadroom, ceilMiB(withHeadroom))
+	fmt.Fprintf(&f, "%d ranks × ", in.ranks)
+	if in.workers == 0 {
+		f.WriteString("0 workers (the DataLoader makes its batches in the training process, none in /dev/shm) = 0 B")
+	} else {
+		fmt.Fprintf(&f, "((%d workers × prefetch %d + 2 held: the batch being handed over and the one in the training step) × %d B (%s) + %s for the DataLoader's semaphores) = %d B; +%d%% headroom = %d B",
+			in.workers, in.prefetch, in.batch.bytes, in.batch.source, formatBytes(dataLoaderExtra), payload,
+			in.headroomPercent, withHeadroom)
+	}
+	fmt.Fprintf(&f, " → %dMi", ceilMiB(withHeadroom))
 	if in.ncclReservePerRank == 0 {
 		f.WriteString("; no NCCL shm reserve")
 	} else {
 		fmt.Fprintf(&f, "; + NCCL shm reserve %d × %s = %dMi", in.ranks, formatBytes(in.ncclReservePerRank), ceilMiB(reserve))
 	}
+	if in.ncclReserveWhy != "" {
+		fmt.Fprintf(&f, " (%s)", in.ncclReserveWhy)
+	}
 	fmt.Fprintf(&f, "; /dev/shm = %s", formatBytes(shm))
+	if totalMiB*miB < minShm {
+		fmt.Fprintf(&f, " (at least %s, the container runtime's default)", formatBytes(minShm))
+	}
 	return shmPlan{bytes: shm, formula: f.String()}, nil
 }
