@@ -166,9 +166,14 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config) {
     in.ranks = *value;
   }
 
-  auto batch = readBatch(pod, w);
-  if (!batch) return batch.error();
-  in.batch = *batch;
+  // With no workers no batch goes through /dev/shm: its size is needed only when given.
+  if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {
+    in.batch = BatchSize{0, "not needed with 0 workers"};
+  } else {
+    auto batch = readBatch(pod, w);
+    if (!batch) return batch.error();
+    in.batch = *batch;
+  }
 
   auto placement = annotation(pod, names::kPlacement);
   if (!placement) {

@@ -118,7 +118,7 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
   FUZZ_CHECK(in.workers == (f[0] ? *podshaper::parseCount(*f[0]) : config.workers), describe(f));
   FUZZ_CHECK(in.prefetchFactor >= 1, describe(f));
   FUZZ_CHECK(in.prefetchFactor == (f[1] ? *podshaper::parseCount(*f[1]) : config.prefetchFactor), describe(f));
-  FUZZ_CHECK(in.batch.bytes > 0, describe(f));
+  FUZZ_CHECK(in.batch.bytes > 0 || (in.workers == 0 && !f[2] && !f[3]), describe(f));
   FUZZ_CHECK(!(f[2] && f[3]), "batch-bytes and batch-shape both accepted: " + describe(f));
   if (f[2]) FUZZ_CHECK(static_cast<int64_t>(in.batch.bytes) == *podshaper::parseQuantity(*f[2]), describe(f));
   if (f[3]) FUZZ_CHECK(in.batch.bytes == *podshaper::shapeBytes(*f[3], f[4].value_or("float32")), describe(f));

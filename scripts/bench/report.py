@@ -110,6 +110,16 @@ if op:
         if num(key) is not None:
             row(what, f"{num(key):.0f}")
 
+shm = load(os.path.join(bench, "shm.json"))
+if shm:
+    for c in shm["cases"]:
+        if not c["peak"]:
+            continue  # workers 0: nothing in /dev/shm to measure
+        r = c["computed"] / c["peak"]
+        row(f"/dev/shm formula (headroom 0) / measured peak, DataLoader {c['case']} (torch {shm['torch']})",
+            f"{c['computed'] / 2**20:.0f} MiB", f"{c['peak'] / 2**20:.1f} MiB", f"{r:.2f}×", "≥ 1×",
+            r >= 1 and c["finished"])
+
 print("| benchmark | podshaper | peer | ratio | target | |")
 print("| --- | --- | --- | --- | --- | --- |")
 for r in rows:

@@ -66,6 +66,7 @@ def main():
     kwargs = {"num_workers": a.workers, "batch_size": batch_size}
     if a.workers > 0:
         kwargs["prefetch_factor"] = a.prefetch
+        kwargs["timeout"] = 60  # a batch not received in 60 s is an error, not a hang
     poller = subprocess.Popen([sys.executable, "-c", POLL], stdout=subprocess.PIPE, text=True)
     poller.stdout.readline()
     result = {"torch": torch.__version__, "batches": 0}

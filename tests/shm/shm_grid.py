@@ -105,8 +105,11 @@ def run_case(case, shm_bytes):
     if os.geteuid() != 0:
         unshare[1:1] = ["--user", "--map-root-user"]
     script = 'mount -t tmpfs -o size="$1" podshaper-shm /dev/shm && shift && exec "$@"'
-    p = subprocess.run(unshare + ["sh", "-c", script, "sh", str(shm_bytes)] + cmd,
-                       capture_output=True, text=True, timeout=300)
+    try:
+        p = subprocess.run(unshare + ["sh", "-c", script, "sh", str(shm_bytes)] + cmd,
+                           capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as e:  # a DataLoader whose worker died can hang
+        return {"finished": False, "error": "still running after 120 s", "stderr": str(e.stderr or "")}
     lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
     if not lines:
         return {"finished": False, "error": (p.stderr.strip().splitlines() or ["no output"])[-1]}
@@ -145,6 +148,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("webhook")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--json", help="also write the table here (make bench's report reads it)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="podshaper-shm-")
     strict = os.path.join(tmp, "strict.yaml")
@@ -154,7 +158,7 @@ def main():
     Path(default).write_text("defaults:\n  ncclShmReservePerRankWithP2P: 0\n  ncclShmReservePerRank: 0\n")
     torch_version = subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                                    text=True, check=True).stdout.strip()
-    failures = []
+    failures, table = [], []
     print(f"torch {torch_version}, {os.cpu_count()} cores; /dev/shm sized by {args.webhook} review "
           f"(headroom 0, no NCCL reserve){', peaks measured under a roomy /dev/shm' if args.bench else ''}")
     print(f"{'case':30} {'batch B':>10} {'computed':>9} {'+20%':>8} {'peak':>9} {'ratio':>6} {'+20%':>6} {'s':>5}  result")
@@ -173,6 +177,8 @@ def main():
         result = "finished" if r["finished"] else "FAILED: " + r.get("error", "?")
         print(f"{name:30} {batch_bytes(kind, shape, dtype):>10} {computed // MiB:>7}Mi {with_headroom // MiB:>6}Mi "
               f"{peak / MiB:>7.1f}Mi {ratio:>6} {ratio20:>6} {r.get('seconds', 0):>5}  {result}", flush=True)
+        table.append({"case": name, "batch_bytes": batch_bytes(kind, shape, dtype), "computed": computed,
+                      "computed_with_headroom": with_headroom, "peak": peak, "finished": r["finished"]})
         if not r["finished"]:
             failures.append(f"{name} died under the computed /dev/shm of {computed // MiB}Mi ({formula}): "
                             f"{r.get('error')}\n{r.get('stderr', '')[-2000:]}")
@@ -190,6 +196,8 @@ def main():
               f"{'yes' if not bad else 'NO'}")
         failures += bad
     print(f"{time.monotonic() - start:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"torch": torch_version, "cores": os.cpu_count(), "cases": table}, indent=1))
     for f in failures:
         print("FAIL:", f, file=sys.stderr)
     return 1 if failures else 0

@@ -256,7 +256,12 @@ func (s *PodShaper) readInputs(pod *corev1.Pod) (podInputs, error) {
 		}
 		in.ranks = v
 	}
-	if in.batch, err = readBatch(pod); err != nil {
+	// With no workers no batch goes through /dev/shm: its size is needed only when given.
+	_, hasBytes := pod.Annotations[annBatchBytes]
+	_, hasShape := pod.Annotations[annBatchShape]
+	if in.workers == 0 && !hasBytes && !hasShape {
+		in.batch = batchSize{source: "not needed with 0 workers"}
+	} else if in.batch, err = readBatch(pod); err != nil {
 		return in, err
 	}
 	if placement, ok := pod.Annotations[annPlacement]; ok {

@@ -402,6 +402,16 @@ TEST(PodShaper, NoWorkersMeansNoBatchesInShm) {
   ASSERT_TRUE(bare.allowed) << bare.message;
   EXPECT_EQ(bare.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "64Mi");
   EXPECT_EQ(bare.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "102464Mi");
+  // Nor is a batch size needed then; a bad one is still denied.
+  TrainingPod noBatch = TrainingPod().annotate("podshaper.io/dataloader-workers", "0");
+  noBatch.withoutAnnotation("podshaper.io/batch-shape").withoutAnnotation("podshaper.io/batch-dtype");
+  auto unsized = shapeNoCluster(noBatch);
+  ASSERT_TRUE(unsized.allowed) << unsized.message;
+  EXPECT_EQ(unsized.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1Gi");
+  EXPECT_FALSE(shapeNoCluster(noBatch.annotate("podshaper.io/batch-bytes", "lots")).allowed);
+  EXPECT_FALSE(
+      shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "1").withoutAnnotation("podshaper.io/batch-shape"))
+          .allowed);
 }
 
 TEST(PodShaper, ClusterWithoutPodshaperLabelsLeavesNodeAffinityOut) {
