@@ -13,7 +13,7 @@ namespace podshaper {
 struct AdmissionContext {
   std::string namespaceName;
   // Null: decide from annotations and config alone (review, or serve without
-  // --kubeconfig); the NCCL reserve then applies since P2P is unknown.
+  // --kubeconfig); the larger NCCL reserve then applies since P2P is unknown.
   const ClusterView* cluster = nullptr;
   std::string shaperVersion = "podshaper-webhook/dev";
 };

@@ -373,8 +373,8 @@ check "the p4d agent reports" agent_once $p4d "$p4d_topo" "$p2p/8gpu-all-ok.p2p-
 check "the g6e agent reports" agent_once $g6e "$g6e_topo" "$p2p/4gpu-all-ok.p2p-r.txt"
 for n in $p5 $p4d $g6e; do check "$n is validated" eventually 30 "True RequirementsMet" cond $n Validated; done
 check "g6e's labels: p2p=all" eventually 15 all label $g6e p2p
-check "a 4-GPU pod for 4-GPU nodes: no NCCL reserve (g6e has P2P everywhere)" \
-  eventually 30 "validated=true gpu-count=4 nccl=none" shaped t4 4 4
+check "a 4-GPU pod for 4-GPU nodes: the P2P NCCL reserve (g6e has P2P everywhere)" \
+  eventually 30 "validated=true gpu-count=4 nccl=p2p" shaped t4 4 4
 
 #####################################################################################
 echo "=== 6. the webhook changes nothing it was not asked to change"
@@ -513,8 +513,8 @@ check "the report created just after the restart is judged: ghost-node NodeNotFo
   eventually 60 "False NodeNotFound" cond ghost-node GPUCountMatchesNode
 check "g6e's label p2p=partial" eventually 30 partial label $g6e p2p
 measure "fault 1: g6e labelled p2p=partial $(since "$up_at") s after /readyz"
-check "the webhook's cache sees the label: a 4-GPU pod now gets the NCCL /dev/shm reserve" \
-  eventually 60 "validated=true gpu-count=4 nccl=reserve" shaped t4 4 4
+check "the webhook's cache sees the label: a 4-GPU pod now gets the SHM-transport NCCL /dev/shm reserve" \
+  eventually 60 "validated=true gpu-count=4 nccl=shm-transport" shaped t4 4 4
 measure "fault 1: the webhook placed by the new label $(since "$up_at") s after /readyz"
 check "a leader again" eventually 30 "op-[ab]" holder
 check "op-a is ready" until_ok 30 op_ready a

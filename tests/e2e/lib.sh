@@ -73,8 +73,9 @@ print(json.dumps({"apiVersion": "v1", "kind": "Pod",
 PY
 }
 # shaped NAME GPUS [SELECTOR]: how the webhook shapes the pod (a server-side dry run), in one line:
-# "validated=V gpu-count=G nccl=none|reserve" from its required node affinity and its
-# podshaper.io/shm-formula, or "denied: MESSAGE"
+# "validated=V gpu-count=G nccl=p2p|shm-transport|none" from its required node affinity and
+# its podshaper.io/shm-formula (which NCCL reserve: P2P between all pairs, or NCCL's SHM
+# transport), or "denied: MESSAGE"
 shaped() {
   local out
   # stderr carries the webhook's warnings
@@ -88,7 +89,8 @@ req = {}
 for t in (aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []:
     for e in t.get("matchExpressions") or []:
         if e.get("operator") == "In": req[e["key"]] = ",".join(e.get("values") or [])
-nccl = "none" if "no NCCL shm reserve" in f else "reserve" if "NCCL shm reserve" in f else "?(" + f + ")"
+nccl = ("none" if "no NCCL shm reserve" in f else "p2p" if "ncclShmReservePerRankWithP2P)" in f
+        else "shm-transport" if "ncclShmReservePerRank)" in f else "?(" + f + ")")
 print("validated=%s gpu-count=%s nccl=%s" % (req.get("podshaper.io/topology-validated", "-"),
       req.get("podshaper.io/gpu-count", "-"), nccl))' <<<"$out"
   else

@@ -200,10 +200,10 @@ check "g6e's node labels" eventually 15 \
 # --- the webhook places pods by the labels (it learns them through a watch)
 kc create namespace training >/dev/null
 check "namespace training has its default service account" until_ok 30 kc -n training get serviceaccount default
-check "an 8-GPU pod requires a validated 8-GPU node, with no NCCL /dev/shm reserve (P2P everywhere)" \
-  eventually 30 "validated=true gpu-count=8 nccl=none" shaped train-8 8
-check "a 4-GPU pod requires a validated 4-GPU node, with no NCCL reserve" \
-  eventually 30 "validated=true gpu-count=4 nccl=none" shaped train-4 4
+check "an 8-GPU pod requires a validated 8-GPU node, with the P2P NCCL /dev/shm reserve (P2P everywhere)" \
+  eventually 30 "validated=true gpu-count=8 nccl=p2p" shaped train-8 8
+check "a 4-GPU pod requires a validated 4-GPU node, with the P2P NCCL reserve" \
+  eventually 30 "validated=true gpu-count=4 nccl=p2p" shaped train-4 4
 
 # --- a node without P2P between some GPU pairs
 check "the g6e agent reports P2P NS between its two PCIe halves" agent_once $g6e $g6e_topo 4gpu-ns.p2p-r.txt
@@ -221,9 +221,9 @@ kc describe gtr $g6e | tee "$tmp/describe-g6e.txt"
 [[ -n ${PODSHAPER_DESCRIBE_OUT:-} ]] && cp "$tmp/describe-g6e.txt" "$PODSHAPER_DESCRIBE_OUT"
 check "with g6e failing, a 4-GPU node-exclusive pod is denied (no validated 4-GPU node: 8-GPU nodes are whole)" \
   eventually 30 "denied:*node-exclusive pods own whole 8-GPU nodes (from the cluster's validated nodes)*" shaped train-4 4
-check "a pod that asks for 4-GPU nodes gets the NCCL /dev/shm reserve (no 4-GPU node has P2P everywhere)" \
-  eventually 30 "validated=true gpu-count=4 nccl=reserve" shaped train-4 4 4
-check "8-GPU pods still have no reserve" eventually 5 "validated=true gpu-count=8 nccl=none" shaped train-8 8
+check "a pod that asks for 4-GPU nodes gets the SHM-transport NCCL /dev/shm reserve (no 4-GPU node has P2P everywhere)" \
+  eventually 30 "validated=true gpu-count=4 nccl=shm-transport" shaped train-4 4 4
+check "8-GPU pods still have the P2P reserve" eventually 5 "validated=true gpu-count=8 nccl=p2p" shaped train-8 8
 
 check "the g6e agent reports P2P OK again" agent_once $g6e $g6e_topo 4gpu-all-ok.p2p-r.txt
 check "g6e: Validated True again" eventually 20 "True RequirementsMet" cond $g6e Validated
