@@ -40,6 +40,7 @@ def main():
     p.add_argument("--dtype", default="float32")
     p.add_argument("--batches", type=int, default=0, help="0: enough to fill every slot twice")
     p.add_argument("--consumer-ms", type=float, default=30.0)
+    p.add_argument("--pin-memory", action="store_true", help="pin_memory=True (needs CUDA)")
     a = p.parse_args()
 
     import torch
@@ -63,10 +64,12 @@ def main():
 
     slots = a.workers * a.prefetch
     n_batches = a.batches or max(2 * slots + 4, 6)
-    kwargs = {"num_workers": a.workers, "batch_size": batch_size}
+    kwargs = {"num_workers": a.workers, "batch_size": batch_size, "pin_memory": a.pin_memory}
     if a.workers > 0:
         kwargs["prefetch_factor"] = a.prefetch
         kwargs["timeout"] = 60  # a batch not received in 60 s is an error, not a hang
+    s = os.statvfs("/dev/shm")
+    baseline = (s.f_blocks - s.f_bfree) * s.f_frsize  # what others keep there (0 in our own tmpfs)
     poller = subprocess.Popen([sys.executable, "-c", POLL], stdout=subprocess.PIPE, text=True)
     poller.stdout.readline()
     result = {"torch": torch.__version__, "batches": 0}
@@ -79,9 +82,10 @@ def main():
     except Exception as e:  # a worker killed by a Bus error surfaces here
         result["finished"] = False
         result["error"] = str(e).splitlines()[0][:300]
+        result["error_text"] = str(e)[-2000:]
     result["seconds"] = round(time.monotonic() - start, 2)
     poller.send_signal(signal.SIGTERM)
-    result["peak"] = int(poller.communicate()[0].strip() or 0)
+    result["peak"] = max(0, int(poller.communicate()[0].strip() or 0) - baseline)
     s = os.statvfs("/dev/shm")
     result["size"] = s.f_blocks * s.f_frsize
     print(json.dumps(result), flush=True)

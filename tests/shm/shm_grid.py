@@ -4,8 +4,9 @@
   shm_grid.py WEBHOOK          make test: every case runs under a /dev/shm of exactly the
                                size `WEBHOOK review` computes for its annotations, and must
                                finish; a control case under the runtime's 64 MiB must die
-                               with PyTorch's Bus error; podshaper's dtype sizes must be
-                               torch's.
+                               for want of it (a Bus error in torch 1.13, "unable to
+                               allocate shared memory" in 2.11); podshaper's dtype sizes
+                               must be torch's.
   shm_grid.py WEBHOOK --bench  make bench: each case's peak use under a roomy /dev/shm, and
                                the ratio formula / measured need.
 
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch; --python for another
 MiB = 1 << 20
 
 # name, workers, prefetch, batch kind, shape, dtype, consumer ("slow": every prefetch slot full)
@@ -40,6 +41,11 @@ CASES = [
     ("w8 p1 uint8", 8, 1, "image", "64x3x224x224", "uint8", "slow"),
     ("w8 p2 dict", 8, 2, "dict", "8x3x224x224", "float32", "slow"),
     ("w8 p4 float32", 8, 4, "image", "8x3x224x224", "float32", "slow"),
+]
+# With CUDA (--cuda, on a GPU host): pin_memory=True, as GPU training sets it.
+CUDA_CASES = [
+    ("w2 p2 float32 pin_memory", 2, 2, "image", "32x3x224x224", "float32", "slow pin"),
+    ("w8 p4 float32 pin_memory", 8, 4, "image", "8x3x224x224", "float32", "slow pin"),
 ]
 # The seed's failure: workers 2, prefetch 2, 32x3x224x224 float32 under the runtime's 64 MiB.
 CONTROL = ("control: 64 MiB", 2, 2, "image", "32x3x224x224", "float32", "slow")
@@ -93,29 +99,35 @@ def ask(webhook, config, annots):
     return int(size[:-2]) * units[size[-2:]], a["podshaper.io/shm-formula"]
 
 
-def run_case(case, shm_bytes):
+def run_case(case, shm_bytes, mount=True):
     _, workers, prefetch, kind, shape, dtype, consumer = case
     cmd = [PYTHON, str(HERE / "dataloader_case.py"), "--workers", str(workers), "--prefetch", str(prefetch),
            "--kind", kind, "--shape", shape, "--dtype", dtype]
+    if "pin" in consumer:
+        cmd.append("--pin-memory")
     if consumer == "fast":
         cmd += ["--consumer-ms", "0"]
     else:  # slower than the workers: they fill every slot while a step runs
         cmd += ["--consumer-ms", str(40 + 3 * batch_bytes(kind, shape, dtype) // MiB)]
-    unshare = ["unshare", "--mount", "--propagation", "private"]
-    if os.geteuid() != 0:
-        unshare[1:1] = ["--user", "--map-root-user"]
-    script = 'mount -t tmpfs -o size="$1" podshaper-shm /dev/shm && shift && exec "$@"'
+    if mount:  # a private mount namespace whose /dev/shm is a tmpfs of shm_bytes
+        unshare = ["unshare", "--mount", "--propagation", "private"]
+        if os.geteuid() != 0:
+            unshare[1:1] = ["--user", "--map-root-user"]
+        script = 'mount -t tmpfs -o size="$1" podshaper-shm /dev/shm && shift && exec "$@"'
+        cmd = unshare + ["sh", "-c", script, "sh", str(shm_bytes)] + cmd
     try:
-        p = subprocess.run(unshare + ["sh", "-c", script, "sh", str(shm_bytes)] + cmd,
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired as e:  # a DataLoader whose worker died can hang
         return {"finished": False, "error": "still running after 120 s", "stderr": str(e.stderr or "")}
     lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
     if not lines:
         return {"finished": False, "error": (p.stderr.strip().splitlines() or ["no output"])[-1]}
     r = json.loads(lines[-1])
-    if not r["finished"] and "bus error" in (r.get("error", "") + p.stderr).lower():
-        r["bus_error"] = True
+    # torch 1.13's workers die of SIGBUS; torch 2.11's collate raises "unable to allocate
+    # shared memory(shm) for file ...", as it allocates the batch's file up front.
+    said = (r.get("error_text", "") + p.stderr).lower()
+    if not r["finished"] and ("bus error" in said or "unable to allocate shared memory" in said):
+        r["out_of_shm"] = True
     r["stderr"] = p.stderr
     return r
 
@@ -149,7 +161,15 @@ def main():
     ap.add_argument("webhook")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--json", help="also write the table here (make bench's report reads it)")
+    ap.add_argument("--python", default="/usr/bin/python3", help="a python3 with torch (default: Debian's)")
+    ap.add_argument("--cuda", action="store_true", help="add the pin_memory cases (a GPU host)")
+    ap.add_argument("--no-mount", action="store_true",
+                    help="with --bench: measure on the /dev/shm there is, where no tmpfs can be mounted")
     args = ap.parse_args()
+    global PYTHON
+    PYTHON = args.python
+    if args.no_mount and not args.bench:
+        ap.error("--no-mount measures only (--bench): the size under test needs its own tmpfs")
     tmp = tempfile.mkdtemp(prefix="podshaper-shm-")
     strict = os.path.join(tmp, "strict.yaml")
     Path(strict).write_text("defaults:\n  headroomPercent: 0\n  ncclShmReservePerRankWithP2P: 0\n"
@@ -163,14 +183,14 @@ def main():
           f"(headroom 0, no NCCL reserve){', peaks measured under a roomy /dev/shm' if args.bench else ''}")
     print(f"{'case':30} {'batch B':>10} {'computed':>9} {'+20%':>8} {'peak':>9} {'ratio':>6} {'+20%':>6} {'s':>5}  result")
     start = time.monotonic()
-    for case in CASES:
+    for case in CASES + (CUDA_CASES if args.cuda else []):
         name, workers, prefetch, kind, shape, dtype, _ = case
         annots = annotations(workers, prefetch, kind, shape, dtype)
         computed, formula = ask(args.webhook, strict, annots)
         with_headroom, _ = ask(args.webhook, default, annots)
         if workers > 0 and computed <= 64 * MiB:
             failures.append(f"{name}: the computed {computed // MiB}Mi is the floor: the case tests nothing")
-        r = run_case(case, 2 * computed + 256 * MiB if args.bench else computed)
+        r = run_case(case, 2 * computed + 256 * MiB if args.bench else computed, mount=not args.no_mount)
         peak = r.get("peak", 0)
         ratio = f"{computed / peak:.2f}" if peak else "-"
         ratio20 = f"{with_headroom / peak:.2f}" if peak else "-"
@@ -184,13 +204,13 @@ def main():
                             f"{r.get('error')}\n{r.get('stderr', '')[-2000:]}")
     if not args.bench:
         r = run_case(CONTROL, 64 * MiB)
-        ok = not r["finished"] and r.get("bus_error")
+        ok = not r["finished"] and r.get("out_of_shm")
         print(f"{CONTROL[0]:30} {batch_bytes(*CONTROL[3:6]):>10} {64:>7}Mi {'-':>8} {r.get('peak', 0) / MiB:>7.1f}Mi "
               f"{'-':>6} {'-':>6} {r.get('seconds', 0):>5}  "
-              f"{'died with a Bus error, as it must' if ok else 'FAILED: it did not die with a Bus error'}")
+              f"{'died for want of /dev/shm, as it must' if ok else 'FAILED: it did not die for want of /dev/shm'}")
         if not ok:
-            failures.append("the control case did not die with a Bus error under 64 MiB: the harness cannot see "
-                            f"a failure ({r})")
+            failures.append("the control case did not die for want of /dev/shm under 64 MiB: the harness cannot "
+                            f"see a failure ({r})")
         sizes, bad = check_dtypes(args.webhook, strict)
         print(f"dtypes: podshaper's element size is torch {torch_version}'s for all {len(sizes)} it has: "
               f"{'yes' if not bad else 'NO'}")
