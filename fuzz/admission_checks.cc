@@ -11,6 +11,7 @@
 #include "core/admission.h"
 #include "core/base64.h"
 #include "core/json_util.h"
+#include "core/shm.h"
 #include "core/names.h"
 #include "core/pod_shaper.h"
 #include "core/quantity.h"
@@ -190,10 +191,10 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
                                          message(json::diff(outcome.pod, patched)));
   const json& annotations = patched.at("metadata").at("annotations");
   FUZZ_CHECK(annotations.contains(std::string(names::kShapedBy)), message(annotations));
-  // Every shaped pod has a batch of at least one byte and a rank: /dev/shm is at least 1Mi.
+  // /dev/shm is never shaped below the runtime's default 64Mi.
   const json& shmSize = annotations.at(std::string(names::kShmSize));
   auto shm = parseQuantity(shmSize.is_string() ? shmSize.get<std::string>() : "");
-  FUZZ_CHECK(shm.ok() && *shm >= (1 << 20), message(annotations));
+  FUZZ_CHECK(shm.ok() && *shm >= static_cast<int64_t>(kMinShmBytes), message(annotations));
 
   checkUlimitAnnotations(pod, patched, config);
 

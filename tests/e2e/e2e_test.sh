@@ -80,7 +80,7 @@ check "shm is 7032Mi (no validated P2P yet: the larger NCCL reserve)" \
   test "$(kc -n ml get pod trainer-0 -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')" = 7032Mi
 check "hostIPC is set" test "$(kc -n ml get pod trainer-0 -o jsonpath='{.spec.hostIPC}')" = true
 check "kubectl shows the webhook's warnings" grep -q "Warning: podshaper: no node carries podshaper.io/topology-validated yet" "$tmp/warnings"
-check "kubectl describe shows the explanation" bash -c "kubectl --kubeconfig $kubeconfig -n ml describe pod trainer-0 | grep -A1 'podshaper.io/shm-formula' | grep -q '8 ranks × (8 workers × prefetch 4 + 1)'"
+check "kubectl describe shows the explanation" bash -c "kubectl --kubeconfig $kubeconfig -n ml describe pod trainer-0 | grep -A1 'podshaper.io/shm-formula' | grep -q '8 ranks × ((8 workers × prefetch 4 + 2 held'"
 
 pod plain ml 8 '{"app":"e2e"}' | kc create -f - >/dev/null
 check "a pod without the opt-in label is untouched" \

@@ -2,8 +2,9 @@
 
 Run by shm_grid.py inside a private mount namespace whose /dev/shm is a tmpfs of the
 size podshaper computed. Batches are written into /dev/shm by the workers (PyTorch's
-default collate allocates the batch in shared memory); a consumer slower than the
-workers keeps every prefetch slot full. A poller process samples the tmpfs's use.
+default collate allocates the batch in shared memory). A slow consumer first waits until
+the workers have filled every prefetch slot, then takes each batch slower than they
+make the next: the worst case (--consumer-ms 0: a consumer faster than the workers). A poller process samples the tmpfs's use.
 """
 import argparse
 import json
@@ -14,7 +15,8 @@ import sys
 import time
 
 POLL = r"""
-import os, signal, sys
+import os, signal, sys, time
+parent = os.getppid()
 peak = 0
 stop = False
 def done(*_):
@@ -22,13 +24,17 @@ def done(*_):
     stop = True
 signal.signal(signal.SIGTERM, done)
 sys.stdout.write("ready\n"); sys.stdout.flush()
-while not stop:
+while not stop and os.getppid() == parent:  # gone with its parent
     s = os.statvfs("/dev/shm")
-    used = (s.f_blocks - s.f_bfree) * s.f_frsize
-    if used > peak:
-        peak = used
+    peak = max(peak, (s.f_blocks - s.f_bfree) * s.f_frsize)
+    time.sleep(0.0002)
 print(peak, flush=True)
 """
+
+
+def shm_used():
+    s = os.statvfs("/dev/shm")
+    return (s.f_blocks - s.f_bfree) * s.f_frsize
 
 
 def main():
@@ -49,18 +55,19 @@ def main():
     dims = [int(d) for d in a.shape.split("x")]
     batch_size, sample = dims[0], dims[1:]
     dtype = getattr(torch, a.dtype)
+    tensor_bytes = torch.empty((), dtype=dtype).element_size()
+    for d in dims:
+        tensor_bytes *= d
 
     class Samples(Dataset):
         def __len__(self):
             return n_batches * batch_size
 
         def __getitem__(self, i):
-            if a.kind == "image":
-                return torch.full(sample, i % 7, dtype=dtype)
+            x = torch.full(sample, i % 7, dtype=dtype)  # an image, or token ids for "bytes"
             if a.kind == "dict":
-                return {"image": torch.full(sample, i % 7, dtype=dtype),
-                        "label": torch.tensor(i, dtype=torch.int64)}
-            return torch.full(sample, i % 7, dtype=dtype)  # bytes: token ids, say
+                return {"image": x, "label": torch.tensor(i, dtype=torch.int64)}
+            return x
 
     slots = a.workers * a.prefetch
     n_batches = a.batches or max(2 * slots + 4, 6)
@@ -68,18 +75,24 @@ def main():
     if a.workers > 0:
         kwargs["prefetch_factor"] = a.prefetch
         kwargs["timeout"] = 60  # a batch not received in 60 s is an error, not a hang
-    s = os.statvfs("/dev/shm")
-    baseline = (s.f_blocks - s.f_bfree) * s.f_frsize  # what others keep there (0 in our own tmpfs)
+    baseline = shm_used()  # what others keep there (0 in our own tmpfs)
     poller = subprocess.Popen([sys.executable, "-c", POLL], stdout=subprocess.PIPE, text=True)
     poller.stdout.readline()
     result = {"torch": torch.__version__, "batches": 0}
     start = time.monotonic()
     try:
-        for batch in DataLoader(Samples(), **kwargs):
+        batches = iter(DataLoader(Samples(), **kwargs))
+        # Every slot full before the first step, however slow the workers are here.
+        deadline = time.monotonic() + 20
+        while (a.consumer_ms and slots and shm_used() - baseline < slots * tensor_bytes
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        result["filled"] = shm_used() - baseline >= slots * tensor_bytes
+        for batch in batches:
             result["batches"] += 1
             time.sleep(a.consumer_ms / 1000)
         result["finished"] = result["batches"] == n_batches
-    except Exception as e:  # a worker killed by a Bus error surfaces here
+    except Exception as e:  # a worker out of /dev/shm surfaces here
         result["finished"] = False
         result["error"] = str(e).splitlines()[0][:300]
         result["error_text"] = str(e)[-2000:]

@@ -17,6 +17,7 @@ tmpfs at /dev/shm, as a container's emptyDir of medium Memory is.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,8 +48,9 @@ CUDA_CASES = [
     ("w2 p2 float32 pin_memory", 2, 2, "image", "32x3x224x224", "float32", "slow pin"),
     ("w8 p4 float32 pin_memory", 8, 4, "image", "8x3x224x224", "float32", "slow pin"),
 ]
-# The seed's failure: workers 2, prefetch 2, 32x3x224x224 float32 under the runtime's 64 MiB.
-CONTROL = ("control: 64 MiB", 2, 2, "image", "32x3x224x224", "float32", "slow")
+# A control that must die for want of /dev/shm: under the runtime's 64 MiB, batches of
+# 36.75 MiB, so any two alive at once (the + 2 held alone) overflow it.
+CONTROL = ("control: 64 MiB", 2, 2, "image", "64x3x224x224", "float32", "fast")
 
 
 ELEMENT = {"float32": 4, "bfloat16": 2, "uint8": 1, "int64": 8}  # the dtypes of CASES
@@ -110,26 +112,52 @@ def run_case(case, shm_bytes, mount=True):
     else:  # slower than the workers: they fill every slot while a step runs
         cmd += ["--consumer-ms", str(40 + 3 * batch_bytes(kind, shape, dtype) // MiB)]
     if mount:  # a private mount namespace whose /dev/shm is a tmpfs of shm_bytes
-        unshare = ["unshare", "--mount", "--propagation", "private"]
-        if os.geteuid() != 0:
-            unshare[1:1] = ["--user", "--map-root-user"]
         script = 'mount -t tmpfs -o size="$1" podshaper-shm /dev/shm && shift && exec "$@"'
-        cmd = unshare + ["sh", "-c", script, "sh", str(shm_bytes)] + cmd
+        cmd = unshare_prefix() + ["sh", "-c", script, "sh", str(shm_bytes)] + cmd
+    # Its own session, so that a hung case is killed with every worker and the poller.
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired as e:  # a DataLoader whose worker died can hang
-        return {"finished": False, "error": "still running after 120 s", "stderr": str(e.stderr or "")}
-    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # a DataLoader whose worker died can hang
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return {"finished": False, "error": "still running after 120 s", "stderr": err}
+    lines = [l for l in out.splitlines() if l.startswith("{")]
     if not lines:
-        return {"finished": False, "error": (p.stderr.strip().splitlines() or ["no output"])[-1]}
+        return {"finished": False, "error": (err.strip().splitlines() or ["no output"])[-1], "stderr": err}
     r = json.loads(lines[-1])
+    r["stderr"] = err
+    if r["finished"] and p.returncode != 0:
+        r.update(finished=False, error=f"exit code {p.returncode} after the last batch")
+    if r["finished"] and mount and r["size"] != shm_bytes:
+        r.update(finished=False, error=f"/dev/shm was {r['size']} B, not the {shm_bytes} B asked")
     # torch 1.13's workers die of SIGBUS; torch 2.11's collate raises "unable to allocate
     # shared memory(shm) for file ...", as it allocates the batch's file up front.
-    said = (r.get("error_text", "") + p.stderr).lower()
+    said = (r.get("error_text", "") + err).lower()
     if not r["finished"] and ("bus error" in said or "unable to allocate shared memory" in said):
         r["out_of_shm"] = True
-    r["stderr"] = p.stderr
     return r
+
+
+_UNSHARE = None
+
+
+def unshare_prefix():
+    """unshare's arguments for a private mount namespace: as root, else (or where root
+    may not mount) in a user namespace of its own."""
+    global _UNSHARE
+    if _UNSHARE is None:
+        plain = ["unshare", "--mount", "--propagation", "private"]
+        userns = ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
+        probe = ["sh", "-c", "mount -t tmpfs -o size=1M podshaper-probe /dev/shm"]
+        for prefix in ([plain] if os.geteuid() == 0 else []) + [userns]:
+            if subprocess.run(prefix + probe, capture_output=True).returncode == 0:
+                _UNSHARE = prefix
+                break
+        else:
+            sys.exit("shm_grid: cannot mount a tmpfs at /dev/shm in a private mount namespace "
+                     "(unshare --mount as root, or in a user namespace); run as root")
+    return _UNSHARE
 
 
 def check_dtypes(webhook, config):
@@ -170,7 +198,8 @@ def main():
     PYTHON = args.python
     if args.no_mount and not args.bench:
         ap.error("--no-mount measures only (--bench): the size under test needs its own tmpfs")
-    tmp = tempfile.mkdtemp(prefix="podshaper-shm-")
+    tmpdir = tempfile.TemporaryDirectory(prefix="podshaper-shm-")
+    tmp = tmpdir.name
     strict = os.path.join(tmp, "strict.yaml")
     Path(strict).write_text("defaults:\n  headroomPercent: 0\n  ncclShmReservePerRankWithP2P: 0\n"
                             "  ncclShmReservePerRank: 0\n")
@@ -199,6 +228,9 @@ def main():
               f"{peak / MiB:>7.1f}Mi {ratio:>6} {ratio20:>6} {r.get('seconds', 0):>5}  {result}", flush=True)
         table.append({"case": name, "batch_bytes": batch_bytes(kind, shape, dtype), "computed": computed,
                       "computed_with_headroom": with_headroom, "peak": peak, "finished": r["finished"]})
+        if r["finished"] and workers > 0 and case[6] != "fast" and not r.get("filled"):
+            failures.append(f"{name}: the workers never filled their {workers * prefetch} prefetch slots: the case "
+                            "did not test the worst case")
         if not r["finished"]:
             failures.append(f"{name} died under the computed /dev/shm of {computed // MiB}Mi ({formula}): "
                             f"{r.get('error')}\n{r.get('stderr', '')[-2000:]}")

@@ -117,8 +117,9 @@ func (c *Config) Hash() string {
 	if c.Defaults.NodeMemory != nil {
 		nodeMemory = strconv.FormatInt(c.Defaults.NodeMemory.Value(), 10)
 	}
+	// The peer has no memlock key: it always asks unlimited, as podshaper's default.
 	canonical := fmt.Sprintf("workers=%d;prefetchFactor=%d;headroomPercent=%d;ncclShmReservePerRankWithP2P=%d;ncclShmReservePerRank=%d;"+
-		"gpusPerNode=%d;nodeMemory=%s;maxShmPercentOfNodeMemory=%d;partialNode=%s;podSecurity=%s",
+		"gpusPerNode=%d;nodeMemory=%s;maxShmPercentOfNodeMemory=%d;partialNode=%s;podSecurity=%s;memlock=unlimited",
 		c.Defaults.Workers, c.Defaults.PrefetchFactor, c.Defaults.HeadroomPercent,
 		c.Defaults.NCCLShmReservePerRankWithP2P.Value(), c.Defaults.NCCLShmReservePerRank.Value(), c.Defaults.GPUsPerNode, nodeMemory,
 		c.Limits.MaxShmPercentOfNodeMemory, c.PartialNode, c.PodSecurity)

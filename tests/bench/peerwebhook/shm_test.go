@@ -44,3 +44,11 @@ func TestNoWorkersIsTheFloor(t *testing.T) {
 		t.Fatalf("shm = %d, %v; want 64Mi", plan.bytes, err)
 	}
 }
+
+// The default config's hash is podshaper's (tests/golden's shaped-by), so both name it alike.
+func TestDefaultConfigHashIsPodshapers(t *testing.T) {
+	cfg := DefaultConfig()
+	if got := cfg.Hash(); got != "976b32a8a930679c" {
+		t.Errorf("Hash() = %s, want podshaper's 976b32a8a930679c", got)
+	}
+}
