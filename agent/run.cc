@@ -10,6 +10,7 @@
 #include "agent/backend.h"
 #include "agent/memlock_probe.h"
 #include "cli/flags.h"
+#include "core/names.h"
 #include "core/quantity.h"
 #include "core/report.h"
 #include "kube/client.h"
@@ -75,14 +76,15 @@ Result<std::string> reconcile(const kube::Client& client, Backend& backend, cons
   auto topology = backend.probe();
   if (!topology) return makeError("probe: " + topology.error().message);
   if (source != nullptr) applyMemlockProbe(topology->host, memlock, source->requested);
-  const std::string path = "/apis/podshaper.io/v1alpha1/gputopologyreports/" + node;
+  const std::string path = kube::resourcePath(names::kGroupVersion, names::kReportResource, "", node);
   nlohmann::json spec = reportSpec(*topology, nowRfc3339());
   auto existing = client.get(path);
   if (!existing && existing.error().isNotFound()) {
     auto nodeObject = client.get(kube::resourcePath("v1", "nodes", "", node));
     if (!nodeObject) return makeError("Node " + node + ": " + nodeObject.error().message);
     std::string uid = nodeObject->value("/metadata/uid"_json_pointer, std::string());
-    auto created = client.create("/apis/podshaper.io/v1alpha1/gputopologyreports", newReport(node, uid, spec));
+    auto created = client.create(kube::resourcePath(names::kGroupVersion, names::kReportResource),
+                                 newReport(node, uid, spec));
     if (!created) return makeError("create: " + created.error().message);
     return std::string("created");
   }

@@ -56,7 +56,7 @@ ClusterView buildClusterView(const std::vector<nlohmann::json>& namespaces,
   for (const auto& n : nodes) {
     ClusterView::Node node = nodeFromJson(n);
     bool podshaperLabelled = std::any_of(node.labels.begin(), node.labels.end(),
-                                         [](const auto& l) { return l.first.starts_with("podshaper.io/"); });
+                                         [](const auto& l) { return l.first.starts_with(names::kKeyPrefix); });
     if (node.gpus > 0 || podshaperLabelled) view.nodes.push_back(std::move(node));
   }
   return view;

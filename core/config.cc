@@ -73,8 +73,8 @@ std::string_view toString(PartialNodePolicy p) {
   return "deny";
 }
 
-std::string_view toString(PodSecurityPolicy p) {
-  return p == PodSecurityPolicy::kWarn ? "warn" : "deny";
+std::string_view toString(PodSecurityAction p) {
+  return p == PodSecurityAction::kWarn ? "warn" : "deny";
 }
 
 std::string Config::hash() const {
@@ -159,8 +159,8 @@ Result<Config> parseConfig(std::string_view yamlText) {
        [&](const YAML::Node& n) -> Result<bool> {
          auto v = scalar(n, "podSecurity");
          if (!v) return v.error();
-         if (*v == "deny") config.podSecurity = PodSecurityPolicy::kDeny;
-         else if (*v == "warn") config.podSecurity = PodSecurityPolicy::kWarn;
+         if (*v == "deny") config.podSecurity = PodSecurityAction::kDeny;
+         else if (*v == "warn") config.podSecurity = PodSecurityAction::kWarn;
          else return keyError("podSecurity", "\"" + *v + "\" is not one of deny, warn");
          return true;
        }},

@@ -14,7 +14,7 @@ namespace podshaper {
 enum class PartialNodePolicy { kDeny, kWarn, kExpand };
 // What to do when the pod's namespace enforces a Pod Security level that forbids
 // hostIPC and IPC_LOCK.
-enum class PodSecurityPolicy { kDeny, kWarn };
+enum class PodSecurityAction { kDeny, kWarn };
 
 // The webhook's configuration file (YAML). Every key is optional; see README "Config".
 struct Config {
@@ -32,7 +32,7 @@ struct Config {
   std::optional<int64_t> nodeMemory;
   uint64_t maxShmPercentOfNodeMemory = 50;
   PartialNodePolicy partialNode = PartialNodePolicy::kDeny;
-  PodSecurityPolicy podSecurity = PodSecurityPolicy::kDeny;
+  PodSecurityAction podSecurity = PodSecurityAction::kDeny;
   // RLIMIT_MEMLOCK asked for every GPU container (the NRI annotation's soft and
   // hard), and what the node affinity requires a node to grant.
   MemlockLimit memlock;
@@ -46,6 +46,6 @@ struct Config {
 Result<Config> parseConfig(std::string_view yamlText);
 
 std::string_view toString(PartialNodePolicy p);
-std::string_view toString(PodSecurityPolicy p);
+std::string_view toString(PodSecurityAction p);
 
 }  // namespace podshaper

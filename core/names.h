@@ -6,6 +6,14 @@
 // podshaper reads or writes is spelled here and nowhere else.
 namespace podshaper::names {
 
+// The API: podshaper's group and version, its CRDs' kinds and resources, and the prefix of
+// every podshaper label and annotation key.
+inline constexpr std::string_view kGroupVersion = "podshaper.io/v1alpha1";
+inline constexpr std::string_view kReportKind = "GPUTopologyReport";
+inline constexpr std::string_view kReportResource = "gputopologyreports";
+inline constexpr std::string_view kPolicyResource = "topologypolicies";
+inline constexpr std::string_view kKeyPrefix = "podshaper.io/";
+
 // Pod annotations read by the webhook.
 inline constexpr std::string_view kWorkers = "podshaper.io/dataloader-workers";
 inline constexpr std::string_view kPrefetchFactor = "podshaper.io/prefetch-factor";
@@ -32,6 +40,9 @@ inline constexpr std::string_view kP2P = "podshaper.io/p2p";
 inline constexpr std::string_view kMemlock = "podshaper.io/memlock";
 inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
 inline constexpr std::string_view kPodSecurityEnforce = "pod-security.kubernetes.io/enforce";
+
+// On the webhook's TLS Secret: asks the operator for a new serving certificate now (any value).
+inline constexpr std::string_view kRenewAnnotation = "podshaper.io/renew";
 
 // The taint a TopologyPolicy's taintOnFailure puts on a Node that fails it (value: the reason).
 inline constexpr std::string_view kTopologyTaint = "podshaper.io/topology-not-validated";

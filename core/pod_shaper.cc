@@ -221,7 +221,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   if (!privilegedAllowed) {
     std::string why = "namespace \"" + ctx.namespaceName + "\" enforces Pod Security level \"" + level +
                       "\", which forbids hostIPC and the IPC_LOCK capability";
-    if (config.podSecurity == PodSecurityPolicy::kDeny) {
+    if (config.podSecurity == PodSecurityAction::kDeny) {
       return deny(pod, why + ": label the namespace " + key(names::kPodSecurityEnforce) +
                            "=privileged, or ask the admin for config podSecurity: warn");
     }

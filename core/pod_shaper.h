@@ -25,8 +25,9 @@ struct ShapeOutcome {
   std::vector<std::string> warnings;
 };
 
-// DESIGN.md "The webhook": the whole shaping rule as a pure function. Never
-// throws; bad input is a denial that names the annotation or setting to change.
+// docs/design.md "A pod, from submit to shaped": the whole shaping rule as a pure
+// function. Never throws; bad input is a denial that names the annotation or setting
+// to change.
 ShapeOutcome shapePod(const nlohmann::json& pod, const Config& config, const AdmissionContext& context);
 
 }  // namespace podshaper

@@ -1,5 +1,6 @@
 #include "core/report.h"
 
+#include "core/names.h"
 #include "core/timefmt.h"
 
 namespace podshaper {
@@ -11,8 +12,8 @@ nlohmann::json reportSpec(const Topology& topology, const std::string& observedA
 }
 
 nlohmann::json newReport(const std::string& nodeName, const std::string& nodeUid, const nlohmann::json& spec) {
-  return {{"apiVersion", "podshaper.io/v1alpha1"},
-          {"kind", "GPUTopologyReport"},
+  return {{"apiVersion", names::kGroupVersion},
+          {"kind", names::kReportKind},
           {"metadata",
            {{"name", nodeName},
             {"ownerReferences",

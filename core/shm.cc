@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/checked.h"
+#include "core/names.h"
 #include "core/quantity.h"
 
 namespace podshaper {
@@ -65,7 +66,7 @@ Result<uint64_t> dtypeBytes(std::string_view dtype) {
     if (d.name == name) return d.bytes;
   }
   return makeError("unknown dtype \"" + std::string(dtype) + "\" (use one of " + dtypeNames() +
-                   ", or give podshaper.io/batch-bytes)");
+                   ", or give " + std::string(names::kBatchBytes) + ")");
 }
 
 Result<uint64_t> shapeBytes(std::string_view shape, std::string_view dtype) {

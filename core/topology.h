@@ -13,7 +13,7 @@
 
 namespace podshaper {
 
-// One node's GPU topology: the spec of a GPUTopologyReport (DESIGN.md "The agent").
+// One node's GPU topology: the spec of a GPUTopologyReport (docs/agent.md).
 // Field names are the report's JSON names.
 struct GpuInfo {
   int index = 0;

@@ -10,7 +10,7 @@
 
 #include "core/policy.h"
 
-// The operator's judgement of one GPUTopologyReport (DESIGN.md "The operator"):
+// The operator's judgement of one GPUTopologyReport (docs/operator.md "Conditions"):
 // what the report says, held against the TopologyPolicies that select its Node,
 // in conditions an admin reads with `kubectl describe gtr <node>`.
 namespace podshaper {

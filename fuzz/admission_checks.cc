@@ -112,7 +112,7 @@ const std::vector<Setting>& fuzzSettings() {
   static const std::vector<Setting> settings = [] {
     Config other;
     other.partialNode = PartialNodePolicy::kExpand;
-    other.podSecurity = PodSecurityPolicy::kWarn;
+    other.podSecurity = PodSecurityAction::kWarn;
     other.nodeMemory = 512LL << 30;
     other.headroomPercent = 0;
     Config warn;

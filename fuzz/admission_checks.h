@@ -32,7 +32,7 @@ const std::vector<Setting>& fuzzSettings();
 //   and gives exactly the pod shapePod() returns, with a /dev/shm of at least 1Mi;
 // - an NRI ulimit annotation it writes or extends is a YAML list with the
 //   memlock the config asks and the user's entries kept;
-// - admitting the patched pod again is allowed with no patch (DESIGN.md "Rules":
+// - admitting the patched pod again is allowed with no patch (README "What the webhook does":
 //   idempotent).
 void checkAdmission(std::string_view body, const Config& config, const ClusterView* cluster);
 

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/json_util.h"
+#include "core/names.h"
 #include "core/report_status.h"
 #include "core/verdict.h"
 #include "kube/protocol.h"
@@ -16,7 +17,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::system_clock;
 
-constexpr const char* kGroupVersion = "podshaper.io/v1alpha1";
 constexpr auto kResyncPeriod = std::chrono::minutes(10);
 // How long a report may outlive its Node before it is flagged (the garbage
 // collector normally deletes it within seconds).
@@ -104,9 +104,9 @@ Reconciler::Reconciler(const kube::Client& client, const OperatorConfig& config,
       metrics_(metrics),
       mayWrite_(std::move(mayWrite)),
       identity_(std::move(identity)),
-      reports_(client, kube::resourcePath(kGroupVersion, "gputopologyreports"), withTransform(compactReport)),
+      reports_(client, kube::resourcePath(names::kGroupVersion, names::kReportResource), withTransform(compactReport)),
       nodes_(client, kube::resourcePath("v1", "nodes"), withTransform(compactNode)),
-      policyInformer_(client, kube::resourcePath(kGroupVersion, "topologypolicies")),
+      policyInformer_(client, kube::resourcePath(names::kGroupVersion, names::kPolicyResource)),
       reconcilesOk_(metrics.counter("podshaper_operator_reconciles_total", "Reconciles of a report or Node, by result.",
                                     {{"result", "ok"}})),
       reconcilesError_(metrics.counter("podshaper_operator_reconciles_total", "", {{"result", "error"}})),
@@ -343,7 +343,7 @@ Reconciler::Outcome Reconciler::reconcile(const std::string& key) {
   if (statusChanged(current, next)) {
     if (!mayWrite_()) return Outcome::NotLeader;
     const json body = {{"metadata", {{"resourceVersion", kube::resourceVersionOf(*report)}}}, {"status", next}};
-    auto written = client_.patchStatus(kube::resourcePath(kGroupVersion, "gputopologyreports", "", key), body,
+    auto written = client_.patchStatus(kube::resourcePath(names::kGroupVersion, names::kReportResource, "", key), body,
                                        kube::PatchType::Merge);
     if (!written) return writeFailed("report", key, written.error());
     writesStatus_.inc();
@@ -392,7 +392,7 @@ void Reconciler::recordEvents(const json& report, const json* node, const json& 
   const auto events = transitionEvents(currentStatus, verdict);
   if (events.empty()) return;
   std::vector<ObjectRef> about = {
-      {kGroupVersion, "GPUTopologyReport", metaString(report, "name"), metaString(report, "uid")}};
+      {std::string(names::kGroupVersion), std::string(names::kReportKind), metaString(report, "name"), metaString(report, "uid")}};
   if (node != nullptr) about.push_back({"v1", "Node", metaString(*node, "name"), metaString(*node, "uid")});
   const std::string path = kube::resourcePath("v1", "events", config_.eventNamespace);
   for (const auto& e : events) {

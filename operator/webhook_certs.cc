@@ -195,8 +195,8 @@ Result<bool> WebhookCertificates::reconcile() {
   // The serving certificate.
   std::string cert = secretField(secret, "tls.crt"), key = secretField(secret, "tls.key");
   const bool renewAsked = secret.is_object() && secret.contains("metadata") &&
-                          secret["metadata"].value("annotations", json::object()).contains(kRenewAnnotation);
-  std::string leafWhy = renewAsked ? std::string("asked by the ") + kRenewAnnotation + " annotation"
+                          secret["metadata"].value("annotations", json::object()).contains(std::string(kRenewAnnotation));
+  std::string leafWhy = renewAsked ? "asked by the " + std::string(kRenewAnnotation) + " annotation"
                                    : leafProblem(cert, key, caCert, config_.sans(), now, config_.renewBefore.count());
   if (!leafWhy.empty()) {
     auto leaf = server::issueServingCertificate({caCert, caKey}, config_.sans(), config_.validity.count());
@@ -222,7 +222,7 @@ Result<bool> WebhookCertificates::reconcile() {
                   {"ca.crt", base64Encode(caBundle)},
                   {"ca.key", base64Encode(caKey)}};
   if (body["metadata"].contains("annotations") && body["metadata"]["annotations"].is_object()) {
-    body["metadata"]["annotations"].erase(kRenewAnnotation);
+    body["metadata"]["annotations"].erase(std::string(kRenewAnnotation));
   }
   auto written = secret.is_object() ? client_.replace(secretPath, body)
                                     : client_.create(kube::resourcePath("v1", "secrets", config_.ns), body);

@@ -17,8 +17,10 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
+#include "core/names.h"
 #include "core/result.h"
 #include "kube/client.h"
 #include "operator/config.h"
@@ -27,7 +29,7 @@
 namespace podshaper::op {
 
 // The annotation that asks for a new serving certificate now (any value).
-inline constexpr const char* kRenewAnnotation = "podshaper.io/renew";
+inline constexpr std::string_view kRenewAnnotation = names::kRenewAnnotation;
 
 class WebhookCertificates {
  public:

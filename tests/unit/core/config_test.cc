@@ -16,7 +16,7 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_EQ(c->gpusPerNode, 8u);
   EXPECT_EQ(c->maxShmPercentOfNodeMemory, 50u);
   EXPECT_EQ(c->partialNode, PartialNodePolicy::kDeny);
-  EXPECT_EQ(c->podSecurity, PodSecurityPolicy::kDeny);
+  EXPECT_EQ(c->podSecurity, PodSecurityAction::kDeny);
   EXPECT_FALSE(c->nodeMemory.has_value());
   EXPECT_EQ(c->memlock, MemlockLimit{});  // unlimited
 }
@@ -47,7 +47,7 @@ memlock: 4Mi
   EXPECT_EQ(*c->nodeMemory, 2LL << 40);
   EXPECT_EQ(c->maxShmPercentOfNodeMemory, 25u);
   EXPECT_EQ(c->partialNode, PartialNodePolicy::kExpand);
-  EXPECT_EQ(c->podSecurity, PodSecurityPolicy::kWarn);
+  EXPECT_EQ(c->podSecurity, PodSecurityAction::kWarn);
   EXPECT_EQ(c->memlock.bytes, 4194304u);
   EXPECT_EQ(parseConfig("memlock: unlimited\n")->memlock, MemlockLimit{});
   EXPECT_EQ(parseConfig("memlock: 64Gi\n")->memlock.bytes, 64ULL << 30);

@@ -341,7 +341,7 @@ TEST(PodShaper, NonRootGpuContainersAreWarnedThatIpcLockDoesNotHelp) {
   ClusterView cluster;
   cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "baseline"}};
   Config warn;
-  warn.podSecurity = PodSecurityPolicy::kWarn;
+  warn.podSecurity = PodSecurityAction::kWarn;
   EXPECT_EQ(runsAs(shapeWith(TrainingPod().at("/spec/containers/0/securityContext/runAsUser", 1000), cluster, warn)),
             "");
 }
@@ -476,7 +476,7 @@ TEST(PodShaper, PodSecurityBaselineDeniesOrWarns) {
   EXPECT_NE(denied.message.find("label the namespace pod-security.kubernetes.io/enforce=privileged"), std::string::npos);
 
   Config warn;
-  warn.podSecurity = PodSecurityPolicy::kWarn;
+  warn.podSecurity = PodSecurityAction::kWarn;
   auto warned = shapeWith(TrainingPod(), cluster, warn);
   ASSERT_TRUE(warned.allowed);
   EXPECT_FALSE(warned.pod["spec"].contains("hostIPC"));
