@@ -391,8 +391,8 @@ void Reconciler::recordEvents(const json& report, const json* node, const json& 
                               const Verdict& verdict) {
   const auto events = transitionEvents(currentStatus, verdict);
   if (events.empty()) return;
-  std::vector<ObjectRef> about = {
-      {std::string(names::kGroupVersion), std::string(names::kReportKind), metaString(report, "name"), metaString(report, "uid")}};
+  std::vector<ObjectRef> about = {{std::string(names::kGroupVersion), std::string(names::kReportKind),
+                                   metaString(report, "name"), metaString(report, "uid")}};
   if (node != nullptr) about.push_back({"v1", "Node", metaString(*node, "name"), metaString(*node, "uid")});
   const std::string path = kube::resourcePath("v1", "events", config_.eventNamespace);
   for (const auto& e : events) {

@@ -194,8 +194,9 @@ Result<bool> WebhookCertificates::reconcile() {
 
   // The serving certificate.
   std::string cert = secretField(secret, "tls.crt"), key = secretField(secret, "tls.key");
-  const bool renewAsked = secret.is_object() && secret.contains("metadata") &&
-                          secret["metadata"].value("annotations", json::object()).contains(std::string(kRenewAnnotation));
+  const bool renewAsked =
+      secret.is_object() && secret.contains("metadata") &&
+      secret["metadata"].value("annotations", json::object()).contains(std::string(kRenewAnnotation));
   std::string leafWhy = renewAsked ? "asked by the " + std::string(kRenewAnnotation) + " annotation"
                                    : leafProblem(cert, key, caCert, config_.sans(), now, config_.renewBefore.count());
   if (!leafWhy.empty()) {
