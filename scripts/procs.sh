@@ -31,7 +31,18 @@ running() {  # running NAME: the recorded process is alive and is still ours (pi
 start() {  # start NAME CMD...: run in the background, record the pid, log to logs/NAME.log
   local name=$1; shift
   "$@" >>"$procs_dir/logs/$name.log" 2>&1 &
-  echo $! >"$procs_dir/pids/$name.pid"
+  local pid=$!
+  echo $pid >"$procs_dir/pids/$name.pid"
+  # The background shell execs the command; until it has, /proc shows the shell, and
+  # `running` (which checks the name against pid reuse) would call it gone. On a loaded
+  # machine that takes more than the moment before the first check.
+  local argv0
+  for _ in $(seq 200); do
+    argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1)
+    [[ $(basename "$argv0") == "$name" ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
 }
 
 wait_for() {  # wait_for SECONDS NAME CMD...: until CMD succeeds; fails fast if NAME died
