@@ -20,7 +20,7 @@ struct Dtype {
 
 // Every dtype of torch 2.x whose elements are whole bytes (torch.<name>.itemsize);
 // float4_e2m1fn_x2 packs two 4-bit values into one element.
-constexpr std::array<Dtype, 30> kDtypes{{
+constexpr std::array<Dtype, 31> kDtypes{{
     {"float64", 8, false}, {"double", 8, true},
     {"float32", 4, false}, {"float", 4, true},
     {"float16", 2, false}, {"half", 2, true},
@@ -36,17 +36,16 @@ constexpr std::array<Dtype, 30> kDtypes{{
     {"int16", 2, false}, {"short", 2, true},
     {"int8", 1, false},
     {"uint64", 8, false}, {"uint32", 4, false}, {"uint16", 2, false}, {"uint8", 1, false},
+    {"bool", 1, false},
 }};
-// bool is a byte too; kept apart so the table reads as numbers first.
-constexpr Dtype kBool{"bool", 1, false};
 
 std::string dtypeNames() {
   std::string names;
   for (const Dtype& d : kDtypes) {
     if (d.alias) continue;
-    names += std::string(d.name) + ", ";
+    names += (names.empty() ? "" : ", ") + std::string(d.name);
   }
-  return names + std::string(kBool.name);
+  return names;
 }
 
 Error overflow(std::string_view what) {
@@ -61,7 +60,6 @@ std::string bytesText(uint64_t b) { return formatBytes(static_cast<int64_t>(b));
 Result<uint64_t> dtypeBytes(std::string_view dtype) {
   std::string_view name = dtype;
   if (name.starts_with("torch.")) name.remove_prefix(6);
-  if (name == kBool.name) return kBool.bytes;
   for (const Dtype& d : kDtypes) {
     if (d.name == name) return d.bytes;
   }
