@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
-#include "core/topology.h"
+#include "base/result.h"
+#include "api/topology.h"
 
 namespace podshaper::agent {
 

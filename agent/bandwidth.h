@@ -1,6 +1,6 @@
 #pragma once
 
-#include "core/topology.h"
+#include "api/topology.h"
 
 namespace podshaper::agent {
 

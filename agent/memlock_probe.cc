@@ -12,8 +12,8 @@
 #include <set>
 
 #include "cli/flags.h"
-#include "core/json_util.h"
-#include "core/names.h"
+#include "base/json_util.h"
+#include "api/names.h"
 
 namespace podshaper::agent {
 namespace {

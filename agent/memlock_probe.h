@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/memlock.h"
-#include "core/result.h"
-#include "core/topology.h"
+#include "api/memlock.h"
+#include "base/result.h"
+#include "api/topology.h"
 
 namespace podshaper::agent {
 

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/admission.h"
+#include "shaping/admission.h"
 
 namespace {
 

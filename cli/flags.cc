@@ -1,6 +1,6 @@
 #include "cli/flags.h"
 
-#include "core/quantity.h"
+#include "base/quantity.h"
 
 #include <cerrno>
 #include <cstring>

@@ -8,13 +8,13 @@
 #include <optional>
 #include <string>
 
-#include "core/admission.h"
-#include "core/base64.h"
-#include "core/json_util.h"
-#include "core/shm.h"
-#include "core/names.h"
-#include "core/pod_shaper.h"
-#include "core/quantity.h"
+#include "shaping/admission.h"
+#include "base/base64.h"
+#include "base/json_util.h"
+#include "shaping/shm.h"
+#include "api/names.h"
+#include "shaping/pod_shaper.h"
+#include "base/quantity.h"
 #include "fuzz/fuzz_check.h"
 
 namespace podshaper::fuzz {
@@ -24,11 +24,10 @@ using json = nlohmann::json;
 
 constexpr std::string_view kVersion = "podshaper-webhook/fuzz";
 
-ClusterView::Node node(const std::string& name, uint64_t gpus, const std::string& p2p, int64_t memory,
-                       bool validated) {
-  ClusterView::Node n;
+Node node(const std::string& name, uint64_t gpus, const std::string& p2p, int64_t memory, bool validated) {
+  Node n;
   n.name = name;
-  n.gpus = gpus;
+  n.allocatableGpus = gpus;
   n.memoryBytes = memory;
   n.labels = {{std::string(names::kHostnameLabel), name}};
   if (validated) {

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/cluster_view.h"
-#include "core/config.h"
+#include "shaping/cluster_view.h"
+#include "shaping/config.h"
 
 namespace podshaper::fuzz {
 

@@ -1,4 +1,4 @@
-// The pod inputs webhook shaping reads (core/pod_inputs.h), reached directly:
+// The pod inputs webhook shaping reads (shaping/pod_inputs.h), reached directly:
 // the input is split at '\n' into the values below, in order; a value "~" (or
 // one past the end of the input) is left out. A training pod is built with
 // them, read with readPodInputs(), and then admitted whole (the admission
@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/names.h"
-#include "core/pod_inputs.h"
-#include "core/quantity.h"
-#include "core/shm.h"
+#include "api/names.h"
+#include "shaping/pod_inputs.h"
+#include "base/quantity.h"
+#include "shaping/shm.h"
 #include "fuzz/admission_checks.h"
 #include "fuzz/fuzz_check.h"
 

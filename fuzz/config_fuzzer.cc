@@ -1,4 +1,4 @@
-// The webhook's configuration file (core/config.h: parseConfig, yaml-cpp; the
+// The webhook's configuration file (shaping/config.h: parseConfig, yaml-cpp; the
 // webhook's loadConfig only reads the file and calls it). Invariants: a parse
 // gives a Config or an error that says "config: "; a Config's settings are in
 // their documented ranges, its hash is 16 hex digits, and writing it back as
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/config.h"
+#include "shaping/config.h"
 #include "fuzz/fuzz_check.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // The agent's fake backend and the captures it reads: `nvidia-smi topo -m`
-// (optionally followed by `topo -p2p r`) text → Topology (core/topology.h).
+// (optionally followed by `topo -p2p r`) text → Topology (api/topology.h).
 // Invariants: a parsed topology has GPUs 0..n-1 and one pair per GPU pair,
 // matching nvidiaSmiMatrixShapes(); toJson → topologyFromJson gives it back
 // unchanged; renderTopologyTable draws it.
@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/quantity.h"
-#include "core/topology.h"
+#include "base/quantity.h"
+#include "api/topology.h"
 #include "fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// Kubernetes quantities and strict counts (core/quantity.h): annotation values,
+// Kubernetes quantities and strict counts (base/quantity.h): annotation values,
 // resource limits and config settings all go through these.
 //   parseQuantity: a value is non-negative; formatBytes() of it parses back to
 //   itself; "<value>" and "<value>k"/"<value>Ki" agree with it where they fit.
@@ -10,7 +10,7 @@
 #include <limits>
 #include <string>
 
-#include "core/quantity.h"
+#include "base/quantity.h"
 #include "fuzz/fuzz_check.h"
 
 using podshaper::formatBytes;

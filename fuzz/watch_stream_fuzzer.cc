@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cluster_view.h"
+#include "shaping/cluster_view.h"
 #include "fuzz/fuzz_check.h"
 #include "kube/protocol.h"
 #include "kube/store.h"

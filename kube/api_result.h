@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace podshaper::kube {
 

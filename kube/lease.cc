@@ -3,7 +3,7 @@
 #include <limits>
 #include <utility>
 
-#include "core/timefmt.h"
+#include "base/timefmt.h"
 #include "kube/protocol.h"
 
 namespace podshaper::kube {

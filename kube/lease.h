@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace podshaper::kube {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "core/json_util.h"
+#include "base/json_util.h"
 
 namespace podshaper::kube {
 namespace {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "kube/api_result.h"
 
 namespace podshaper::kube {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "kube/protocol.h"
 
 namespace podshaper::kube {

@@ -5,8 +5,8 @@
 
 #include <optional>
 
-#include "core/quantity.h"
-#include "core/timefmt.h"
+#include "base/quantity.h"
+#include "base/timefmt.h"
 
 namespace podshaper::op {
 namespace {

@@ -1,103 +1,111 @@
 #pragma once
 
-// The level-based reconciler: on any change of a GPUTopologyReport, its Node or
-// a TopologyPolicy, it re-reads them from the informers' caches, judges the
-// report (core/verdict.h) and writes only what differs: the report's status,
-// Events for transitions, the Node's labels and taint. Every write carries the
-// resourceVersion it was computed from, and is made only while `mayWrite()`
-// (the leader) holds: a deposed leader's writes are refused by the API server
-// or not sent.
+// One reconcile of a node's name, as controller-runtime does it: the decision is
+// judging/plan.h's, pure; this executes it through a narrow API and keeps what it
+// learns between reconciles. It never touches the queue: it says when to look again.
+// Every write carries the resourceVersion it was computed from, and is made only
+// while `mayWrite()` (the leader) holds.
 
-#include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <functional>
 #include <map>
-#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "core/policy.h"
-#include "core/verdict.h"
-#include "kube/client.h"
-#include "kube/informer.h"
-#include "operator/config.h"
-#include "operator/work_queue.h"
-#include "server/metrics.h"
+#include <nlohmann/json.hpp>
+
+#include "api/policy.h"
+#include "judging/plan.h"
+#include "kube/api_result.h"
+#include "metrics/metrics.h"
 
 namespace podshaper::op {
 
+// All the reconcile writes to the API server, and nothing else.
+class ReconcileApi {
+ public:
+  virtual ~ReconcileApi() = default;
+  // A merge patch of the GPUTopologyReport's status subresource.
+  virtual kube::ApiResult<nlohmann::json> patchReportStatus(const std::string& name, const nlohmann::json& body) = 0;
+  // A merge patch of the Node.
+  virtual kube::ApiResult<nlohmann::json> patchNode(const std::string& name, const nlohmann::json& patch) = 0;
+  virtual kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) = 0;
+};
+
+// The reconcile's clocks, injected so that tests can move time.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual long long wallMicros() const = 0;     // since the epoch: status times, staleness, Events
+  virtual long long steadySeconds() const = 0;  // how long a Node has been gone
+};
+
+class SystemClock : public Clock {
+ public:
+  long long wallMicros() const override;
+  long long steadySeconds() const override;
+};
+
+struct ReconcilerOptions {
+  std::string identity;        // the Events' reportingInstance
+  std::string eventNamespace;  // where Events about cluster-scoped objects go
+};
+
 class Reconciler {
  public:
-  Reconciler(const kube::Client& client, const OperatorConfig& config, server::Metrics& metrics,
-             std::function<bool()> mayWrite, std::string identity);
-  ~Reconciler();
+  enum class Outcome { Done, NotLeader, Retry };
+  struct Result {
+    Outcome outcome = Outcome::Done;
+    std::optional<std::chrono::seconds> requeueAfter;  // Done only: look again then
+  };
+
+  Reconciler(ReconcileApi& api, const Clock& clock, metrics::Registry& metrics, std::function<bool()> mayWrite,
+             ReconcilerOptions options);
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;
 
-  // Starts the watches and the workers. A standby watches too, so that it
-  // takes over with warm caches.
-  void start();
-  void stop();
-  bool synced() const;
-  // Every report and every Node, e.g. on becoming the leader.
-  void enqueueAll();
+  // `report` and `node` as the caches hold them now (unset: none of that name).
+  Result reconcile(const std::string& key, const std::optional<nlohmann::json>& report,
+                   const std::optional<nlohmann::json>& node, const std::vector<Policy>& policies);
   // On losing the lease: the verdict gauges are the leader's to show.
   void forgetVerdicts();
 
  private:
-  enum class Outcome { Done, NotLeader, Retry };
-  void work();
-  // Blocks until every watch has synced and the policies are read: judging a
-  // half-loaded world would flag reports whose Node or policy is not loaded yet.
-  bool waitForCaches();
-  Outcome writeFailed(const char* what, const std::string& key, const kube::ApiError& error);
-  Outcome reconcile(const std::string& key);
+  Outcome execute(const std::string& key, const nlohmann::json& report, const nlohmann::json* node,
+                  const Plan& plan);
   Outcome writeNode(const std::string& key, const nlohmann::json& node, const nlohmann::json& patch);
-  void recordEvents(const nlohmann::json& report, const nlohmann::json* node, const nlohmann::json& currentStatus,
-                    const Verdict& verdict);
-  void reloadPolicies();
-  std::vector<Policy> policies() const;
+  Outcome writeFailed(const char* what, const std::string& key, const kube::ApiError& error);
+  void recordEvents(const std::vector<PlannedEvent>& events);
   void setVerdict(const std::string& key, const char* verdict);
   // True when `object` is the version our write to it replaced (the cache lags).
   bool cacheBehindWrite(std::map<std::string, std::string>& replaced, const std::string& key,
                         const nlohmann::json& object);
   void rememberWrite(std::map<std::string, std::string>& replaced, const std::string& key,
                      const nlohmann::json& object);
+  // How long the report at `key` has been seen without its Node (0 while it has one).
+  long long nodeMissingFor(const std::string& key, bool missing);
+  void forgetReport(const std::string& key, bool nodeExists);
 
-  const kube::Client& client_;
-  const OperatorConfig config_;
-  server::Metrics& metrics_;
+  ReconcileApi& api_;
+  const Clock& clock_;
   const std::function<bool()> mayWrite_;
-  const std::string identity_;
+  const ReconcilerOptions options_;
 
-  kube::Informer reports_, nodes_, policyInformer_;
-  WorkQueue queue_;
-  std::vector<std::thread> workers_;
-  std::thread resync_;
-  std::atomic<bool> stopping_{false};
-  std::mutex resyncMu_;
-  std::condition_variable resyncCv_;
-
-  mutable std::mutex mu_;  // guards policies_, verdicts_
-  std::vector<Policy> policies_;
+  std::mutex mu_;  // guards everything below: workers reconcile different keys at once
   std::map<std::string, std::string> verdicts_;  // report → validated / not_validated
   long long validatedCount_ = 0, notValidatedCount_ = 0;
   // The resourceVersions our last writes replaced, per key: while the cache
   // still holds that version it has not seen our write yet, and judging it
   // again would only earn a 409.
   std::map<std::string, std::string> replacedReport_, replacedNode_;
-  // Reports whose Node is gone, since when (steady seconds): the garbage
-  // collector deletes an owned report soon after its Node; flag it only if not.
+  // Reports whose Node is gone, since when (steady seconds).
   std::map<std::string, long long> nodeMissingSince_;
-  std::atomic<bool> cachesReady_{false};
-  std::atomic<unsigned> eventSequence_{0};
+  unsigned eventSequence_ = 0;
 
-  server::Counter &reconcilesOk_, &reconcilesError_, &reconcilesSkipped_;
-  server::Counter &writesStatus_, &writesNode_, &writesEvent_, &conflicts_;
-  server::Gauge &queueDepth_, &reportsValidated_, &reportsNotValidated_, &policiesGauge_, &policyErrors_;
-  server::Histogram& duration_;
+  metrics::Counter &writesStatus_, &writesNode_, &writesEvent_, &conflicts_;
+  metrics::Gauge &reportsValidated_, &reportsNotValidated_;
 };
 
 }  // namespace podshaper::op

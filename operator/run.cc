@@ -14,11 +14,11 @@
 #include "kube/config.h"
 #include "kube/leader_elector.h"
 #include "operator/config.h"
-#include "operator/reconciler.h"
+#include "operator/controller.h"
 #include "operator/webhook_certs.h"
 #include "server/https_server.h"
-#include "server/metrics.h"
-#include "server/selfsigned.h"
+#include "metrics/metrics.h"
+#include "pki/selfsigned.h"
 
 namespace podshaper::op {
 namespace {
@@ -87,7 +87,7 @@ int runOperator(int argc, char** argv) {
     tempCert.dir = pattern;
     options.certFile = (tempCert.dir / "tls.crt").string();
     options.keyFile = (tempCert.dir / "tls.key").string();
-    if (auto ok = server::writeSelfSignedCert(options.certFile, options.keyFile, "podshaper-operator",
+    if (auto ok = pki::writeSelfSignedCert(options.certFile, options.keyFile, "podshaper-operator",
                                               {"localhost", "127.0.0.1"}, 365);
         !ok) {
       return fail("serving certificate: " + ok.error().message);
@@ -100,13 +100,13 @@ int runOperator(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto metrics = std::make_shared<server::Metrics>();
-  server::Gauge& leaderGauge = metrics->gauge("podshaper_operator_leader", "1 while this replica is the leader.");
+  auto metrics = std::make_shared<metrics::Registry>();
+  metrics::Gauge& leaderGauge = metrics->gauge("podshaper_operator_leader", "1 while this replica is the leader.");
   kube::Client client(*clientConfig, kube::ClientOptions{.fieldManager = "podshaper-operator",
                                                          .userAgent = "podshaper-operator/" PODSHAPER_VERSION});
   std::unique_ptr<kube::LeaderElector> elector;
   auto mayWrite = [&elector] { return elector == nullptr || elector->isLeading(); };
-  Reconciler reconciler(client, config, *metrics, mayWrite, identity);
+  Controller controller(client, config, *metrics, mayWrite, identity);
   std::unique_ptr<WebhookCertificates> certificates;
   if (config.webhookCertificate.managed) {
     certificates = std::make_unique<WebhookCertificates>(client, config.webhookCertificate, *metrics, mayWrite);
@@ -116,12 +116,12 @@ int runOperator(int argc, char** argv) {
         client, lease,
         [&] {
           leaderGauge.set(1);
-          reconciler.enqueueAll();
+          controller.enqueueAll();
           if (certificates) certificates->trigger();
         },
         [&] {
           leaderGauge.set(0);
-          reconciler.forgetVerdicts();
+          controller.forgetVerdicts();
         });
   } else {
     leaderGauge.set(1);
@@ -130,20 +130,20 @@ int runOperator(int argc, char** argv) {
   server::HttpsServer https(options, metrics);
   auto text = [](int status, std::string body) { return server::Response{status, "text/plain; charset=utf-8", body}; };
   https.route("GET", "/healthz", [text](const server::Request&) { return text(200, "ok\n"); });
-  https.route("GET", "/readyz", [text, &reconciler](const server::Request&) {
-    return reconciler.synced() ? text(200, "ok\n") : text(503, "watches not synced\n");
+  https.route("GET", "/readyz", [text, &controller](const server::Request&) {
+    return controller.synced() ? text(200, "ok\n") : text(503, "watches not synced\n");
   });
   https.route("GET", "/metrics", [metrics](const server::Request&) {
     return server::Response{200, "text/plain; version=0.0.4; charset=utf-8", metrics->render()};
   });
   if (auto started = https.start(); !started) return fail(started.error().message);
 
-  reconciler.start();
+  controller.start();
   if (certificates) certificates->start();
   if (elector) {
     elector->start();
   } else {
-    reconciler.enqueueAll();
+    controller.enqueueAll();
     if (certificates) certificates->trigger();
   }
   spdlog::info("podshaper-operator {} as {} on {}:{} ({})", PODSHAPER_VERSION, identity, listen->host,
@@ -159,7 +159,7 @@ int runOperator(int argc, char** argv) {
   spdlog::info("podshaper-operator: signal {}, shutting down", signal);
   // Workers first, so that nothing of ours is in flight when the lease is released
   // and the standby takes over at once.
-  reconciler.stop();
+  controller.stop();
   if (certificates) certificates->stop();
   if (elector) elector->stop();
   https.stop();

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <set>
 
-#include "core/base64.h"
+#include "base/base64.h"
 #include "kube/protocol.h"
-#include "server/certs.h"
+#include "pki/certs.h"
 
 namespace podshaper::op {
 namespace {
@@ -44,11 +44,11 @@ std::string secretField(const json& secret, const char* key) {
 std::string leafProblem(const std::string& cert, const std::string& key, const std::string& caPem,
                         const std::vector<std::string>& sans, long long now, long long renewBefore) {
   if (cert.empty() || key.empty()) return "no serving certificate yet";
-  auto info = server::inspectCertificate(cert);
+  auto info = pki::inspectCertificate(cert);
   if (!info) return "the serving certificate does not parse (" + info.error().message + ")";
-  auto signedOk = server::signedBy(cert, caPem);
+  auto signedOk = pki::signedBy(cert, caPem);
   if (!signedOk || !*signedOk) return "the serving certificate is not signed by the current CA";
-  auto keyOk = server::keyMatches(cert, key);
+  auto keyOk = pki::keyMatches(cert, key);
   if (!keyOk || !*keyOk) return "the serving key does not match its certificate";
   std::set<std::string> want(sans.begin(), sans.end());
   std::set<std::string> have(info->dnsNames.begin(), info->dnsNames.end());
@@ -61,7 +61,7 @@ std::string leafProblem(const std::string& cert, const std::string& key, const s
 }  // namespace
 
 WebhookCertificates::WebhookCertificates(const kube::Client& client, WebhookCertificateConfig config,
-                                         server::Metrics& metrics, std::function<bool()> mayWrite)
+                                         metrics::Registry& metrics, std::function<bool()> mayWrite)
     : client_(client),
       config_(std::move(config)),
       mayWrite_(std::move(mayWrite)),
@@ -136,16 +136,16 @@ Result<bool> WebhookCertificates::reconcile() {
   std::string caWhy;
   if (caCert.empty() || caKey.empty()) {
     caWhy = "no CA yet";
-  } else if (auto info = server::inspectCertificate(caCert); !info || !info->isCA) {
+  } else if (auto info = pki::inspectCertificate(caCert); !info || !info->isCA) {
     caWhy = "ca.crt is not a CA certificate";
-  } else if (auto match = server::keyMatches(caCert, caKey); !match || !*match) {
+  } else if (auto match = pki::keyMatches(caCert, caKey); !match || !*match) {
     caWhy = "ca.key does not match ca.crt";
   } else if (info->notAfter - now <= (info->notAfter - info->notBefore) / 10) {
     caWhy = "the CA is in the last tenth of its life";
   }
   bool changed = false;
   if (!caWhy.empty()) {
-    auto ca = server::makeCertificateAuthority("podshaper-webhook-ca", config_.caValidity.count());
+    auto ca = pki::makeCertificateAuthority("podshaper-webhook-ca", config_.caValidity.count());
     if (!ca) return makeError("making a CA: " + ca.error().message);
     spdlog::info("webhook certificate: a new CA ({})", caWhy);
     caCert = ca->certPem;
@@ -158,7 +158,7 @@ Result<bool> WebhookCertificates::reconcile() {
   // they signed may still be served until the kubelet refreshes the files).
   std::string caBundle;
   for (std::size_t i = 0; i < bundle.size(); ++i) {
-    auto info = server::inspectCertificate(bundle[i]);
+    auto info = pki::inspectCertificate(bundle[i]);
     if (i == 0 || (info && info->isCA && info->notAfter > now)) caBundle += bundle[i];
   }
 
@@ -200,7 +200,7 @@ Result<bool> WebhookCertificates::reconcile() {
   std::string leafWhy = renewAsked ? "asked by the " + std::string(kRenewAnnotation) + " annotation"
                                    : leafProblem(cert, key, caCert, config_.sans(), now, config_.renewBefore.count());
   if (!leafWhy.empty()) {
-    auto leaf = server::issueServingCertificate({caCert, caKey}, config_.sans(), config_.validity.count());
+    auto leaf = pki::issueServingCertificate({caCert, caKey}, config_.sans(), config_.validity.count());
     if (!leaf) return makeError("issuing the serving certificate: " + leaf.error().message);
     spdlog::info("webhook certificate: a new serving certificate ({})", leafWhy);
     cert = leaf->certPem;
@@ -208,7 +208,7 @@ Result<bool> WebhookCertificates::reconcile() {
     issued_.inc();
     changed = true;
   }
-  if (auto info = server::inspectCertificate(cert)) expiry_.set(static_cast<double>(info->notAfter));
+  if (auto info = pki::inspectCertificate(cert)) expiry_.set(static_cast<double>(info->notAfter));
 
   const bool caFieldDiffers = secretField(secret, "ca.crt") != caBundle;
   if (!changed && !caFieldDiffers) return bundleDiffers;

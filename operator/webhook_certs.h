@@ -20,11 +20,11 @@
 #include <string_view>
 #include <thread>
 
-#include "core/names.h"
-#include "core/result.h"
+#include "api/names.h"
+#include "base/result.h"
 #include "kube/client.h"
 #include "operator/config.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 namespace podshaper::op {
 
@@ -33,7 +33,7 @@ inline constexpr std::string_view kRenewAnnotation = names::kRenewAnnotation;
 
 class WebhookCertificates {
  public:
-  WebhookCertificates(const kube::Client& client, WebhookCertificateConfig config, server::Metrics& metrics,
+  WebhookCertificates(const kube::Client& client, WebhookCertificateConfig config, metrics::Registry& metrics,
                       std::function<bool()> mayWrite);
   ~WebhookCertificates();
   WebhookCertificates(const WebhookCertificates&) = delete;
@@ -53,8 +53,8 @@ class WebhookCertificates {
   const kube::Client& client_;
   const WebhookCertificateConfig config_;
   const std::function<bool()> mayWrite_;
-  server::Gauge& expiry_;
-  server::Counter &issued_, &caIssued_, &bundleWrites_, &errors_;
+  metrics::Gauge& expiry_;
+  metrics::Counter &issued_, &caIssued_, &bundleWrites_, &errors_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -387,7 +387,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
 
 }  // namespace
 
-PathStats::PathStats(Metrics& metrics, std::string pathLabel)
+PathStats::PathStats(metrics::Registry& metrics, std::string pathLabel)
     : metrics_(metrics),
       pathLabel_(std::move(pathLabel)),
       duration_(metrics.histogram(
@@ -399,7 +399,7 @@ void PathStats::record(int status, double seconds) {
   duration_.observe(seconds);
   if (status < kMinStatus || status > kMaxStatus) status = 500;
   auto& slot = byStatus_[static_cast<std::size_t>(status - kMinStatus)];
-  Counter* counter = slot.load(std::memory_order_acquire);
+  metrics::Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
     // Two threads may both get here; the registry hands both the same counter.
     counter = &metrics_.counter("podshaper_http_requests_total",
@@ -410,9 +410,9 @@ void PathStats::record(int status, double seconds) {
   counter->inc();
 }
 
-ServerState::ServerState(ServerOptions options, std::shared_ptr<Metrics> metrics)
+ServerState::ServerState(ServerOptions options, std::shared_ptr<metrics::Registry> metrics)
     : options_(std::move(options)),
-      metrics_(metrics ? std::move(metrics) : std::make_shared<Metrics>()),
+      metrics_(metrics ? std::move(metrics) : std::make_shared<metrics::Registry>()),
       unmatched_(*metrics_, "other"),
       handshakeErrors_(metrics_->counter("podshaper_tls_handshake_errors_total",
                                          "TLS handshakes that failed.")),

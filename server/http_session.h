@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "server/https_server.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 #include "server/tls_context.h"
 
 namespace podshaper::server {
@@ -25,16 +25,16 @@ namespace podshaper::server {
 // the registry once and then cached, so recording is a few atomic operations.
 class PathStats {
  public:
-  PathStats(Metrics& metrics, std::string pathLabel);
+  PathStats(metrics::Registry& metrics, std::string pathLabel);
   void record(int status, double seconds);
 
  private:
   static constexpr int kMinStatus = 100;
   static constexpr int kMaxStatus = 599;
-  Metrics& metrics_;
+  metrics::Registry& metrics_;
   const std::string pathLabel_;
-  Histogram& duration_;
-  std::array<std::atomic<Counter*>, kMaxStatus - kMinStatus + 1> byStatus_{};
+  metrics::Histogram& duration_;
+  std::array<std::atomic<metrics::Counter*>, kMaxStatus - kMinStatus + 1> byStatus_{};
 };
 
 struct Route {
@@ -57,10 +57,10 @@ class Connection {
 // connections read them without a lock.
 class ServerState {
  public:
-  ServerState(ServerOptions options, std::shared_ptr<Metrics> metrics);
+  ServerState(ServerOptions options, std::shared_ptr<metrics::Registry> metrics);
 
   const ServerOptions& options() const { return options_; }
-  Metrics& metrics() { return *metrics_; }
+  metrics::Registry& metrics() { return *metrics_; }
 
   void addRoute(std::string method, std::string path, Handler handler);
   const Route* findRoute(const std::string& path) const;
@@ -90,12 +90,12 @@ class ServerState {
 
  private:
   const ServerOptions options_;
-  std::shared_ptr<Metrics> metrics_;
+  std::shared_ptr<metrics::Registry> metrics_;
   std::map<std::string, Route> routes_;
   PathStats unmatched_;
-  Counter& handshakeErrors_;
-  Counter& rejectedConnections_;
-  Gauge& activeConnectionsGauge_;
+  metrics::Counter& handshakeErrors_;
+  metrics::Counter& rejectedConnections_;
+  metrics::Gauge& activeConnectionsGauge_;
   std::atomic<std::size_t> activeConnections_{0};
   std::atomic<std::int64_t> lastRejectLogNs_{0};
 

@@ -33,7 +33,7 @@ using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>
 }  // namespace
 
 struct HttpsServer::Impl {
-  Impl(ServerOptions options, std::shared_ptr<Metrics> metrics)
+  Impl(ServerOptions options, std::shared_ptr<metrics::Registry> metrics)
       : state(std::make_shared<ServerState>(std::move(options), std::move(metrics))),
         certs(state->options().certFile, state->options().keyFile),
         reloadsTotal(state->metrics().counter("podshaper_tls_certificate_reloads_total",
@@ -61,9 +61,9 @@ struct HttpsServer::Impl {
 
   std::shared_ptr<ServerState> state;
   CertificateReloader certs;
-  Counter& reloadsTotal;
-  Counter& reloadErrorsTotal;
-  Gauge& certificateExpiry;
+  metrics::Counter& reloadsTotal;
+  metrics::Counter& reloadErrorsTotal;
+  metrics::Gauge& certificateExpiry;
 
   std::mutex lifecycle;  // start/stop/route
   bool started = false;
@@ -289,7 +289,7 @@ void HttpsServer::Impl::scheduleCertificateCheck() {
   });
 }
 
-HttpsServer::HttpsServer(ServerOptions options, std::shared_ptr<Metrics> metrics)
+HttpsServer::HttpsServer(ServerOptions options, std::shared_ptr<metrics::Registry> metrics)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(metrics))) {}
 
 HttpsServer::~HttpsServer() = default;

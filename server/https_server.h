@@ -5,7 +5,7 @@
 // reload, Prometheus request metrics. Boost.Beast stays behind the pimpl, so
 // including this header costs little.
 //
-//   auto metrics = std::make_shared<podshaper::server::Metrics>();
+//   auto metrics = std::make_shared<podshaper::metrics::Registry>();
 //   podshaper::server::HttpsServer server({.port = 8443, .certFile = c, .keyFile = k}, metrics);
 //   server.route("GET", "/healthz", [](const auto&) { return Response{.body = "ok\n"}; });
 //   if (auto started = server.start(); !started) { /* started.error().message */ }
@@ -17,8 +17,8 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
-#include "server/metrics.h"
+#include "base/result.h"
+#include "metrics/metrics.h"
 
 namespace podshaper::server {
 
@@ -78,7 +78,7 @@ struct ServerOptions {
 class HttpsServer {
  public:
   // A null `metrics` gives the server a registry of its own.
-  HttpsServer(ServerOptions options, std::shared_ptr<Metrics> metrics);
+  HttpsServer(ServerOptions options, std::shared_ptr<metrics::Registry> metrics);
   ~HttpsServer();  // stop()
   HttpsServer(const HttpsServer&) = delete;
   HttpsServer& operator=(const HttpsServer&) = delete;

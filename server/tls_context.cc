@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "server/openssl_util.h"
+#include "pki/openssl_util.h"
 
 namespace podshaper::server {
 
@@ -102,15 +102,15 @@ Result<ServerTls> makeServerTls(const std::string& certPem, const std::string& k
       SSL_CTX_set_ciphersuites(native, kTls13Suites) != 1 ||
       SSL_CTX_set1_groups_list(native, kGroups) != 1 ||
       SSL_CTX_set_num_tickets(native, 0) != 1) {
-    return Error{"cannot configure TLS: " + openssl::takeErrors()};
+    return Error{"cannot configure TLS: " + pki::openssl::takeErrors()};
   }
 
   // The key is parsed here rather than by asio, whose loader would fall back to
   // prompting on the terminal for an encrypted key.
-  openssl::EvpPkeyPtr key = openssl::readPemPrivateKey(keyPem);
+  pki::openssl::EvpPkeyPtr key = pki::openssl::readPemPrivateKey(keyPem);
   if (!key) {
     return Error{"private key file \"" + keyFile +
-                 "\" holds no readable unencrypted PEM private key (" + openssl::takeErrors() +
+                 "\" holds no readable unencrypted PEM private key (" + pki::openssl::takeErrors() +
                  ")"};
   }
   boost::system::error_code ec;
@@ -125,7 +125,7 @@ Result<ServerTls> makeServerTls(const std::string& certPem, const std::string& k
                    "signatures in its chain"};
     }
     return Error{"certificate file \"" + certFile + "\" holds no valid PEM certificate chain (" +
-                 (ec ? ec.message() : openssl::takeErrors()) + ")"};
+                 (ec ? ec.message() : pki::openssl::takeErrors()) + ")"};
   }
   if (X509_check_private_key(leaf, key.get()) != 1) {
     ERR_clear_error();
@@ -133,15 +133,15 @@ Result<ServerTls> makeServerTls(const std::string& certPem, const std::string& k
                  "\""};
   }
   if (SSL_CTX_use_PrivateKey(native, key.get()) != 1) {
-    return Error{"cannot use private key \"" + keyFile + "\": " + openssl::takeErrors()};
+    return Error{"cannot use private key \"" + keyFile + "\": " + pki::openssl::takeErrors()};
   }
 
   CertificateInfo info;
-  info.subject = openssl::subjectText(*leaf);
-  info.serial = openssl::serialHex(*leaf);
-  info.notAfter = openssl::notAfterText(*leaf);
-  info.notAfterUnix = openssl::notAfterUnix(*leaf).value_or(0);
-  info.sha256 = openssl::certificateSha256(*leaf);
+  info.subject = pki::openssl::subjectText(*leaf);
+  info.serial = pki::openssl::serialHex(*leaf);
+  info.notAfter = pki::openssl::notAfterText(*leaf);
+  info.notAfterUnix = pki::openssl::notAfterUnix(*leaf).value_or(0);
+  info.sha256 = pki::openssl::certificateSha256(*leaf);
   return ServerTls{std::move(context), std::move(info)};
 }
 
@@ -177,7 +177,7 @@ Result<bool> CertificateReloader::load() {
   spdlog::info("https: TLS certificate loaded from \"{}\": {}", certFile_, describe(tls->info));
   warnIfExpired(tls->info, certFile_);
   lastStamps_ = stamps;
-  servingHash_ = openssl::sha256Hex(*cert + '\0' + *key);
+  servingHash_ = pki::openssl::sha256Hex(*cert + '\0' + *key);
   std::lock_guard lock(mutex_);
   tls_ = std::move(*tls);
   return true;
@@ -192,7 +192,7 @@ CertificateReloader::PollResult CertificateReloader::poll() {
   if (!cert) return fail(cert.error().message, {});
   auto key = readFile(keyFile_, "private key");
   if (!key) return fail(key.error().message, {});
-  std::string hash = openssl::sha256Hex(*cert + '\0' + *key);
+  std::string hash = pki::openssl::sha256Hex(*cert + '\0' + *key);
   if (hash == servingHash_) {
     // Touched, or rewritten with the same bytes, or back to what is serving.
     retryPending_ = false;

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace podshaper::server {
 

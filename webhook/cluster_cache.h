@@ -5,7 +5,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/cluster_view.h"
+#include "shaping/cluster_view.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 

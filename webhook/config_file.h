@@ -3,8 +3,8 @@
 #include <optional>
 #include <string>
 
-#include "core/config.h"
-#include "core/result.h"
+#include "shaping/config.h"
+#include "base/result.h"
 
 namespace podshaper::webhook {
 

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/flags.h"
-#include "core/admission.h"
-#include "core/base64.h"
-#include "core/cluster_view.h"
+#include "shaping/admission.h"
+#include "base/base64.h"
+#include "shaping/cluster_view.h"
 #include "webhook/config_file.h"
 
 namespace podshaper::webhook {

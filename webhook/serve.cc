@@ -11,13 +11,13 @@
 #include <optional>
 
 #include "cli/flags.h"
-#include "core/admission.h"
-#include "core/quantity.h"
-#include "core/timefmt.h"
+#include "shaping/admission.h"
+#include "base/quantity.h"
+#include "base/timefmt.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "server/https_server.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 #include "webhook/cluster_cache.h"
 #include "webhook/config_file.h"
 
@@ -98,17 +98,17 @@ int runServe(int argc, char** argv) {
     cache->start();
   }
 
-  auto metrics = std::make_shared<server::Metrics>();
-  auto reviews = [&](const char* result) -> server::Counter& {
+  auto metrics = std::make_shared<metrics::Registry>();
+  auto reviews = [&](const char* result) -> metrics::Counter& {
     return metrics->counter("podshaper_admission_reviews_total",
                             "AdmissionReviews answered, by result (mutated, allowed, denied, bad_request).",
                             {{"result", result}});
   };
-  server::Counter& mutated = reviews("mutated");
-  server::Counter& allowed = reviews("allowed");
-  server::Counter& denied = reviews("denied");
-  server::Counter& badRequest = reviews("bad_request");
-  server::Histogram& latency = metrics->histogram(
+  metrics::Counter& mutated = reviews("mutated");
+  metrics::Counter& allowed = reviews("allowed");
+  metrics::Counter& denied = reviews("denied");
+  metrics::Counter& badRequest = reviews("bad_request");
+  metrics::Histogram& latency = metrics->histogram(
       "podshaper_admission_duration_seconds", "Time to decide one AdmissionReview, decode to encode.",
       {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1});
 

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/admission.h"
-#include "core/base64.h"
-#include "core/cluster_view.h"
+#include "shaping/admission.h"
+#include "base/base64.h"
+#include "shaping/cluster_view.h"
 
 namespace podshaper {
 namespace {

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// The names podshaper reads and writes (core/names.h).
+// The names podshaper reads and writes (api/names.h).
 const (
 	annWorkers    = "podshaper.io/dataloader-workers"
 	annPrefetch   = "podshaper.io/prefetch-factor"

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "server/selfsigned.h"
+#include "pki/selfsigned.h"
 #include "tests/unit/server/tls_test_client.h"
 
 namespace podshaper::server {
@@ -24,7 +24,7 @@ using testkit::ClientOptions;
 using testkit::TlsTestClient;
 
 void makeCert(const std::string& cert, const std::string& key, const std::string& cn = "test") {
-  auto written = writeSelfSignedCert(cert, key, cn, {"localhost", "127.0.0.1"}, 1);
+  auto written = pki::writeSelfSignedCert(cert, key, cn, {"localhost", "127.0.0.1"}, 1);
   if (!written) throw std::runtime_error(written.error().message);
 }
 
@@ -126,7 +126,7 @@ class HttpsServerTest : public ::testing::Test {
   }
 
   testkit::TempDir dir_;
-  std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
+  std::shared_ptr<metrics::Registry> metrics_ = std::make_shared<metrics::Registry>();
   std::unique_ptr<HttpsServer> server_;
   std::atomic<bool> slowEntered_{false};
   std::chrono::milliseconds slowFor_{1000};

@@ -9,8 +9,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "server/openssl_util.h"
-#include "server/selfsigned.h"
+#include "pki/openssl_util.h"
+#include "pki/selfsigned.h"
 #include "tests/unit/server/tls_test_client.h"
 
 namespace podshaper::server {
@@ -23,7 +23,7 @@ class CertificateReloaderTest : public ::testing::Test {
   void SetUp() override { make(cert(), key()); }
 
   static void make(const std::string& crt, const std::string& k) {
-    auto written = writeSelfSignedCert(crt, k, "test", {"localhost"}, 1);
+    auto written = pki::writeSelfSignedCert(crt, k, "test", {"localhost"}, 1);
     if (!written) throw std::runtime_error(written.error().message);
   }
   std::string cert() const { return dir_.file("tls.crt"); }
@@ -174,14 +174,14 @@ TEST_F(CertificateReloaderTest, ContextIsTls12PlusWithModernCiphersAndNoResumpti
 }
 
 TEST_F(CertificateReloaderTest, CertificateWithA1024BitRsaKeyIsRefusedSayingWhy) {
-  openssl::EvpPkeyPtr rsa(EVP_RSA_gen(1024));
+  pki::openssl::EvpPkeyPtr rsa(EVP_RSA_gen(1024));
   ASSERT_NE(rsa, nullptr);
   std::time_t now = std::time(nullptr);
-  auto cert = openssl::newCertificate(*rsa, "weak", nullptr, now - 60, now + 3600);
+  auto cert = pki::openssl::newCertificate(*rsa, "weak", nullptr, now - 60, now + 3600);
   ASSERT_TRUE(cert) << cert.error().message;
   ASSERT_GT(X509_sign(cert->get(), rsa.get(), EVP_sha256()), 0);
-  auto certPem = openssl::certificatePem(**cert);
-  auto keyPem = openssl::privateKeyPem(*rsa);
+  auto certPem = pki::openssl::certificatePem(**cert);
+  auto keyPem = pki::openssl::privateKeyPem(*rsa);
   ASSERT_TRUE(certPem && keyPem);
   auto tls = makeServerTls(*certPem, *keyPem, "weak.crt", "weak.key");
   ASSERT_FALSE(tls);

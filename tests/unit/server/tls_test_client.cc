@@ -17,7 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "server/openssl_util.h"
+#include "pki/openssl_util.h"
 
 namespace podshaper::server::testkit {
 
@@ -159,8 +159,8 @@ bool TlsTestClient::closedByServer(std::chrono::milliseconds wait) {
 std::string TlsTestClient::peerCertificateSha256() const {
   X509* cert = SSL_get1_peer_certificate(impl_->stream->native_handle());
   if (cert == nullptr) return {};
-  openssl::X509Ptr owned(cert);
-  return openssl::certificateSha256(*owned);
+  pki::openssl::X509Ptr owned(cert);
+  return pki::openssl::certificateSha256(*owned);
 }
 
 std::string TlsTestClient::protocol() const {
@@ -203,9 +203,9 @@ RawExchange rawTcpExchange(std::uint16_t port, const std::string& bytes,
 }
 
 std::string pemFileSha256(const std::string& path) {
-  auto cert = openssl::readPemCertificate(readFile(path));
+  auto cert = pki::openssl::readPemCertificate(readFile(path));
   if (!cert) throw std::runtime_error("no certificate in " + path);
-  return openssl::certificateSha256(*cert);
+  return pki::openssl::certificateSha256(*cert);
 }
 
 std::string readFile(const std::string& path) {

@@ -1,0 +1,72 @@
+#include "base/base64.h"
+
+#include <string>
+
+namespace podshaper {
+namespace {
+constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}
+
+std::string base64Encode(std::string_view data) {
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < data.size(); i += 3) {
+    unsigned n = (static_cast<unsigned char>(data[i]) << 16) |
+                 (static_cast<unsigned char>(data[i + 1]) << 8) | static_cast<unsigned char>(data[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += kAlphabet[(n >> 6) & 63];
+    out += kAlphabet[n & 63];
+  }
+  std::size_t rest = data.size() - i;
+  if (rest > 0) {
+    unsigned n = static_cast<unsigned char>(data[i]) << 16;
+    if (rest == 2) n |= static_cast<unsigned char>(data[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+Result<std::string> base64Decode(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  unsigned buffer = 0;
+  int bits = 0;
+  size_t digits = 0;
+  size_t padding = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c == '=') {
+      ++padding;
+      continue;
+    }
+    if (padding > 0) return makeError("data after '=' padding at offset " + std::to_string(i));
+    const int v = value(c);
+    if (v < 0) return makeError("invalid character at offset " + std::to_string(i));
+    ++digits;
+    buffer = (buffer << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
+    }
+  }
+  if (digits % 4 == 1) return makeError("truncated input");
+  if (padding > 2 || (padding > 0 && (digits + padding) % 4 != 0)) return makeError("bad '=' padding");
+  return out;
+}
+
+}  // namespace podshaper

@@ -1,0 +1,201 @@
+#include "operator/controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "api/names.h"
+#include "base/json_util.h"
+#include "kube/protocol.h"
+
+namespace podshaper::op {
+namespace {
+
+using nlohmann::json;
+
+constexpr auto kResyncPeriod = std::chrono::minutes(10);
+
+// What the caches keep (informer transforms). At 5,000 nodes the full objects
+// took ~680 MiB: every report's spec as a tree of small JSON values, and
+// managedFields mirroring it; Nodes with their images and conditions.
+void compactReport(json& report) {
+  if (!report.is_object()) return;
+  if (report.contains("metadata") && report["metadata"].is_object()) report["metadata"].erase("managedFields");
+  // The spec is read once per judgement: kept as its text, parsed then (reportSpecOf).
+  if (report.contains("spec") && !report["spec"].is_string()) report["spec"] = report["spec"].dump();
+}
+
+void compactNode(json& node) {
+  if (!node.is_object()) return;
+  json kept = {{"metadata", json::object()}};
+  const json& m = member(node, "metadata");
+  for (const char* k : {"name", "uid", "resourceVersion", "labels"}) {
+    if (m.contains(k)) kept["metadata"][k] = m[k];
+  }
+  if (const json& taints = member(member(node, "spec"), "taints"); !taints.is_null()) kept["spec"]["taints"] = taints;
+  if (const json& alloc = member(member(node, "status"), "allocatable"); !alloc.is_null()) {
+    kept["status"]["allocatable"] = alloc;
+  }
+  node = std::move(kept);
+}
+
+kube::InformerOptions withTransform(void (*transform)(json&)) {
+  kube::InformerOptions options;
+  options.transform = transform;
+  return options;
+}
+
+}  // namespace
+
+kube::ApiResult<json> KubeReconcileApi::patchReportStatus(const std::string& name, const json& body) {
+  return client_.patchStatus(kube::resourcePath(names::kGroupVersion, names::kReportResource, "", name), body,
+                             kube::PatchType::Merge);
+}
+
+kube::ApiResult<json> KubeReconcileApi::patchNode(const std::string& name, const json& patch) {
+  return client_.patch(kube::resourcePath("v1", "nodes", "", name), patch, kube::PatchType::Merge);
+}
+
+kube::ApiResult<json> KubeReconcileApi::createEvent(const std::string& ns, const json& event) {
+  return client_.create(kube::resourcePath("v1", "events", ns), event);
+}
+
+Controller::Controller(const kube::Client& client, const OperatorConfig& config, metrics::Registry& metrics,
+                       std::function<bool()> mayWrite, std::string identity)
+    : config_(config),
+      api_(client),
+      reconciler_(api_, clock_, metrics, std::move(mayWrite),
+                  {.identity = std::move(identity), .eventNamespace = config.eventNamespace}),
+      reports_(client, kube::resourcePath(names::kGroupVersion, names::kReportResource), withTransform(compactReport)),
+      nodes_(client, kube::resourcePath("v1", "nodes"), withTransform(compactNode)),
+      policyInformer_(client, kube::resourcePath(names::kGroupVersion, names::kPolicyResource)),
+      reconcilesOk_(metrics.counter("podshaper_operator_reconciles_total", "Reconciles of a report or Node, by result.",
+                                    {{"result", "ok"}})),
+      reconcilesError_(metrics.counter("podshaper_operator_reconciles_total", "", {{"result", "error"}})),
+      reconcilesSkipped_(metrics.counter("podshaper_operator_reconciles_total", "", {{"result", "not_leader"}})),
+      queueDepth_(metrics.gauge("podshaper_operator_queue_depth", "Keys waiting to be reconciled.")),
+      policiesGauge_(metrics.gauge("podshaper_operator_policies", "TopologyPolicies in effect.")),
+      policyErrors_(metrics.gauge("podshaper_operator_policy_errors",
+                                  "TopologyPolicies that could not be read (left out; see the log).")),
+      duration_(metrics.histogram("podshaper_operator_reconcile_duration_seconds",
+                                  "Time to reconcile one key, API writes included.",
+                                  {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5})) {
+  // Reports and Nodes share names: either one changing queues that node.
+  auto enqueue = [this](const std::vector<std::string>& keys) {
+    for (const auto& k : keys) queue_.add(k);
+  };
+  reports_.onKeys(enqueue);
+  nodes_.onKeys(enqueue);
+  policyInformer_.onChange([this] {
+    reloadPolicies();
+    enqueueAll();
+  });
+}
+
+Controller::~Controller() { stop(); }
+
+void Controller::start() {
+  policyInformer_.start();
+  reports_.start();
+  nodes_.start();
+  for (int i = 0; i < config_.workers; ++i) workers_.emplace_back([this] { work(); });
+  // A safety net under the watches: judge everything again now and then. In a
+  // steady cluster this computes and writes nothing.
+  resync_ = std::thread([this] {
+    std::unique_lock lock(resyncMu_);
+    while (!resyncCv_.wait_for(lock, kResyncPeriod, [this] { return stopping_.load(); })) enqueueAll();
+  });
+}
+
+void Controller::stop() {
+  {
+    std::lock_guard lock(resyncMu_);
+    if (stopping_.exchange(true)) return;
+  }
+  resyncCv_.notify_all();
+  queue_.shutDown();
+  for (auto& t : workers_) t.join();
+  if (resync_.joinable()) resync_.join();
+  reports_.stop();
+  nodes_.stop();
+  policyInformer_.stop();
+}
+
+bool Controller::synced() const { return reports_.hasSynced() && nodes_.hasSynced() && policyInformer_.hasSynced(); }
+
+void Controller::enqueueAll() {
+  for (const auto& key : reports_.keys()) queue_.add(key);
+  for (const auto& key : nodes_.keys()) queue_.add(key);
+}
+
+bool Controller::waitForCaches() {
+  if (cachesReady_.load()) return true;
+  std::unique_lock lock(resyncMu_);
+  while (!synced()) {
+    if (resyncCv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping_.load(); })) return false;
+  }
+  lock.unlock();
+  if (!cachesReady_.exchange(true)) {
+    reloadPolicies();  // the policy informer's own callback may not have run yet
+    spdlog::info("caches synced: {} reports, {} Nodes; judging", reports_.keys().size(), nodes_.keys().size());
+    enqueueAll();
+  }
+  return true;
+}
+
+void Controller::reloadPolicies() {
+  std::vector<Policy> parsed;
+  int errors = 0;
+  for (const auto& object : policyInformer_.snapshot()) {
+    auto policy = policyFromJson(object);
+    if (!policy) {
+      ++errors;
+      spdlog::warn("left out {}", policy.error().message);
+      continue;
+    }
+    parsed.push_back(std::move(*policy));
+  }
+  policiesGauge_.set(static_cast<double>(parsed.size()));
+  policyErrors_.set(errors);
+  std::lock_guard lock(mu_);
+  policies_ = std::move(parsed);
+}
+
+std::vector<Policy> Controller::policies() const {
+  std::lock_guard lock(mu_);
+  return policies_;
+}
+
+void Controller::work() {
+  if (!waitForCaches()) return;
+  while (auto key = queue_.get()) {
+    queueDepth_.set(static_cast<double>(queue_.depth()));
+    const auto start = std::chrono::steady_clock::now();
+    Reconciler::Result result{Reconciler::Outcome::Retry, std::nullopt};
+    try {
+      result = reconciler_.reconcile(*key, reports_.get(*key), nodes_.get(*key), policies());
+    } catch (const std::exception& e) {
+      spdlog::error("reconcile {}: {}", *key, e.what());
+    }
+    duration_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    switch (result.outcome) {
+      case Reconciler::Outcome::Done:
+        reconcilesOk_.inc();
+        queue_.forget(*key);
+        if (result.requeueAfter) queue_.addAfter(*key, *result.requeueAfter);
+        break;
+      case Reconciler::Outcome::NotLeader:
+        reconcilesSkipped_.inc();  // the new leader judges everything when it starts
+        queue_.forget(*key);
+        break;
+      case Reconciler::Outcome::Retry:
+        reconcilesError_.inc();
+        queue_.retry(*key);
+        break;
+    }
+    queue_.done(*key);
+    queueDepth_.set(static_cast<double>(queue_.depth()));
+  }
+}
+
+}  // namespace podshaper::op

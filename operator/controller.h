@@ -1,0 +1,87 @@
+#pragma once
+
+// The operator's controller: three informers (GPUTopologyReports, Nodes,
+// TopologyPolicies), the work queue, its workers and a periodic resync. On any
+// change of a report, its Node or a policy, the name is queued; a worker hands
+// what the caches hold to the Reconciler and does what it answers: forget,
+// retry with backoff, or look again later.
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/policy.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "metrics/metrics.h"
+#include "operator/config.h"
+#include "operator/reconciler.h"
+#include "operator/work_queue.h"
+
+namespace podshaper::op {
+
+// ReconcileApi through the Kubernetes API.
+class KubeReconcileApi : public ReconcileApi {
+ public:
+  explicit KubeReconcileApi(const kube::Client& client) : client_(client) {}
+  kube::ApiResult<nlohmann::json> patchReportStatus(const std::string& name, const nlohmann::json& body) override;
+  kube::ApiResult<nlohmann::json> patchNode(const std::string& name, const nlohmann::json& patch) override;
+  kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) override;
+
+ private:
+  const kube::Client& client_;
+};
+
+class Controller {
+ public:
+  Controller(const kube::Client& client, const OperatorConfig& config, metrics::Registry& metrics,
+             std::function<bool()> mayWrite, std::string identity);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Starts the watches and the workers. A standby watches too, so that it
+  // takes over with warm caches.
+  void start();
+  void stop();
+  bool synced() const;
+  // Every report and every Node, e.g. on becoming the leader.
+  void enqueueAll();
+  // On losing the lease: the verdict gauges are the leader's to show.
+  void forgetVerdicts() { reconciler_.forgetVerdicts(); }
+
+ private:
+  void work();
+  // Blocks until every watch has synced and the policies are read: judging a
+  // half-loaded world would flag reports whose Node or policy is not loaded yet.
+  bool waitForCaches();
+  void reloadPolicies();
+  std::vector<Policy> policies() const;
+
+  const OperatorConfig config_;
+  KubeReconcileApi api_;
+  SystemClock clock_;
+  Reconciler reconciler_;
+
+  kube::Informer reports_, nodes_, policyInformer_;
+  WorkQueue queue_;
+  std::vector<std::thread> workers_;
+  std::thread resync_;
+  std::atomic<bool> stopping_{false};
+  std::mutex resyncMu_;
+  std::condition_variable resyncCv_;
+  std::atomic<bool> cachesReady_{false};
+
+  mutable std::mutex mu_;  // guards policies_
+  std::vector<Policy> policies_;
+
+  metrics::Counter &reconcilesOk_, &reconcilesError_, &reconcilesSkipped_;
+  metrics::Gauge &queueDepth_, &policiesGauge_, &policyErrors_;
+  metrics::Histogram& duration_;
+};
+
+}  // namespace podshaper::op

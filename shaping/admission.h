@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "shaping/cluster_view.h"
+#include "shaping/config.h"
+#include "base/result.h"
+
+namespace podshaper {
+
+struct AdmissionDecision {
+  nlohmann::json review;  // the AdmissionReview v1 with .response
+  bool allowed = true;
+  bool mutated = false;   // a non-empty patch was returned
+};
+
+// The webhook's handler as a pure function: AdmissionReview v1 in, AdmissionReview
+// out. Pod CREATEs are shaped; any other well-formed review is allowed unchanged.
+// An Error means the body is not an AdmissionReview (HTTP 400, exit 2 in review).
+Result<AdmissionDecision> admit(std::string_view body, const Config& config,
+                                const ClusterView* cluster, std::string_view shaperVersion);
+
+}  // namespace podshaper

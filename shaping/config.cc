@@ -1,0 +1,186 @@
+#include "shaping/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "base/quantity.h"
+
+namespace podshaper {
+namespace {
+
+Error keyError(const std::string& key, const std::string& why) {
+  return makeError("config: " + key + ": " + why);
+}
+
+Result<std::string> scalar(const YAML::Node& node, const std::string& key) {
+  if (!node.IsScalar()) return keyError(key, "expected a single value");
+  return node.Scalar();
+}
+
+Result<uint64_t> count(const YAML::Node& node, const std::string& key, uint64_t min, uint64_t max) {
+  auto text = scalar(node, key);
+  if (!text) return text.error();
+  auto value = parseCount(*text);
+  if (!value) return keyError(key, value.error().message);
+  if (*value < min || *value > max) {
+    return keyError(key, std::to_string(*value) + " is out of range " + std::to_string(min) +
+                             ".." + std::to_string(max));
+  }
+  return *value;
+}
+
+Result<int64_t> quantity(const YAML::Node& node, const std::string& key) {
+  auto text = scalar(node, key);
+  if (!text) return text.error();
+  auto value = parseQuantity(*text);
+  if (!value) return keyError(key, value.error().message);
+  return *value;
+}
+
+// Walks a mapping, rejecting keys it does not know.
+Result<bool> forEachKey(const YAML::Node& map, const std::string& prefix,
+                        const std::map<std::string, std::function<Result<bool>(const YAML::Node&)>>&
+                            handlers) {
+  if (!map.IsMap()) return keyError(prefix.empty() ? "(top level)" : prefix, "expected a mapping");
+  for (const auto& item : map) {
+    if (!item.first.IsScalar()) return keyError(prefix.empty() ? "(top level)" : prefix, "keys must be plain names");
+    std::string key = item.first.Scalar();
+    std::string path = prefix.empty() ? key : prefix + "." + key;
+    auto handler = handlers.find(key);
+    if (handler == handlers.end()) {
+      std::string known;
+      for (const auto& [name, _] : handlers) known += (known.empty() ? "" : ", ") + name;
+      return keyError(path, "unknown key (known here: " + known + ")");
+    }
+    auto r = handler->second(item.second);
+    if (!r) return r.error();
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string_view toString(PartialNodePolicy p) {
+  switch (p) {
+    case PartialNodePolicy::kDeny: return "deny";
+    case PartialNodePolicy::kWarn: return "warn";
+    case PartialNodePolicy::kExpand: return "expand";
+  }
+  return "deny";
+}
+
+std::string_view toString(PodSecurityAction p) {
+  return p == PodSecurityAction::kWarn ? "warn" : "deny";
+}
+
+std::string Config::hash() const {
+  std::string canonical = "workers=" + std::to_string(workers) +
+                          ";prefetchFactor=" + std::to_string(prefetchFactor) +
+                          ";headroomPercent=" + std::to_string(headroomPercent) +
+                          ";ncclShmReservePerRankWithP2P=" + std::to_string(ncclShmReservePerRankWithP2P) +
+                          ";ncclShmReservePerRank=" + std::to_string(ncclShmReservePerRank) +
+                          ";gpusPerNode=" + std::to_string(gpusPerNode) +
+                          ";nodeMemory=" + (nodeMemory ? std::to_string(*nodeMemory) : "") +
+                          ";maxShmPercentOfNodeMemory=" + std::to_string(maxShmPercentOfNodeMemory) +
+                          ";partialNode=" + std::string(toString(partialNode)) +
+                          ";podSecurity=" + std::string(toString(podSecurity)) +
+                          ";memlock=" + memlock.text();
+  // FNV-1a: stable across builds and platforms, unlike std::hash.
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : canonical) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+Result<Config> parseConfig(std::string_view yamlText) {
+  Config config;
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yamlText));
+  } catch (const YAML::Exception& e) {
+    return makeError(std::string("config: not valid YAML: ") + e.what());
+  }
+  if (root.IsNull()) return config;  // an empty file means all defaults
+
+  using Handler = std::function<Result<bool>(const YAML::Node&)>;
+  auto setCount = [](uint64_t& field, const std::string& key, uint64_t min, uint64_t max) -> Handler {
+    return [&field, key, min, max](const YAML::Node& n) -> Result<bool> {
+      auto v = count(n, key, min, max);
+      if (!v) return v.error();
+      field = *v;
+      return true;
+    };
+  };
+  auto setQuantity = [](auto& field, const std::string& key) -> Handler {
+    return [&field, key](const YAML::Node& n) -> Result<bool> {
+      auto v = quantity(n, key);
+      if (!v) return v.error();
+      field = *v;
+      return true;
+    };
+  };
+
+  std::map<std::string, Handler> defaults{
+      {"workers", setCount(config.workers, "defaults.workers", 0, 1024)},
+      {"prefetchFactor", setCount(config.prefetchFactor, "defaults.prefetchFactor", 1, 1024)},
+      {"headroomPercent", setCount(config.headroomPercent, "defaults.headroomPercent", 0, 1000)},
+      {"ncclShmReservePerRankWithP2P",
+       setQuantity(config.ncclShmReservePerRankWithP2P, "defaults.ncclShmReservePerRankWithP2P")},
+      {"ncclShmReservePerRank", setQuantity(config.ncclShmReservePerRank, "defaults.ncclShmReservePerRank")},
+      {"gpusPerNode", setCount(config.gpusPerNode, "defaults.gpusPerNode", 1, 1024)},
+      {"nodeMemory", setQuantity(config.nodeMemory, "defaults.nodeMemory")},
+  };
+  std::map<std::string, Handler> limits{
+      {"maxShmPercentOfNodeMemory",
+       setCount(config.maxShmPercentOfNodeMemory, "limits.maxShmPercentOfNodeMemory", 1, 100)},
+  };
+  std::map<std::string, Handler> top{
+      {"defaults", [&](const YAML::Node& n) { return forEachKey(n, "defaults", defaults); }},
+      {"limits", [&](const YAML::Node& n) { return forEachKey(n, "limits", limits); }},
+      {"partialNode",
+       [&](const YAML::Node& n) -> Result<bool> {
+         auto v = scalar(n, "partialNode");
+         if (!v) return v.error();
+         if (*v == "deny") config.partialNode = PartialNodePolicy::kDeny;
+         else if (*v == "warn") config.partialNode = PartialNodePolicy::kWarn;
+         else if (*v == "expand") config.partialNode = PartialNodePolicy::kExpand;
+         else return keyError("partialNode", "\"" + *v + "\" is not one of deny, warn, expand");
+         return true;
+       }},
+      {"podSecurity",
+       [&](const YAML::Node& n) -> Result<bool> {
+         auto v = scalar(n, "podSecurity");
+         if (!v) return v.error();
+         if (*v == "deny") config.podSecurity = PodSecurityAction::kDeny;
+         else if (*v == "warn") config.podSecurity = PodSecurityAction::kWarn;
+         else return keyError("podSecurity", "\"" + *v + "\" is not one of deny, warn");
+         return true;
+       }},
+      {"memlock",
+       [&](const YAML::Node& n) -> Result<bool> {
+         auto v = scalar(n, "memlock");
+         if (!v) return v.error();
+         auto limit = parseMemlockLimit(*v);
+         if (!limit) return keyError("memlock", limit.error().message);
+         config.memlock = *limit;
+         return true;
+       }},
+  };
+  try {
+    auto r = forEachKey(root, "", top);
+    if (!r) return r.error();
+  } catch (const YAML::Exception& e) {
+    return makeError(std::string("config: ") + e.what());
+  }
+  return config;
+}
+
+}  // namespace podshaper

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "api/memlock.h"
+#include "base/result.h"
+
+namespace podshaper {
+
+// What to do with a node-exclusive pod that asks for fewer GPUs than its node class has.
+enum class PartialNodePolicy { kDeny, kWarn, kExpand };
+// What to do when the pod's namespace enforces a Pod Security level that forbids
+// hostIPC and IPC_LOCK.
+enum class PodSecurityAction { kDeny, kWarn };
+
+// The webhook's configuration file (YAML). Every key is optional; see README "Config".
+struct Config {
+  uint64_t workers = 4;
+  uint64_t prefetchFactor = 2;
+  uint64_t headroomPercent = 20;
+  // /dev/shm kept for NCCL per rank of every shaped pod: on target nodes validated with
+  // P2P between all GPU pairs (its proxy and network buffers), and elsewhere (its SHM
+  // transport as well). 0 and 0 turn the reserve off. docs/webhook.md says why.
+  int64_t ncclShmReservePerRankWithP2P = 64LL * 1024 * 1024;
+  int64_t ncclShmReservePerRank = 128LL * 1024 * 1024;
+  uint64_t gpusPerNode = 8;
+  // Memory of a GPU node when the cluster does not say (no --kubeconfig, or no
+  // matching Node); unset means the shm cap is checked only against known nodes.
+  std::optional<int64_t> nodeMemory;
+  uint64_t maxShmPercentOfNodeMemory = 50;
+  PartialNodePolicy partialNode = PartialNodePolicy::kDeny;
+  PodSecurityAction podSecurity = PodSecurityAction::kDeny;
+  // RLIMIT_MEMLOCK asked for every GPU container (the NRI annotation's soft and
+  // hard), and what the node affinity requires a node to grant.
+  MemlockLimit memlock;
+
+  // Stable hash of the effective settings, shown in podshaper.io/shaped-by.
+  std::string hash() const;
+};
+
+// Parses the YAML text. Unknown keys are errors (a typo must not silently
+// fall back to a default); messages name the key: "config: defaults.workers: ...".
+Result<Config> parseConfig(std::string_view yamlText);
+
+std::string_view toString(PartialNodePolicy p);
+std::string_view toString(PodSecurityAction p);
+
+}  // namespace podshaper

@@ -1,0 +1,88 @@
+#include "shaping/node_class.h"
+
+#include <algorithm>
+#include <set>
+
+#include "shaping/memlock_pod.h"
+#include "api/names.h"
+#include "base/quantity.h"
+
+namespace podshaper {
+namespace {
+
+std::string label(const Node& node, std::string_view key) {
+  auto it = node.labels.find(std::string(key));
+  return it == node.labels.end() ? std::string() : it->second;
+}
+
+// The GPU count a node offers to placement: the operator's label once it has
+// judged the node (none when the node affinity keeps the pod off it: not
+// validated, or not granting the memlock asked), else the allocatable count.
+std::optional<uint64_t> nodeGpus(const Node& node, bool byLabels, const MemlockLimit& memlock) {
+  if (!byLabels) return node.gpus() > 0 ? std::optional<uint64_t>(node.gpus()) : std::nullopt;
+  if (label(node, names::kTopologyValidated) != "true") return std::nullopt;
+  if (!memlockLabelGrants(label(node, names::kMemlock), memlock)) return std::nullopt;
+  auto count = parseCount(label(node, names::kGpuCount));
+  if (!count || *count == 0) return std::nullopt;
+  return *count;
+}
+
+}  // namespace
+
+NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
+                           const Config& config, const ClusterView* cluster) {
+  NodeClass nc;
+  if (cluster == nullptr) {
+    nc.gpus = requestedGpus.value_or(config.gpusPerNode);
+    nc.memoryBytes = config.nodeMemory;
+    nc.source = requestedGpus ? "from the pod's nodeSelector " + std::string(names::kGpuCount)
+                              : "from config defaults.gpusPerNode";
+    return nc;
+  }
+
+  bool byLabels = cluster->hasPodshaperLabels();
+  nc.placeByLabels = byLabels;
+  if (!byLabels) {
+    nc.warnings.push_back("no node carries " + std::string(names::kTopologyValidated) +
+                          " yet (is podshaper-operator running?): node affinity to validated "
+                          "nodes left out");
+  }
+
+  std::set<uint64_t> classes;
+  for (const auto& node : cluster->nodes) {
+    if (auto g = nodeGpus(node, byLabels, config.memlock)) classes.insert(*g);
+  }
+
+  if (requestedGpus) {
+    nc.gpus = *requestedGpus;
+    nc.source = "from the pod's nodeSelector " + std::string(names::kGpuCount);
+  } else if (classes.empty()) {
+    nc.gpus = config.gpusPerNode;
+    nc.source = "from config defaults.gpusPerNode";
+    nc.warnings.push_back("no " + std::string(byLabels ? "validated " : "") +
+                          "GPU node found: assuming " + std::to_string(nc.gpus) +
+                          " GPUs per node from config defaults.gpusPerNode");
+  } else {
+    // The class the pod fits exactly, else the smallest that holds it.
+    auto fit = classes.lower_bound(podGpus);
+    nc.gpus = fit != classes.end() ? *fit : *classes.rbegin();
+    nc.source = byLabels ? "from the cluster's validated nodes" : "from the cluster's GPU nodes";
+  }
+
+  bool anyTarget = false;
+  bool allP2P = true;
+  for (const auto& node : cluster->nodes) {
+    auto g = nodeGpus(node, byLabels, config.memlock);
+    if (!g || (nodeExclusive ? *g != nc.gpus : *g < podGpus)) continue;
+    anyTarget = true;
+    if (node.memoryBytes && (!nc.memoryBytes || *node.memoryBytes < *nc.memoryBytes)) {
+      nc.memoryBytes = node.memoryBytes;
+    }
+    if (label(node, names::kP2P) != "all") allP2P = false;
+  }
+  if (!nc.memoryBytes) nc.memoryBytes = config.nodeMemory;
+  nc.p2pAllPairs = byLabels && anyTarget && allP2P;
+  return nc;
+}
+
+}  // namespace podshaper

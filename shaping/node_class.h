@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shaping/cluster_view.h"
+#include "shaping/config.h"
+
+namespace podshaper {
+
+// The kind of node a training pod will land on: how many GPUs it has (G), how
+// much memory, and whether podshaper's operator validated P2P between all its GPUs.
+struct NodeClass {
+  uint64_t gpus = 0;
+  std::optional<int64_t> memoryBytes;
+  bool p2pAllPairs = false;
+  // Write node affinity to podshaper's node labels? False while no node carries
+  // them yet (operator not installed), so pods stay schedulable.
+  bool placeByLabels = true;
+  std::string source;  // where G came from, in words
+  std::vector<std::string> warnings;
+};
+
+// podGpus: the pod's nvidia.com/gpu. requestedGpus: the pod's own nodeSelector
+// podshaper.io/gpu-count, if any. nodeExclusive: the pod owns a whole node of
+// G GPUs; a shared pod may land on any node with at least podGpus GPUs, so
+// memory and P2P are judged over all of those. cluster: null when deciding
+// from config only.
+NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
+                           const Config& config, const ClusterView* cluster);
+
+}  // namespace podshaper

@@ -1,0 +1,201 @@
+#include "shaping/pod_inputs.h"
+
+#include "base/checked.h"
+#include "api/names.h"
+#include "base/quantity.h"
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+const json* member(const json& object, std::string_view key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+std::string inQuotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+Error annotationError(std::string_view key, const std::string& why, std::string_view hint) {
+  return makeError("annotation " + std::string(key) + ": " + why + "; " + std::string(hint));
+}
+
+// A count annotation, its default (with a warning saying so) and its lower bound.
+Result<uint64_t> countAnnotation(const json& pod, std::string_view key, uint64_t fallback,
+                                 std::string_view fallbackFrom, uint64_t min, std::string_view hint,
+                                 std::vector<std::string>& warnings) {
+  auto text = annotation(pod, key);
+  if (!text) {
+    warnings.push_back(std::string(key) + " not set: using " + std::to_string(fallback) + " from " +
+                       std::string(fallbackFrom));
+    return fallback;
+  }
+  auto value = parseCount(*text);
+  if (!value) return annotationError(key, value.error().message, hint);
+  if (*value < min) {
+    return annotationError(key, inQuotes(*text) + " must be at least " + std::to_string(min), hint);
+  }
+  return *value;
+}
+
+// nvidia.com/gpu of a container: limits (where the device plugin requires it), else requests.
+Result<uint64_t> containerGpus(const json& container, const std::string& name) {
+  const json* resources = member(container, "resources");
+  for (const char* field : {"limits", "requests"}) {
+    const json* list = resources ? member(*resources, field) : nullptr;
+    const json* gpus = list ? member(*list, names::kGpuResource) : nullptr;
+    if (gpus == nullptr) continue;
+    std::string text = gpus->is_string() ? gpus->get<std::string>() : gpus->dump();
+    auto value = parseCount(text);
+    if (!value) {
+      return makeError("container " + inQuotes(name) + ": resources." + field + "[" +
+                       std::string(names::kGpuResource) + "] " + value.error().message);
+    }
+    return *value;
+  }
+  return uint64_t{0};
+}
+
+std::optional<std::string> ownShmVolume(const json& container) {
+  const json* mounts = member(container, "volumeMounts");
+  if (mounts == nullptr || !mounts->is_array()) return std::nullopt;
+  for (const auto& m : *mounts) {
+    std::string path = m.value("mountPath", std::string());
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    if (path == names::kShmMountPath) return m.value("name", std::string());
+  }
+  return std::nullopt;
+}
+
+// A securityContext field of the container, else of the pod (the container's wins).
+const json* securityField(const json* podSecurity, const json& container, std::string_view key) {
+  const json* own = member(container, "securityContext");
+  if (const json* v = own ? member(*own, key) : nullptr; v != nullptr && !v->is_null()) return v;
+  return podSecurity ? member(*podSecurity, key) : nullptr;
+}
+
+Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings) {
+  auto bytes = annotation(pod, names::kBatchBytes);
+  auto shape = annotation(pod, names::kBatchShape);
+  auto dtype = annotation(pod, names::kBatchDtype);
+  const std::string both = "set " + std::string(names::kBatchBytes) + " (e.g. 18Mi) or " +
+                           std::string(names::kBatchShape) + " with " +
+                           std::string(names::kBatchDtype) + " (e.g. 32x3x224x224 and float32)";
+  if (bytes && shape) {
+    return makeError("annotations " + std::string(names::kBatchBytes) + " and " +
+                     std::string(names::kBatchShape) + " are both set; keep only one");
+  }
+  if (bytes) {
+    auto value = parseQuantity(*bytes);
+    if (!value) return annotationError(names::kBatchBytes, value.error().message, both);
+    if (*value == 0) return annotationError(names::kBatchBytes, inQuotes(*bytes) + " is zero", both);
+    if (dtype) warnings.push_back(std::string(names::kBatchDtype) + " ignored: it applies only with " +
+                                  std::string(names::kBatchShape));
+    return BatchSize{static_cast<uint64_t>(*value), "batch-bytes " + *bytes};
+  }
+  if (shape) {
+    std::string d = dtype.value_or("float32");
+    if (!dtype) warnings.push_back(std::string(names::kBatchDtype) + " not set: using float32");
+    auto value = shapeBytes(*shape, d);
+    if (!value) {
+      bool dtypeWrong = !dtypeBytes(d).ok();
+      return annotationError(dtypeWrong ? names::kBatchDtype : names::kBatchShape,
+                             value.error().message, both);
+    }
+    return BatchSize{*value, *shape + " " + d};
+  }
+  return makeError("the pod does not say how large a DataLoader batch is: " + both);
+}
+
+}  // namespace
+
+std::optional<std::string> annotation(const json& pod, std::string_view key) {
+  const json* metadata = member(pod, "metadata");
+  const json* annotations = metadata ? member(*metadata, "annotations") : nullptr;
+  const json* value = annotations ? member(*annotations, key) : nullptr;
+  if (value == nullptr || !value->is_string()) return std::nullopt;
+  return value->get<std::string>();
+}
+
+Result<PodInputs> readPodInputs(const json& pod, const Config& config) {
+  PodInputs in;
+  const json* spec = member(pod, "spec");
+  const json* containers = spec ? member(*spec, "containers") : nullptr;
+  if (containers == nullptr || !containers->is_array()) {
+    return makeError("the object is not a Pod: spec.containers is missing");
+  }
+  const json* podSecurity = member(*spec, "securityContext");
+  for (std::size_t i = 0; i < containers->size(); ++i) {
+    const json& c = (*containers)[i];
+    std::string name = c.is_object() ? c.value("name", std::string()) : std::string();
+    auto gpus = containerGpus(c, name);
+    if (!gpus) return gpus.error();
+    if (*gpus == 0) continue;
+    // A wrapped sum read as a small pod (0 GPUs: 0 ranks, a 0-byte /dev/shm).
+    auto podGpus = checkedAdd(in.podGpus, *gpus);
+    if (!podGpus) {
+      return makeError("container " + inQuotes(name) + ": " + std::string(names::kGpuResource) + " " +
+                       std::to_string(*gpus) + " takes the pod's GPUs past 64 bits");
+    }
+    const json* user = securityField(podSecurity, c, "runAsUser");
+    const json* nonRoot = securityField(podSecurity, c, "runAsNonRoot");
+    in.gpuContainers.push_back(GpuContainer{
+        i, name, *gpus, ownShmVolume(c),
+        user && user->is_number_integer() ? std::optional<int64_t>(user->get<int64_t>()) : std::nullopt,
+        nonRoot && nonRoot->is_boolean() && nonRoot->get<bool>()});
+    in.podGpus = *podGpus;
+  }
+  if (in.gpuContainers.empty()) return in;  // nothing to shape; the caller allows as is
+
+  auto& w = in.warnings;
+  auto workers = countAnnotation(pod, names::kWorkers, config.workers, "config defaults.workers", 0,
+                                 "set it to the DataLoader's num_workers, e.g. \"8\"", w);
+  if (!workers) return workers.error();
+  in.workers = *workers;
+  auto prefetch = countAnnotation(pod, names::kPrefetchFactor, config.prefetchFactor,
+                                  "config defaults.prefetchFactor", 1,
+                                  "set it to the DataLoader's prefetch_factor, e.g. \"2\"", w);
+  if (!prefetch) return prefetch.error();
+  in.prefetchFactor = *prefetch;
+  if (auto ranks = annotation(pod, names::kRanksPerPod)) {
+    auto value = parseCount(*ranks);
+    const char* hint = "set it to the training processes in the pod, e.g. \"8\"";
+    if (!value) return annotationError(names::kRanksPerPod, value.error().message, hint);
+    if (*value == 0) return annotationError(names::kRanksPerPod, "\"0\" must be at least 1", hint);
+    in.ranks = *value;
+  }
+
+  // With no workers no batch goes through /dev/shm: its size is needed only when given.
+  if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {
+    in.batch = BatchSize{0, "not needed with 0 workers"};
+  } else {
+    auto batch = readBatch(pod, w);
+    if (!batch) return batch.error();
+    in.batch = *batch;
+  }
+
+  auto placement = annotation(pod, names::kPlacement);
+  if (!placement) {
+    w.push_back(std::string(names::kPlacement) + " not set: using node-exclusive (one pod per node)");
+  } else if (*placement == names::kShared) {
+    in.nodeExclusive = false;
+  } else if (*placement != names::kNodeExclusive) {
+    return annotationError(names::kPlacement, inQuotes(*placement) + " is not a placement",
+                           "use node-exclusive or shared");
+  }
+
+  const json* selector = spec ? member(*spec, "nodeSelector") : nullptr;
+  const json* g = selector ? member(*selector, names::kGpuCount) : nullptr;
+  if (g != nullptr) {
+    auto value = parseCount(g->is_string() ? g->get<std::string>() : g->dump());
+    if (!value || *value == 0) {
+      return makeError("nodeSelector " + std::string(names::kGpuCount) +
+                       ": expected a positive GPU count, e.g. \"8\"");
+    }
+    in.requestedNodeGpus = *value;
+  }
+  return in;
+}
+
+}  // namespace podshaper

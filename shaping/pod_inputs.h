@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shaping/config.h"
+#include "base/result.h"
+#include "shaping/shm.h"
+
+namespace podshaper {
+
+// A container that requests GPUs.
+struct GpuContainer {
+  std::size_t index = 0;  // in spec.containers
+  std::string name;
+  uint64_t gpus = 0;
+  std::optional<std::string> ownShmVolume;  // the user's own volume at /dev/shm
+  // securityContext.runAsUser and runAsNonRoot, the container's else the pod's.
+  std::optional<int64_t> runAsUser;
+  bool runAsNonRoot = false;
+};
+
+// Everything shaping needs, read from the pod and defaulted from config.
+struct PodInputs {
+  std::vector<GpuContainer> gpuContainers;
+  uint64_t podGpus = 0;
+  uint64_t workers = 0;
+  uint64_t prefetchFactor = 0;
+  std::optional<uint64_t> ranks;  // unset: the pod's GPUs (after any expansion)
+  BatchSize batch;
+  bool nodeExclusive = true;
+  std::optional<uint64_t> requestedNodeGpus;  // the pod's nodeSelector podshaper.io/gpu-count
+  std::vector<std::string> warnings;          // what was defaulted
+};
+
+// Reads the pod. An error message names the annotation or field and says what to change.
+Result<PodInputs> readPodInputs(const nlohmann::json& pod, const Config& config);
+
+// The annotation's value, when the pod has it as a string.
+std::optional<std::string> annotation(const nlohmann::json& pod, std::string_view key);
+
+}  // namespace podshaper

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shaping/cluster_view.h"
+#include "shaping/config.h"
+
+namespace podshaper {
+
+struct AdmissionContext {
+  std::string namespaceName;
+  // Null: decide from annotations and config alone (review, or serve without
+  // --kubeconfig); the larger NCCL reserve then applies since P2P is unknown.
+  const ClusterView* cluster = nullptr;
+  std::string shaperVersion = "podshaper-webhook/dev";
+};
+
+struct ShapeOutcome {
+  bool allowed = true;
+  std::string message;  // why, when denied
+  nlohmann::json pod;   // the shaped pod; equal to the input when nothing changes
+  std::vector<std::string> warnings;
+};
+
+// docs/design.md "A pod, from submit to shaped": the whole shaping rule as a pure
+// function. Never throws; bad input is a denial that names the annotation or setting
+// to change.
+ShapeOutcome shapePod(const nlohmann::json& pod, const Config& config, const AdmissionContext& context);
+
+}  // namespace podshaper

@@ -1,0 +1,150 @@
+#include "shaping/shm.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <utility>
+
+#include "base/checked.h"
+#include "api/names.h"
+#include "base/quantity.h"
+
+namespace podshaper {
+namespace {
+
+struct Dtype {
+  std::string_view name;
+  uint64_t bytes;
+  bool alias;  // PyTorch's other name for a dtype listed before it; not listed in errors
+};
+
+// Every dtype of torch 2.x whose elements are whole bytes (torch.<name>.itemsize);
+// float4_e2m1fn_x2 packs two 4-bit values into one element.
+constexpr std::array<Dtype, 31> kDtypes{{
+    {"float64", 8, false}, {"double", 8, true},
+    {"float32", 4, false}, {"float", 4, true},
+    {"float16", 2, false}, {"half", 2, true},
+    {"bfloat16", 2, false},
+    {"float8_e4m3fn", 1, false}, {"float8_e4m3fnuz", 1, false},
+    {"float8_e5m2", 1, false}, {"float8_e5m2fnuz", 1, false},
+    {"float8_e8m0fnu", 1, false}, {"float4_e2m1fn_x2", 1, false},
+    {"complex128", 16, false}, {"cdouble", 16, true},
+    {"complex64", 8, false}, {"cfloat", 8, true},
+    {"complex32", 4, false}, {"chalf", 4, true},
+    {"int64", 8, false}, {"long", 8, true},
+    {"int32", 4, false}, {"int", 4, true},
+    {"int16", 2, false}, {"short", 2, true},
+    {"int8", 1, false},
+    {"uint64", 8, false}, {"uint32", 4, false}, {"uint16", 2, false}, {"uint8", 1, false},
+    {"bool", 1, false},
+}};
+
+std::string dtypeNames() {
+  std::string names;
+  for (const Dtype& d : kDtypes) {
+    if (d.alias) continue;
+    names += (names.empty() ? "" : ", ") + std::string(d.name);
+  }
+  return names;
+}
+
+Error overflow(std::string_view what) {
+  return makeError("the /dev/shm size overflows 64 bits at " + std::string(what) +
+                   "; check the batch size, workers, prefetch factor and ranks");
+}
+
+std::string bytesText(uint64_t b) { return formatBytes(static_cast<int64_t>(b)); }
+
+}  // namespace
+
+Result<uint64_t> dtypeBytes(std::string_view dtype) {
+  std::string_view name = dtype;
+  if (name.starts_with("torch.")) name.remove_prefix(6);
+  for (const Dtype& d : kDtypes) {
+    if (d.name == name) return d.bytes;
+  }
+  return makeError("unknown dtype \"" + std::string(dtype) + "\" (use one of " + dtypeNames() +
+                   ", or give " + std::string(names::kBatchBytes) + ")");
+}
+
+Result<uint64_t> shapeBytes(std::string_view shape, std::string_view dtype) {
+  auto element = dtypeBytes(dtype);
+  if (!element) return element.error();
+  uint64_t total = *element;
+  std::string_view rest = shape;
+  if (rest.empty()) return makeError("shape is empty (expected e.g. 32x3x224x224)");
+  while (true) {
+    std::size_t x = rest.find('x');
+    std::string_view dim = rest.substr(0, x);
+    auto n = parseCount(dim);
+    if (!n) {
+      return makeError("shape \"" + std::string(shape) + "\": dimension " + n.error().message +
+                       " (expected e.g. 32x3x224x224)");
+    }
+    if (*n == 0) return makeError("shape \"" + std::string(shape) + "\" has a zero dimension");
+    auto product = checkedMul(total, *n);
+    if (!product) return makeError("shape \"" + std::string(shape) + "\" overflows 64 bits");
+    total = *product;
+    if (x == std::string_view::npos) break;
+    rest = rest.substr(x + 1);
+  }
+  return total;
+}
+
+Result<ShmPlan> planShm(const ShmInputs& in) {
+  // With no workers the DataLoader makes its batches in the training process: nothing
+  // of them is in /dev/shm.
+  uint64_t perRank = 0;
+  if (in.workers > 0) {
+    auto batches = checkedMul(in.workers, in.prefetchFactor);
+    if (!batches || !(batches = checkedAdd(*batches, kHeldBatches))) return overflow("workers × prefetch");
+    auto bytes = checkedMul(*batches, in.batch.bytes);
+    if (!bytes || !(bytes = checkedAdd(*bytes, kDataLoaderExtraBytes))) return overflow("per-rank bytes");
+    perRank = *bytes;
+  }
+  auto payload = checkedMul(in.ranks, perRank);
+  if (!payload) return overflow("ranks × per-rank bytes");
+  auto scaled = checkedMul(*payload, 100 + in.headroomPercent);
+  if (!scaled) return overflow("headroom");
+  uint64_t withHeadroom = *scaled / 100 + (*scaled % 100 != 0 ? 1 : 0);
+  auto reserve = checkedMul(in.ranks, in.ncclReservePerRank);
+  if (!reserve) return overflow("NCCL reserve");
+  auto totalMiB = checkedAdd(ceilMiB(withHeadroom), ceilMiB(*reserve));
+  if (!totalMiB) return overflow("total");
+  auto shm = checkedMul(std::max(*totalMiB, kMinShmBytes / kMiB), kMiB);
+  if (!shm || *shm > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return overflow("total");
+  }
+
+  ShmPlan plan;
+  plan.perRankBytes = perRank;
+  plan.payloadBytes = *payload;
+  plan.withHeadroomBytes = withHeadroom;
+  plan.ncclReserveBytes = *reserve;
+  plan.shmBytes = *shm;
+
+  std::string f = std::to_string(in.ranks) + " ranks × ";
+  if (in.workers == 0) {
+    f += "0 workers (the DataLoader makes its batches in the training process, none in /dev/shm) = 0 B";
+  } else {
+    f += "((" + std::to_string(in.workers) + " workers × prefetch " + std::to_string(in.prefetchFactor) +
+         " + 2 held: the batch being handed over and the one in the training step) × " +
+         std::to_string(in.batch.bytes) + " B (" + in.batch.source + ") + " + bytesText(kDataLoaderExtraBytes) +
+         " for the DataLoader's semaphores) = " + std::to_string(plan.payloadBytes) + " B; +" +
+         std::to_string(in.headroomPercent) + "% headroom = " + std::to_string(plan.withHeadroomBytes) + " B";
+  }
+  f += " → " + std::to_string(ceilMiB(withHeadroom)) + "Mi";
+  if (in.ncclReservePerRank == 0) {
+    f += "; no NCCL shm reserve";
+  } else {
+    f += "; + NCCL shm reserve " + std::to_string(in.ranks) + " × " + bytesText(in.ncclReservePerRank) + " = " +
+         std::to_string(ceilMiB(*reserve)) + "Mi";
+  }
+  if (!in.ncclReserveWhy.empty()) f += " (" + in.ncclReserveWhy + ")";
+  f += "; /dev/shm = " + bytesText(plan.shmBytes);
+  if (*totalMiB * kMiB < kMinShmBytes) f += " (at least " + bytesText(kMinShmBytes) + ", the container runtime's default)";
+  plan.formula = std::move(f);
+  return plan;
+}
+
+}  // namespace podshaper

@@ -1,0 +1,189 @@
+#include "api/topology.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace podshaper {
+namespace {
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(PODSHAPER_FIXTURES_DIR) + "/" + (name.find('/') == std::string::npos ? "topologies/" : "") + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct FixtureCase {
+  const char* file;
+  int gpus;
+  const char* link;  // every pair's link in these fixtures
+  int nvlinks;
+  const char* cpuAffinityOfGpu0;
+};
+
+class Fixtures : public testing::TestWithParam<FixtureCase> {};
+
+TEST_P(Fixtures, ParseLikeNvidiaSmiPrintsThem) {
+  const auto& c = GetParam();
+  auto topo = parseNvidiaSmiTopology(fixture(c.file));
+  ASSERT_TRUE(topo.ok()) << topo.error().message;
+  ASSERT_EQ(static_cast<int>(topo->gpus.size()), c.gpus);
+  EXPECT_EQ(topo->pairs.size(), static_cast<std::size_t>(c.gpus * (c.gpus - 1) / 2));
+  for (const auto& p : topo->pairs) {
+    EXPECT_LT(p.a, p.b);
+    EXPECT_EQ(p.link, c.link);
+    EXPECT_EQ(p.nvlinks, c.nvlinks);
+    EXPECT_EQ(p.p2p.read, "U");  // no -p2p r matrix in these captures
+  }
+  EXPECT_EQ(topo->gpus[0].cpuAffinity, c.cpuAffinityOfGpu0);
+  EXPECT_EQ(topo->gpus[0].numaNode, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Seed, Fixtures,
+    testing::Values(FixtureCase{"p5.48xlarge-8xH100-nv18.topo-m.txt", 8, "NV18", 18, "0-47,96-143"},
+                    FixtureCase{"p4d.24xlarge-8xA100-nv12.topo-m.txt", 8, "NV12", 12, "0-23,48-71"},
+                    FixtureCase{"g6e.12xlarge-4xL40S-pcie-node.topo-m.txt", 4, "NODE", 0, "0-47"}));
+
+// Captured on the 2×H200 device machine: nvidia-smi topo -m then topo -p2p r, with
+// nvidia-smi's ANSI underline escapes.
+TEST(Topology, RealCaptureWithP2PMatrix) {
+  auto topo = parseNvidiaSmiTopology(fixture("captures/h200x2-nv18.topo-m-and-p2p-r.txt"));
+  ASSERT_TRUE(topo.ok()) << topo.error().message;
+  ASSERT_EQ(topo->gpus.size(), 2u);
+  ASSERT_EQ(topo->pairs.size(), 1u);
+  EXPECT_EQ(topo->pairs[0].link, "NV18");
+  EXPECT_EQ(topo->pairs[0].nvlinks, 18);
+  EXPECT_EQ(topo->pairs[0].p2p.read, "OK");
+  EXPECT_EQ(topo->gpus[1].cpuAffinity, "0-31");
+  EXPECT_EQ(topo->gpus[1].numaNode, 0);
+  EXPECT_NE(renderTopologyTable(*topo).find("verdict: 2 GPUs, 1/1 pairs over NVLink, P2P between all pairs"),
+            std::string::npos);
+}
+
+// Captured on the 4×H200 device machine (NVSwitch: NV18 between every pair).
+TEST(Topology, RealCaptureFourGpusAllNvLink) {
+  auto topo = parseNvidiaSmiTopology(fixture("captures/h200x4-nv18.topo-m-and-p2p-r.txt"));
+  ASSERT_TRUE(topo.ok()) << topo.error().message;
+  ASSERT_EQ(topo->gpus.size(), 4u);
+  ASSERT_EQ(topo->pairs.size(), 6u);
+  for (const auto& p : topo->pairs) {
+    EXPECT_EQ(p.link, "NV18");
+    EXPECT_EQ(p.p2p.read, "OK");
+  }
+  EXPECT_EQ(topo->gpus[3].cpuAffinity, "0-63");
+  EXPECT_NE(renderTopologyTable(*topo).find("verdict: 4 GPUs, 6/6 pairs over NVLink, P2P between all pairs"),
+            std::string::npos);
+}
+
+// A 4-GPU PCIe box across two sockets, with NICs, ANSI colour and a P2P read matrix.
+constexpr const char* kMixed =
+    "\x1b[4m\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+    "GPU0\t X \tPIX\tSYS\tSYS\tNODE\t0-15\t0\t\tN/A\n"
+    "GPU1\tPIX\t X \tSYS\tSYS\tNODE\t0-15\t0\t\tN/A\n"
+    "GPU2\tSYS\tSYS\t X \tNV4\tSYS\t16-31\t1\t\tN/A\n"
+    "GPU3\tSYS\tSYS\tNV4\t X \tSYS\t16-31\t1\t\tN/A\n"
+    "NIC0\tNODE\tNODE\tSYS\tSYS\t X \n\n"
+    "Legend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP interconnect\n\n"
+    "NIC Legend:\n\n  NIC0: mlx5_0\n\n"
+    " \tGPU0\tGPU1\tGPU2\tGPU3\t\n"
+    " GPU0\tX\tOK\tNS\tNS\t\n"
+    " GPU1\tOK\tX\tNS\tNS\t\n"
+    " GPU2\tNS\tNS\tX\tOK\t\n"
+    " GPU3\tNS\tNS\tOK\tX\t\n\n"
+    "Legend:\n\n  X    = Self\n  OK   = Status Ok\n  NS   = Not supported\n";
+
+TEST(Topology, SysAndNsPairsWithNicsAndAP2PMatrix) {
+  auto topo = parseNvidiaSmiTopology(kMixed);
+  ASSERT_TRUE(topo.ok()) << topo.error().message;
+  ASSERT_EQ(topo->gpus.size(), 4u);
+  EXPECT_EQ(topo->gpus[2].numaNode, 1);
+  EXPECT_EQ(topo->gpus[3].cpuAffinity, "16-31");
+  ASSERT_EQ(topo->pairs.size(), 6u);
+  const GpuPair& p01 = topo->pairs[0];
+  EXPECT_EQ(p01.link, "PIX");
+  EXPECT_EQ(p01.pcie, "PIX");
+  EXPECT_EQ(p01.p2p.read, "OK");
+  const GpuPair& p02 = topo->pairs[1];
+  EXPECT_EQ(p02.link, "SYS");
+  EXPECT_EQ(p02.p2p.read, "NS");
+  const GpuPair& p23 = topo->pairs[5];
+  EXPECT_EQ(p23.link, "NV4");
+  EXPECT_EQ(p23.nvlinks, 4);
+  EXPECT_EQ(p23.pcie, "");  // topo -m hides the PCIe path under NVLink
+  EXPECT_EQ(p23.p2p.read, "OK");
+
+  auto j = toJson(*topo);
+  EXPECT_EQ(j["pairs"][5]["link"], "NV4");
+  EXPECT_TRUE(j["pairs"][5]["pcie"].is_null());
+  EXPECT_EQ(j["pairs"][1]["p2p"]["read"], "NS");
+  EXPECT_TRUE(j["host"]["memlockBytes"].is_null());
+  EXPECT_EQ(j["gpus"][2]["numaNode"], 1);
+}
+
+TEST(Topology, BadCapturesAreClearErrors) {
+  struct Case {
+    std::string text;
+    std::string error;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"", "no nvidia-smi matrix"},
+           {"No devices were found\n", "no nvidia-smi matrix"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-1\n", "2 GPU columns but 1 GPU rows"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-1\nGPU1\tPIX\t X \t0-1\n", "NV4 one way and PIX the other"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tFAST\t0-1\nGPU1\tFAST\t X \t0-1\n", "\"FAST\" is not a link class"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\tNV2\t X \t0-1\nGPU1\tNV2\t X \t0-1\n", "on the diagonal"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X\nGPU1\tPIX\t X \t0-1\n", "has 1 cells"},
+           {"\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPIX\t0-1\nGPU1\tPIX\t X \t0-1\n\tGPU0\tGPU1\nGPU0\tX\tMAYBE\nGPU1\tOK\tX\n",
+            "no status for GPU0/GPU1"}}) {
+    auto topo = parseNvidiaSmiTopology(c.text);
+    ASSERT_FALSE(topo.ok()) << c.text;
+    EXPECT_NE(topo.error().message.find(c.error), std::string::npos) << topo.error().message;
+  }
+}
+
+TEST(Topology, TheMemlockProbeRoundTripsAndIsOptional) {
+  Topology t;
+  t.host.memlockBytes = 8ULL << 20;
+  EXPECT_FALSE(toJson(t)["host"].contains("memlockProbe"));
+  EXPECT_FALSE(topologyFromJson(toJson(t))->host.memlockProbe);
+  t.host.memlockProbe = MemlockProbe{MemlockLimit{}, false, "error setting rlimit type 8: operation not permitted"};
+  auto j = toJson(t);
+  EXPECT_EQ(j["host"]["memlockProbe"], nlohmann::json::parse(R"({"requested":"unlimited","granted":false,
+            "message":"error setting rlimit type 8: operation not permitted"})"));
+  auto back = topologyFromJson(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->host.memlockProbe, t.host.memlockProbe);
+  t.host.memlockProbe = MemlockProbe{MemlockLimit{4194304}, true, ""};
+  EXPECT_EQ(toJson(t)["host"]["memlockProbe"]["requested"], "4194304");
+  EXPECT_EQ(topologyFromJson(toJson(t))->host.memlockProbe, t.host.memlockProbe);
+}
+
+TEST(Topology, ABadMemlockProbeNamesTheField) {
+  struct Case {
+    const char* probe;
+    const char* error;
+  };
+  for (const auto& c : std::vector<Case>{
+           {R"("yes")", "spec.host.memlockProbe: expected an object"},
+           {R"({"granted": true})", "spec.host.memlockProbe.requested: \"\" is neither unlimited"},
+           {R"({"requested": "4Mi", "granted": true})", ""},
+           {R"({"requested": "lots", "granted": true})", "spec.host.memlockProbe.requested: \"lots\""},
+           {R"({"requested": "unlimited"})", "spec.host.memlockProbe.granted: expected true or false"},
+           {R"({"requested": "unlimited", "granted": "no"})", "spec.host.memlockProbe.granted"}}) {
+    nlohmann::json spec = toJson(Topology{});
+    spec["host"]["memlockProbe"] = nlohmann::json::parse(c.probe);
+    auto t = topologyFromJson(spec);
+    if (std::string(c.error).empty()) {
+      EXPECT_TRUE(t) << c.probe;
+      continue;
+    }
+    ASSERT_FALSE(t) << c.probe;
+    EXPECT_NE(t.error().message.find(c.error), std::string::npos) << t.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace podshaper

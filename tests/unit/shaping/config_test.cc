@@ -1,0 +1,107 @@
+#include "shaping/config.h"
+
+#include <gtest/gtest.h>
+
+namespace podshaper {
+namespace {
+
+TEST(Config, EmptyMeansDefaults) {
+  auto c = parseConfig("");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->workers, 4u);
+  EXPECT_EQ(c->prefetchFactor, 2u);
+  EXPECT_EQ(c->headroomPercent, 20u);
+  EXPECT_EQ(c->ncclShmReservePerRankWithP2P, 64 * 1024 * 1024);
+  EXPECT_EQ(c->ncclShmReservePerRank, 128 * 1024 * 1024);
+  EXPECT_EQ(c->gpusPerNode, 8u);
+  EXPECT_EQ(c->maxShmPercentOfNodeMemory, 50u);
+  EXPECT_EQ(c->partialNode, PartialNodePolicy::kDeny);
+  EXPECT_EQ(c->podSecurity, PodSecurityAction::kDeny);
+  EXPECT_FALSE(c->nodeMemory.has_value());
+  EXPECT_EQ(c->memlock, MemlockLimit{});  // unlimited
+}
+
+TEST(Config, ReadsEveryKey) {
+  auto c = parseConfig(R"(
+defaults:
+  workers: 8
+  prefetchFactor: 4
+  headroomPercent: 0
+  ncclShmReservePerRankWithP2P: 0
+  ncclShmReservePerRank: 256Mi
+  gpusPerNode: 4
+  nodeMemory: 2Ti
+limits:
+  maxShmPercentOfNodeMemory: 25
+partialNode: expand
+podSecurity: warn
+memlock: 4Mi
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->workers, 8u);
+  EXPECT_EQ(c->prefetchFactor, 4u);
+  EXPECT_EQ(c->headroomPercent, 0u);
+  EXPECT_EQ(c->ncclShmReservePerRankWithP2P, 0);
+  EXPECT_EQ(c->ncclShmReservePerRank, 256 * 1024 * 1024);
+  EXPECT_EQ(c->gpusPerNode, 4u);
+  EXPECT_EQ(*c->nodeMemory, 2LL << 40);
+  EXPECT_EQ(c->maxShmPercentOfNodeMemory, 25u);
+  EXPECT_EQ(c->partialNode, PartialNodePolicy::kExpand);
+  EXPECT_EQ(c->podSecurity, PodSecurityAction::kWarn);
+  EXPECT_EQ(c->memlock.bytes, 4194304u);
+  EXPECT_EQ(parseConfig("memlock: unlimited\n")->memlock, MemlockLimit{});
+  EXPECT_EQ(parseConfig("memlock: 64Gi\n")->memlock.bytes, 64ULL << 30);
+}
+
+TEST(Config, HashChangesWithSettings) {
+  Config a, b;
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(a.hash().size(), 16u);
+  b.headroomPercent = 21;
+  EXPECT_NE(a.hash(), b.hash());
+  Config c;
+  c.memlock = MemlockLimit{4194304};
+  EXPECT_NE(a.hash(), c.hash());
+  EXPECT_EQ(c.hash(), parseConfig("memlock: 4Mi\n")->hash());
+}
+
+struct BadConfig {
+  const char* yaml;
+  const char* errorContains;
+};
+
+class ConfigErrors : public testing::TestWithParam<BadConfig> {};
+
+TEST_P(ConfigErrors, NameTheKey) {
+  auto c = parseConfig(GetParam().yaml);
+  ASSERT_FALSE(c.ok()) << GetParam().yaml;
+  EXPECT_NE(c.error().message.find(GetParam().errorContains), std::string::npos) << c.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ConfigErrors,
+    testing::Values(
+        BadConfig{"defaults:\n  worker: 4\n", "defaults.worker: unknown key"},
+        BadConfig{"default:\n  workers: 4\n", "default: unknown key"},
+        BadConfig{"defaults:\n  workers: -1\n", "defaults.workers: \"-1\" is negative"},
+        BadConfig{"defaults:\n  workers: four\n", "defaults.workers"},
+        BadConfig{"defaults:\n  prefetchFactor: 0\n", "defaults.prefetchFactor: 0 is out of range"},
+        BadConfig{"defaults:\n  ncclShmReservePerRank: 64MB\n", "defaults.ncclShmReservePerRank: \"64MB\" is not a quantity"},
+        BadConfig{"defaults:\n  ncclShmReservePerRankWithP2P: -64Mi\n", "defaults.ncclShmReservePerRankWithP2P: "},
+        BadConfig{"defaults:\n  ncclShmReservePerRankWithp2p: 64Mi\n", "defaults.ncclShmReservePerRankWithp2p: unknown key"},
+        BadConfig{"defaults:\n  gpusPerNode: [8]\n", "defaults.gpusPerNode: expected a single value"},
+        BadConfig{"limits:\n  maxShmPercentOfNodeMemory: 101\n", "out of range 1..100"},
+        BadConfig{"partialNode: maybe\n", "partialNode: \"maybe\" is not one of deny, warn, expand"},
+        BadConfig{"podSecurity: allow\n", "podSecurity: \"allow\" is not one of deny, warn"},
+        BadConfig{"memlock: infinity\n", "memlock: \"infinity\" is neither unlimited nor a quantity of bytes"},
+        BadConfig{"memlock: -1\n", "memlock: \"-1\" is neither unlimited nor a quantity of bytes"},
+        BadConfig{"memlock: 0\n", "memlock: \"0\" is zero"},
+        BadConfig{"memlock: [4Mi]\n", "memlock: expected a single value"},
+        BadConfig{"defaults: 3\n", "defaults: expected a mapping"},
+        BadConfig{"- a\n- b\n", "(top level): expected a mapping"},
+        BadConfig{"defaults: {workers: 4\n", "not valid YAML"},
+        BadConfig{"? [a, b]\n: 1\n", "(top level): keys must be plain names"},
+        BadConfig{"defaults:\n  ? {x: 1}\n  : 1\n", "defaults: keys must be plain names"}));
+
+}  // namespace
+}  // namespace podshaper

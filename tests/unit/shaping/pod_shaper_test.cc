@@ -1,0 +1,592 @@
+#include "shaping/pod_shaper.h"
+
+#include <gtest/gtest.h>
+
+#include "pod_builder.h"
+
+namespace podshaper {
+namespace {
+
+using nlohmann::json;
+using testing::TrainingPod;
+using testing::gpuNode;
+
+constexpr const char* kMemlock =
+    "- type: RLIMIT_MEMLOCK\n  soft: 18446744073709551615\n  hard: 18446744073709551615\n";
+
+ShapeOutcome shapeNoCluster(const json& pod, Config config = {}) {
+  AdmissionContext ctx;
+  ctx.namespaceName = "ml";
+  return shapePod(pod, config, ctx);
+}
+
+ShapeOutcome shapeWith(const json& pod, const ClusterView& cluster, Config config = {}) {
+  AdmissionContext ctx;
+  ctx.namespaceName = "ml";
+  ctx.cluster = &cluster;
+  return shapePod(pod, config, ctx);
+}
+
+bool hasWarning(const ShapeOutcome& out, const std::string& part) {
+  for (const auto& w : out.warnings) {
+    if (w.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs6520Mi) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("h100-a", 8), gpuNode("h100-b", 8)};
+  auto out = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& pod = out.pod;
+  EXPECT_EQ(pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(pod["spec"]["volumes"][0],
+            json({{"name", "podshaper-dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "6520Mi"}}}}));
+  const json& c = pod["spec"]["containers"][0];
+  EXPECT_EQ(c["volumeMounts"][0], json({{"name", "podshaper-dshm"}, {"mountPath", "/dev/shm"}}));
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "108920Mi");  // 100Gi + 6520Mi
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "108920Mi");
+  EXPECT_EQ(c["securityContext"]["capabilities"]["add"], json({"IPC_LOCK"}));
+  EXPECT_EQ(c["env"], json({{{"name", "PET_NPROC_PER_NODE"}, {"value", "8"}}}));
+  EXPECT_EQ(pod["spec"]["hostIPC"], true);
+  EXPECT_EQ(pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"], kMemlock);
+  EXPECT_EQ(pod["metadata"]["labels"]["podshaper.io/placement"], "node-exclusive");
+  const json& anti = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  ASSERT_EQ(anti.size(), 1u);
+  EXPECT_EQ(anti[0]["topologyKey"], "kubernetes.io/hostname");
+  EXPECT_EQ(anti[0]["namespaceSelector"], json::object());  // every namespace's exclusive pods
+  EXPECT_EQ(anti[0]["labelSelector"]["matchExpressions"][0]["key"], "podshaper.io/placement");
+  const json& terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1u);
+  EXPECT_EQ(terms[0]["matchExpressions"],
+            json::parse(R"([{"key":"podshaper.io/topology-validated","operator":"In","values":["true"]},
+                            {"key":"podshaper.io/memlock","operator":"In","values":["unlimited"]},
+                            {"key":"podshaper.io/gpu-count","operator":"In","values":["8"]}])"));
+  std::string formula = pod["metadata"]["annotations"]["podshaper.io/shm-formula"];
+  EXPECT_NE(formula.find("8 ranks × ((8 workers × prefetch 4 + 2 held: the batch being handed over and the one in "
+                         "the training step) × 19267584 B (32x3x224x224 float32) + 1Mi for the "
+                         "DataLoader's semaphores) = 5249171456 B; +20% headroom = 6299005748 B → 6008Mi"),
+            std::string::npos) << formula;
+  EXPECT_NE(formula.find("+ NCCL shm reserve 8 × 64Mi = 512Mi (target nodes validated with P2P between all GPU "
+                         "pairs: config defaults.ncclShmReservePerRankWithP2P); /dev/shm = 6520Mi"),
+            std::string::npos) << formula;
+  std::string shapedBy = pod["metadata"]["annotations"]["podshaper.io/shaped-by"];
+  EXPECT_EQ(shapedBy, "podshaper-webhook/dev config=" + Config().hash());
+}
+
+TEST(PodShaper, WithoutClusterTheNcclReserveApplies) {
+  auto out = shapeNoCluster(TrainingPod());
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");  // 6008 + 8×128: P2P is not known
+  EXPECT_TRUE(hasWarning(out, "node memory unknown"));
+}
+
+TEST(PodShaper, PartialP2PNodesGetTheLargerNcclReserve) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8, "all"), gpuNode("b", 8, "partial")};
+  auto out = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
+}
+
+TEST(PodShaper, ShapingAShapedPodChangesNothing) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto first = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(first.allowed);
+  auto second = shapeWith(first.pod, cluster);
+  EXPECT_TRUE(second.allowed);
+  EXPECT_EQ(second.pod, first.pod);
+  EXPECT_TRUE(second.warnings.empty());
+  // Even with the explanation annotations stripped, our volume marks the pod as shaped.
+  json stripped = first.pod;
+  stripped["metadata"]["annotations"].erase("podshaper.io/shaped-by");
+  EXPECT_EQ(shapeWith(stripped, cluster).pod, stripped);
+}
+
+TEST(PodShaper, ContainersWithoutGpusAreUntouched) {
+  json sidecar = {{"name", "logger"}, {"image", "busybox"}, {"resources", {{"limits", {{"memory", "1Gi"}}}}}};
+  auto out = shapeNoCluster(TrainingPod().withContainer(sidecar));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["spec"]["containers"][1], sidecar);
+  EXPECT_FALSE(out.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container.logger"));
+}
+
+TEST(PodShaper, PodWithoutGpusIsLeftAsItIs) {
+  TrainingPod pod;
+  pod.without("/spec/containers/0/resources/limits/nvidia.com~1gpu");
+  auto out = shapeNoCluster(pod);
+  EXPECT_TRUE(out.allowed);
+  EXPECT_EQ(out.pod, pod.json());
+  EXPECT_TRUE(hasWarning(out, "no container requests nvidia.com/gpu"));
+}
+
+TEST(PodShaper, ContainerWithoutMemoryLimitKeepsNone) {
+  auto out = shapeNoCluster(TrainingPod().without("/spec/containers/0/resources/limits/memory")
+                                .without("/spec/containers/0/resources/requests"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& resources = out.pod["spec"]["containers"][0]["resources"];
+  EXPECT_FALSE(resources["limits"].contains("memory"));
+  EXPECT_FALSE(resources.contains("requests"));
+}
+
+TEST(PodShaper, MemoryShareFollowsEachContainersGpus) {
+  // 6 + 2 GPUs: shares are ceil_MiB(shm × 6/8) and ceil_MiB(shm × 2/8) of 7032Mi.
+  json second = {{"name", "eval"},
+                 {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"memory", "10Gi"}}}}}};
+  auto out = shapeNoCluster(TrainingPod().withGpus(6).withContainer(second));
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& cs = out.pod["spec"]["containers"];
+  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "107674Mi");  // 102400 + 7032×6/8
+  EXPECT_EQ(cs[1]["resources"]["limits"]["memory"], "11998Mi");   // 10240 + 7032×2/8
+  EXPECT_EQ(cs[1]["volumeMounts"][0]["mountPath"], "/dev/shm");
+  EXPECT_EQ(cs[0]["env"][0]["value"], "6");  // each torchrun starts its share of the 8 ranks
+  EXPECT_EQ(cs[1]["env"][0]["value"], "2");
+  EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
+  EXPECT_TRUE(out.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container.eval"));
+}
+
+TEST(PodShaper, UsersOwnShmMountIsKeptWithAWarningWhenSmall) {
+  TrainingPod pod;
+  pod.at("/spec/volumes", json::array({{{"name", "shm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}}}));
+  pod.at("/spec/containers/0/volumeMounts", json::array({{{"name", "shm"}, {"mountPath", "/dev/shm"}}}));
+  auto out = shapeNoCluster(pod);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
+  EXPECT_EQ(out.pod["spec"]["containers"][0]["volumeMounts"].size(), 1u);
+  EXPECT_EQ(out.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "100Gi");
+  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm volume \"shm\" of 1Gi, smaller than the 7032Mi"));
+  // Large enough: no warning.
+  pod.at("/spec/volumes/0/emptyDir/sizeLimit", "64Gi");
+  EXPECT_FALSE(hasWarning(shapeNoCluster(pod), "own /dev/shm"));
+}
+
+TEST(PodShaper, IpcLockAddedOnceAndUserEnvKept) {
+  TrainingPod pod;
+  pod.at("/spec/containers/0/securityContext", {{"capabilities", {{"add", {"SYS_PTRACE", "IPC_LOCK"}}}}});
+  pod.at("/spec/containers/0/env", json::array({{{"name", "PET_NPROC_PER_NODE"}, {"value", "4"}}}));
+  auto out = shapeNoCluster(pod.annotate("podshaper.io/ranks-per-pod", "4"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& c = out.pod["spec"]["containers"][0];
+  EXPECT_EQ(c["securityContext"]["capabilities"]["add"], json({"SYS_PTRACE", "IPC_LOCK"}));
+  EXPECT_EQ(c["env"], json({{{"name", "PET_NPROC_PER_NODE"}, {"value", "4"}}}));
+}
+
+TEST(PodShaper, UsersUlimitAnnotationGainsMemlock) {
+  const std::string nofile = "- type: nofile\n  soft: 1\n  hard: 2";
+  auto out = shapeNoCluster(TrainingPod().annotate("ulimits.noderesource.dev/container.trainer", nofile));
+  ASSERT_TRUE(out.allowed);
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"],
+            nofile + "\n" + kMemlock);
+  // The deprecated key is extended in place, not shadowed by the new one.
+  auto old = shapeNoCluster(TrainingPod().annotate("ulimits.nri.containerd.io/container.trainer", nofile));
+  EXPECT_EQ(old.pod["metadata"]["annotations"]["ulimits.nri.containerd.io/container.trainer"], nofile + "\n" + kMemlock);
+  EXPECT_FALSE(old.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container.trainer"));
+  // A memlock the user chose is theirs.
+  const std::string own = "- type: memlock\n  soft: 1024\n  hard: 1024\n";
+  auto kept = shapeNoCluster(TrainingPod().annotate("ulimits.noderesource.dev/container.trainer", own));
+  EXPECT_EQ(kept.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"], own);
+  // Not a list: left as it is, with a warning.
+  auto bad = shapeNoCluster(TrainingPod().annotate("ulimits.noderesource.dev/container.trainer", "memlock=-1"));
+  EXPECT_EQ(bad.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"], "memlock=-1");
+  EXPECT_TRUE(hasWarning(bad, "is not a list of ulimits; left as it is"));
+}
+
+TEST(PodShaper, ContainerNameTooLongForTheUlimitKeyIsWarnedAbout) {
+  std::string name(54, 'a');
+  auto out = shapeNoCluster(TrainingPod().at("/spec/containers/0/name", name));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_FALSE(out.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container." + name));
+  EXPECT_TRUE(hasWarning(out, "name too long for the NRI ulimit annotation key"));
+  std::string fits(53, 'a');
+  auto ok = shapeNoCluster(TrainingPod().at("/spec/containers/0/name", fits));
+  EXPECT_TRUE(ok.pod["metadata"]["annotations"].contains("ulimits.noderesource.dev/container." + fits));
+}
+
+TEST(PodShaper, PodsWithoutTheOptInLabelAreUntouched) {
+  for (json value : {json("false"), json("yes"), json(true)}) {
+    TrainingPod pod;
+    pod.at("/metadata/labels/podshaper.io~1inject", value);
+    auto out = shapeNoCluster(pod);
+    EXPECT_TRUE(out.allowed);
+    EXPECT_EQ(out.pod, pod.json());
+  }
+  auto unlabelled = shapeNoCluster(TrainingPod().without("/metadata/labels"));
+  EXPECT_EQ(unlabelled.pod, TrainingPod().without("/metadata/labels").json());
+}
+
+TEST(PodShaper, NodeAffinityIsAddedToEveryExistingTerm) {
+  TrainingPod pod;
+  pod.at("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
+         json::parse(R"([{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]},
+                         {"matchFields":[{"key":"metadata.name","operator":"In","values":["n1"]}]}])"));
+  auto out = shapeNoCluster(pod);
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& terms = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_EQ(terms[0]["matchExpressions"].size(), 4u);
+  EXPECT_EQ(terms[0]["matchExpressions"][0]["key"], "zone");
+  EXPECT_EQ(terms[1]["matchExpressions"].size(), 3u);
+  EXPECT_EQ(terms[1]["matchFields"].size(), 1u);
+}
+
+TEST(PodShaper, AMemlockQuantityIsAskedAndNodesGrantingItAdmitted) {
+  Config config;
+  config.memlock = MemlockLimit{4 << 20};
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto out = shapeWith(TrainingPod(), cluster, config);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["ulimits.noderesource.dev/container.trainer"],
+            "- type: RLIMIT_MEMLOCK\n  soft: 4194304\n  hard: 4194304\n");
+  // A node with unlimited memlock, or with at least 4 MiB: one term each (terms are ORed).
+  const json& terms = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  EXPECT_EQ(terms, json::parse(R"([
+    {"matchExpressions":[{"key":"podshaper.io/topology-validated","operator":"In","values":["true"]},
+                         {"key":"podshaper.io/memlock","operator":"In","values":["unlimited"]},
+                         {"key":"podshaper.io/gpu-count","operator":"In","values":["8"]}]},
+    {"matchExpressions":[{"key":"podshaper.io/topology-validated","operator":"In","values":["true"]},
+                         {"key":"podshaper.io/memlock","operator":"Gt","values":["4194303"]},
+                         {"key":"podshaper.io/gpu-count","operator":"In","values":["8"]}]}])"));
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shaped-by"],
+            "podshaper-webhook/dev config=" + config.hash());
+}
+
+TEST(PodShaper, AMemlockQuantityDoublesEveryExistingTerm) {
+  TrainingPod pod;
+  pod.at("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
+         json::parse(R"([{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]},
+                         {"matchExpressions":[{"key":"zone","operator":"In","values":["b"]}]}])"));
+  Config config;
+  config.memlock = MemlockLimit{64ULL << 30};
+  auto out = shapeNoCluster(pod, config);
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& terms = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 4u);
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"a", "In"}, {"a", "Gt"}, {"b", "In"}, {"b", "Gt"}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const json& exprs = terms[i]["matchExpressions"];
+    ASSERT_EQ(exprs.size(), 4u) << terms[i];
+    EXPECT_EQ(exprs[0]["values"][0], want[i].first);
+    EXPECT_EQ(exprs[2]["key"], "podshaper.io/memlock");
+    EXPECT_EQ(exprs[2]["operator"], want[i].second);
+  }
+  EXPECT_EQ(terms[1]["matchExpressions"][2]["values"], json({"68719476735"}));
+}
+
+TEST(PodShaper, NodesThatDoNotGrantTheMemlockAreNotTargets) {
+  // The 8-GPU node grants only 64 KiB: for unlimited memlock, the cluster's nodes have 4 GPUs.
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("h100", 8), gpuNode("l40s", 4, "partial")};
+  cluster.nodes[0].labels["podshaper.io/memlock"] = "65536";
+  auto out = shapeWith(TrainingPod(), cluster);
+  EXPECT_FALSE(out.allowed);
+  EXPECT_NE(out.message.find("nodes of its class have 4 (from the cluster's validated nodes)"), std::string::npos)
+      << out.message;
+  // Asked for 64 KiB or less, it is a target.
+  Config small;
+  small.memlock = MemlockLimit{65536};
+  auto granted = shapeWith(TrainingPod(), cluster, small);
+  EXPECT_TRUE(granted.allowed) << granted.message;
+  cluster.nodes[0].labels["podshaper.io/memlock"] = "not-granted";
+  EXPECT_FALSE(shapeWith(TrainingPod(), cluster, small).allowed);
+}
+
+TEST(PodShaper, NonRootGpuContainersAreWarnedThatIpcLockDoesNotHelp) {
+  auto runsAs = [](const ShapeOutcome& out) {
+    for (const auto& w : out.warnings) {
+      if (w.find("IPC_LOCK is not effective") != std::string::npos) return w;
+    }
+    return std::string();
+  };
+  // The container's own user.
+  auto user = shapeNoCluster(TrainingPod().at("/spec/containers/0/securityContext/runAsUser", 1000));
+  ASSERT_TRUE(user.allowed) << user.message;
+  EXPECT_EQ(user.pod["spec"]["containers"][0]["securityContext"]["capabilities"]["add"], json({"IPC_LOCK"}));
+  EXPECT_EQ(runsAs(user),
+            "podshaper: container \"trainer\" runs as user 1000: IPC_LOCK is not effective for a non-root process, "
+            "so the memory it can lock rests on RLIMIT_MEMLOCK from the NRI annotation "
+            "ulimits.noderesource.dev/container.trainer (unlimited), which the node must grant (node label "
+            "podshaper.io/memlock)");
+  // The pod's, with the limit asked in the config.
+  Config config;
+  config.memlock = MemlockLimit{4 << 20};
+  auto pod = shapeNoCluster(TrainingPod().at("/spec/securityContext/runAsUser", 65532), config);
+  EXPECT_NE(runsAs(pod).find("runs as user 65532"), std::string::npos) << runsAs(pod);
+  EXPECT_NE(runsAs(pod).find("(4Mi)"), std::string::npos) << runsAs(pod);
+  // runAsNonRoot alone: the image's user is unknown.
+  auto maybe = shapeNoCluster(TrainingPod().at("/spec/securityContext/runAsNonRoot", true));
+  EXPECT_NE(runsAs(maybe).find("sets runAsNonRoot without runAsUser, so it may run as a non-root user"),
+            std::string::npos) << runsAs(maybe);
+  EXPECT_NE(runsAs(maybe).find("may rest on RLIMIT_MEMLOCK"), std::string::npos) << runsAs(maybe);
+  // A memlock of the user's own.
+  auto own = shapeNoCluster(TrainingPod()
+                                .at("/spec/containers/0/securityContext/runAsUser", 1000)
+                                .annotate("ulimits.noderesource.dev/container.trainer",
+                                          "- type: memlock\n  soft: 1024\n  hard: 1024\n"));
+  EXPECT_NE(runsAs(own).find("from the pod's own ulimit annotation"), std::string::npos) << runsAs(own);
+  // Root: the container's runAsUser 0 wins over the pod's; and a pod that says nothing.
+  EXPECT_EQ(runsAs(shapeNoCluster(TrainingPod()
+                                      .at("/spec/securityContext/runAsUser", 1000)
+                                      .at("/spec/containers/0/securityContext/runAsUser", 0))),
+            "");
+  EXPECT_EQ(runsAs(shapeNoCluster(TrainingPod()
+                                      .at("/spec/securityContext/runAsNonRoot", true)
+                                      .at("/spec/containers/0/securityContext/runAsNonRoot", false))),
+            "");
+  EXPECT_EQ(runsAs(shapeNoCluster(TrainingPod())), "");
+  // Without IPC_LOCK (podSecurity: warn in a baseline namespace) there is nothing to warn about.
+  ClusterView cluster;
+  cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "baseline"}};
+  Config warn;
+  warn.podSecurity = PodSecurityAction::kWarn;
+  EXPECT_EQ(runsAs(shapeWith(TrainingPod().at("/spec/containers/0/securityContext/runAsUser", 1000), cluster, warn)),
+            "");
+}
+
+TEST(PodShaper, SharedPlacementHasNoAntiAffinityNorGpuCount) {
+  auto out = shapeNoCluster(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_FALSE(out.pod["spec"]["affinity"].contains("podAntiAffinity"));
+  EXPECT_FALSE(out.pod["metadata"]["labels"].contains("podshaper.io/placement"));
+  const json& exprs = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"];
+  EXPECT_EQ(exprs.size(), 2u);
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1758Mi");  // 2 ranks: 1502 + 2 × 128
+}
+
+TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("l40s", 4, "all", true, 384LL << 30), gpuNode("a100", 8, "partial")};
+  auto two = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
+  ASSERT_TRUE(two.allowed) << two.message;
+  EXPECT_EQ(two.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1758Mi");  // a100 lacks P2P: the larger reserve
+  cluster.nodes[1].labels["podshaper.io/p2p"] = "all";
+  auto allP2P = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
+  EXPECT_EQ(allP2P.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1630Mi");  // 1502 + 2 × 64
+  // Too big for the smallest node it may land on (384Gi: cap 192Gi).
+  auto huge = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared")
+                            .annotate("podshaper.io/dataloader-workers", "64").annotate("podshaper.io/prefetch-factor", "128"), cluster);
+  EXPECT_FALSE(huge.allowed);
+  EXPECT_NE(huge.message.find("of the node's 384Gi"), std::string::npos) << huge.message;
+}
+
+TEST(PodShaper, SingleRankKeepsTheNcclReserve) {
+  auto out = shapeNoCluster(TrainingPod().withGpus(1).annotate("podshaper.io/placement", "shared"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  // 656146432 × 1.2 → 751Mi, + 1 × 128Mi: a rank of a multi-node job still talks through NCCL.
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "879Mi");
+}
+
+TEST(PodShaper, TheNcclReserveCanBeTurnedOff) {
+  Config config;
+  config.ncclShmReservePerRank = 0;
+  config.ncclShmReservePerRankWithP2P = 0;
+  auto out = shapeNoCluster(TrainingPod(), config);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6008Mi");
+  std::string formula = out.pod["metadata"]["annotations"]["podshaper.io/shm-formula"];
+  EXPECT_NE(formula.find("no NCCL shm reserve"), std::string::npos) << formula;
+}
+
+TEST(PodShaper, NoWorkersMeansNoBatchesInShm) {
+  // workers 0: the batches stay in the training process; /dev/shm is the NCCL reserve,
+  // and never below the runtime's 64Mi.
+  auto out = shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "0"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1Gi");  // 8 × 128Mi
+  Config config;
+  config.ncclShmReservePerRank = 0;
+  auto bare = shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "0"), config);
+  ASSERT_TRUE(bare.allowed) << bare.message;
+  EXPECT_EQ(bare.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "64Mi");
+  EXPECT_EQ(bare.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "102464Mi");
+  // Nor is a batch size needed then; a bad one is still denied.
+  TrainingPod noBatch = TrainingPod().annotate("podshaper.io/dataloader-workers", "0");
+  noBatch.withoutAnnotation("podshaper.io/batch-shape").withoutAnnotation("podshaper.io/batch-dtype");
+  auto unsized = shapeNoCluster(noBatch);
+  ASSERT_TRUE(unsized.allowed) << unsized.message;
+  EXPECT_EQ(unsized.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1Gi");
+  EXPECT_FALSE(shapeNoCluster(noBatch.annotate("podshaper.io/batch-bytes", "lots")).allowed);
+  EXPECT_FALSE(
+      shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "1").withoutAnnotation("podshaper.io/batch-shape"))
+          .allowed);
+}
+
+TEST(PodShaper, ClusterWithoutPodshaperLabelsLeavesNodeAffinityOut) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8, "all", /*validated=*/false)};
+  auto out = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_FALSE(out.pod["spec"]["affinity"].contains("nodeAffinity"));
+  EXPECT_TRUE(out.pod["spec"]["affinity"].contains("podAntiAffinity"));
+  EXPECT_TRUE(hasWarning(out, "no node carries podshaper.io/topology-validated yet"));
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
+}
+
+TEST(PodShaper, GpuCountComesFromTheClustersNodeClasses) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("l40s", 4), gpuNode("h100", 8)};
+  auto four = shapeWith(TrainingPod().withGpus(4), cluster);
+  ASSERT_TRUE(four.allowed) << four.message;
+  EXPECT_NE(four.pod.dump().find(R"({"key":"podshaper.io/gpu-count","operator":"In","values":["4"]})"), std::string::npos);
+  auto two = shapeWith(TrainingPod().withGpus(2), cluster);
+  EXPECT_FALSE(two.allowed);
+  EXPECT_NE(two.message.find("whole 4-GPU nodes"), std::string::npos) << two.message;
+  auto sixteen = shapeWith(TrainingPod().withGpus(16), cluster);
+  EXPECT_FALSE(sixteen.allowed);
+  EXPECT_NE(sixteen.message.find("split the job into pods of 8 GPUs"), std::string::npos) << sixteen.message;
+}
+
+TEST(PodShaper, PartialNodePolicies) {
+  Config config;
+  auto denied = shapeNoCluster(TrainingPod().withGpus(4), config);
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.message,
+            "podshaper: the pod asks 4 nvidia.com/gpu but node-exclusive pods own whole 8-GPU nodes "
+            "(from config defaults.gpusPerNode): request 8 GPUs (one rank per GPU), or set "
+            "podshaper.io/placement: shared to share the node");
+
+  config.partialNode = PartialNodePolicy::kWarn;
+  auto warned = shapeNoCluster(TrainingPod().withGpus(4), config);
+  ASSERT_TRUE(warned.allowed);
+  EXPECT_TRUE(hasWarning(warned, "the other GPUs stay idle"));
+  EXPECT_EQ(warned.pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "4");
+
+  config.partialNode = PartialNodePolicy::kExpand;
+  TrainingPod pod = TrainingPod().withGpus(4);
+  pod.at("/spec/containers/0/env", json::array({{{"name", "PET_NPROC_PER_NODE"}, {"value", "4"}}}));
+  auto expanded = shapeNoCluster(pod, config);
+  ASSERT_TRUE(expanded.allowed) << expanded.message;
+  const json& c = expanded.pod["spec"]["containers"][0];
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "8");
+  EXPECT_FALSE(c["resources"]["requests"].contains("nvidia.com/gpu"));
+  EXPECT_EQ(c["env"][0]["value"], "8");
+  EXPECT_EQ(expanded.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
+}
+
+TEST(PodShaper, PodSecurityBaselineDeniesOrWarns) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "baseline"}};
+  auto denied = shapeWith(TrainingPod(), cluster);
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_NE(denied.message.find("namespace \"ml\" enforces Pod Security level \"baseline\""), std::string::npos);
+  EXPECT_NE(denied.message.find("label the namespace pod-security.kubernetes.io/enforce=privileged"), std::string::npos);
+
+  Config warn;
+  warn.podSecurity = PodSecurityAction::kWarn;
+  auto warned = shapeWith(TrainingPod(), cluster, warn);
+  ASSERT_TRUE(warned.allowed);
+  EXPECT_FALSE(warned.pod["spec"].contains("hostIPC"));
+  EXPECT_FALSE(warned.pod["spec"]["containers"][0].contains("securityContext"));
+  EXPECT_EQ(warned.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_TRUE(hasWarning(warned, "hostIPC and IPC_LOCK left out"));
+
+  cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "privileged"}};
+  EXPECT_TRUE(shapeWith(TrainingPod(), cluster).allowed);
+}
+
+TEST(PodShaper, NamespaceOptedOutIsUntouched) {
+  ClusterView cluster;
+  cluster.namespaceLabels["ml"] = {{"podshaper.io/inject", "disabled"}};
+  auto out = shapeWith(TrainingPod(), cluster);
+  EXPECT_TRUE(out.allowed);
+  EXPECT_EQ(out.pod, TrainingPod().json());
+}
+
+TEST(PodShaper, ShmAboveTheNodeCapIsDenied) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("small", 8, "all", true, 8LL << 30)};  // 8Gi: cap 4Gi
+  auto out = shapeWith(TrainingPod(), cluster);
+  EXPECT_FALSE(out.allowed);
+  EXPECT_NE(out.message.find("/dev/shm would be 6520Mi, above limits.maxShmPercentOfNodeMemory (50%) of the node's 8Gi"),
+            std::string::npos) << out.message;
+  Config config;
+  config.nodeMemory = 8LL << 30;
+  EXPECT_FALSE(shapeNoCluster(TrainingPod(), config).allowed);
+}
+
+TEST(PodShaper, DefaultsAreSaidInWarnings) {
+  auto out = shapeNoCluster(TrainingPod()
+                                .withoutAnnotation("podshaper.io/dataloader-workers")
+                                .withoutAnnotation("podshaper.io/prefetch-factor")
+                                .withoutAnnotation("podshaper.io/batch-dtype"));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/dataloader-workers not set: using 4 from config defaults.workers"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/prefetch-factor not set: using 2"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/batch-dtype not set: using float32"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/ranks-per-pod not set: using 8"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/placement not set: using node-exclusive"));
+}
+
+struct BadInput {
+  const char* description;
+  TrainingPod pod;
+  const char* messageContains;
+};
+
+class BadInputs : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputs, AreDenialsThatSayWhatToChange) {
+  auto out = shapeNoCluster(GetParam().pod);
+  EXPECT_FALSE(out.allowed) << GetParam().description;
+  EXPECT_NE(out.message.find(GetParam().messageContains), std::string::npos)
+      << GetParam().description << ": " << out.message;
+  EXPECT_TRUE(out.message.starts_with("podshaper: "));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadInputs,
+    ::testing::Values(
+        BadInput{"negative workers", TrainingPod().annotate("podshaper.io/dataloader-workers", "-1"),
+                 "annotation podshaper.io/dataloader-workers: \"-1\" is negative; expected a non-negative integer; set it to the DataLoader's num_workers"},
+        BadInput{"unparsable workers", TrainingPod().annotate("podshaper.io/dataloader-workers", "eight"),
+                 "annotation podshaper.io/dataloader-workers: \"eight\" is not a non-negative integer"},
+        BadInput{"overflowing workers", TrainingPod().annotate("podshaper.io/dataloader-workers", "99999999999999999999"),
+                 "podshaper.io/dataloader-workers: \"99999999999999999999\" is too large"},
+        BadInput{"zero prefetch", TrainingPod().annotate("podshaper.io/prefetch-factor", "0"),
+                 "podshaper.io/prefetch-factor: \"0\" must be at least 1"},
+        BadInput{"zero ranks", TrainingPod().annotate("podshaper.io/ranks-per-pod", "0"),
+                 "podshaper.io/ranks-per-pod: \"0\" must be at least 1"},
+        BadInput{"bad batch quantity", TrainingPod().withoutAnnotation("podshaper.io/batch-shape").annotate("podshaper.io/batch-bytes", "12Qi"),
+                 "annotation podshaper.io/batch-bytes: \"12Qi\" is not a quantity"},
+        BadInput{"negative batch bytes", TrainingPod().withoutAnnotation("podshaper.io/batch-shape").annotate("podshaper.io/batch-bytes", "-5Mi"),
+                 "podshaper.io/batch-bytes: \"-5Mi\" is negative"},
+        BadInput{"zero batch bytes", TrainingPod().withoutAnnotation("podshaper.io/batch-shape").annotate("podshaper.io/batch-bytes", "0"),
+                 "podshaper.io/batch-bytes: \"0\" is zero"},
+        BadInput{"unknown dtype", TrainingPod().annotate("podshaper.io/batch-dtype", "float8"),
+                 "annotation podshaper.io/batch-dtype: unknown dtype \"float8\""},
+        BadInput{"bad shape", TrainingPod().annotate("podshaper.io/batch-shape", "32x3xabc"),
+                 "annotation podshaper.io/batch-shape: shape \"32x3xabc\""},
+        BadInput{"no batch at all", TrainingPod().withoutAnnotation("podshaper.io/batch-shape"),
+                 "does not say how large a DataLoader batch is"},
+        BadInput{"both batch forms", TrainingPod().annotate("podshaper.io/batch-bytes", "1Mi"),
+                 "are both set; keep only one"},
+        BadInput{"integer overflow in the formula", TrainingPod().annotate("podshaper.io/dataloader-workers", "4294967296").annotate("podshaper.io/prefetch-factor", "4294967296"),
+                 "overflows 64 bits"},
+        BadInput{"overflow in batch shape", TrainingPod().annotate("podshaper.io/batch-shape", "4294967296x4294967296"),
+                 "overflows 64 bits"},
+        BadInput{"unknown placement", TrainingPod().annotate("podshaper.io/placement", "exclusive"),
+                 "podshaper.io/placement: \"exclusive\" is not a placement; use node-exclusive or shared"},
+        BadInput{"bad gpu quantity", TrainingPod().at("/spec/containers/0/resources/limits/nvidia.com~1gpu", "two"),
+                 "container \"trainer\": resources.limits[nvidia.com/gpu]"},
+        BadInput{"bad memory limit", TrainingPod().at("/spec/containers/0/resources/limits/memory", "lots"),
+                 "container \"trainer\" resources.limits.memory \"lots\" is not a quantity"},
+        BadInput{"memory limit overflow", TrainingPod().at("/spec/containers/0/resources/limits/memory", "9223372036854775807"),
+                 "resources.limits.memory overflows"},
+        BadInput{"fewer GPUs than the node", TrainingPod().withGpus(1), "request 8 GPUs"},
+        BadInput{"bad nodeSelector gpu-count", TrainingPod().at("/spec/nodeSelector", {{"podshaper.io/gpu-count", "x"}}),
+                 "nodeSelector podshaper.io/gpu-count"},
+        BadInput{"containers not an array", TrainingPod().at("/spec/containers", "x"), "spec.containers is missing"},
+        BadInput{"container malformed", TrainingPod().at("/spec/containers/0/volumeMounts", json::array({5})),
+                 "the pod is malformed"}),
+    [](const auto& info) {
+      std::string name = info.param.description;
+      for (char& ch : name) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name;
+    });
+
+}  // namespace
+}  // namespace podshaper
