@@ -161,73 +161,56 @@ void checkOwnShm(const json& pod, const GpuContainer& c, uint64_t shmBytes,
   }
 }
 
-ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext& ctx) {
-  if (!pod.is_object() || !pod.contains("spec")) return deny(pod, "the object is not a Pod");
-  ShapeOutcome out;
-  out.pod = pod;
-  if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return out;
-
-  auto read = readPodInputs(pod, config);
-  if (!read) return deny(pod, read.error().message);
-  PodInputs in = std::move(read).value();
-  if (in.gpuContainers.empty()) {
-    out.warnings.push_back("podshaper: no container requests " + key(names::kGpuResource) +
-                           ": the pod is left as it is");
-    return out;
-  }
-  std::vector<std::string> warnings = std::move(in.warnings);
-
-  NodeClass nodeClass = resolveNodeClass(in.podGpus, in.requestedNodeGpus, in.nodeExclusive, config, ctx.cluster);
-  warnings.insert(warnings.end(), nodeClass.warnings.begin(), nodeClass.warnings.end());
+// The pod's GPUs against the nodes of its class: a node-exclusive pod owns a whole
+// node. True when config partialNode: expand raised the first GPU container to G.
+Result<bool> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
+                          std::vector<std::string>& warnings) {
   const uint64_t G = nodeClass.gpus;
-  bool expanded = false;
-  if (in.nodeExclusive && in.podGpus > G) {
-    return deny(pod, "the pod asks " + std::to_string(in.podGpus) + " " + key(names::kGpuResource) +
-                         " but nodes of its class have " + std::to_string(G) + " (" +
-                         nodeClass.source + "): split the job into pods of " + std::to_string(G) +
-                         " GPUs each");
+  if (!in.nodeExclusive || in.podGpus == G) return false;
+  if (in.podGpus > G) {
+    return makeError("the pod asks " + std::to_string(in.podGpus) + " " + key(names::kGpuResource) +
+                     " but nodes of its class have " + std::to_string(G) + " (" + nodeClass.source +
+                     "): split the job into pods of " + std::to_string(G) + " GPUs each");
   }
-  if (in.nodeExclusive && in.podGpus < G) {
-    std::string asks = "the pod asks " + std::to_string(in.podGpus) + " " +
-                       key(names::kGpuResource) + " but node-exclusive pods own whole " +
-                       std::to_string(G) + "-GPU nodes (" + nodeClass.source + ")";
-    switch (config.partialNode) {
-      case PartialNodePolicy::kDeny:
-        return deny(pod, asks + ": request " + std::to_string(G) + " GPUs (one rank per GPU), or set " +
-                             key(names::kPlacement) + ": shared to share the node");
-      case PartialNodePolicy::kWarn:
-        warnings.push_back(asks + "; the other GPUs stay idle");
-        break;
-      case PartialNodePolicy::kExpand: {
-        // The extra GPUs go to the first GPU container; its ranks follow.
-        GpuContainer& first = in.gpuContainers.front();
-        first.gpus += G - in.podGpus;
-        warnings.push_back(asks + "; raised container \"" + first.name + "\" to " +
-                           std::to_string(first.gpus) + " GPUs (config partialNode: expand)");
-        in.podGpus = G;
-        expanded = true;
-        break;
-      }
+  std::string asks = "the pod asks " + std::to_string(in.podGpus) + " " + key(names::kGpuResource) +
+                     " but node-exclusive pods own whole " + std::to_string(G) + "-GPU nodes (" + nodeClass.source +
+                     ")";
+  switch (config.partialNode) {
+    case PartialNodePolicy::kDeny:
+      return makeError(asks + ": request " + std::to_string(G) + " GPUs (one rank per GPU), or set " +
+                       key(names::kPlacement) + ": shared to share the node");
+    case PartialNodePolicy::kWarn:
+      warnings.push_back(asks + "; the other GPUs stay idle");
+      return false;
+    case PartialNodePolicy::kExpand: {
+      // The extra GPUs go to the first GPU container; its ranks follow.
+      GpuContainer& first = in.gpuContainers.front();
+      first.gpus += G - in.podGpus;
+      warnings.push_back(asks + "; raised container \"" + first.name + "\" to " + std::to_string(first.gpus) +
+                         " GPUs (config partialNode: expand)");
+      in.podGpus = G;
+      return true;
     }
   }
-  uint64_t ranks = in.ranks.value_or(in.podGpus);
-  if (!in.ranks) {
-    warnings.push_back(key(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) +
-                       ", the pod's " + key(names::kGpuResource));
-  }
+  return false;
+}
 
+// hostIPC and IPC_LOCK, unless the namespace's Pod Security level forbids them.
+Result<bool> privilegesAllowed(const AdmissionContext& ctx, const Config& config,
+                               std::vector<std::string>& warnings) {
   std::string level = podSecurityLevel(ctx);
-  bool privilegedAllowed = level != "baseline" && level != "restricted";
-  if (!privilegedAllowed) {
-    std::string why = "namespace \"" + ctx.namespaceName + "\" enforces Pod Security level \"" + level +
-                      "\", which forbids hostIPC and the IPC_LOCK capability";
-    if (config.podSecurity == PodSecurityAction::kDeny) {
-      return deny(pod, why + ": label the namespace " + key(names::kPodSecurityEnforce) +
-                           "=privileged, or ask the admin for config podSecurity: warn");
-    }
-    warnings.push_back(why + ": hostIPC and IPC_LOCK left out (config podSecurity: warn)");
+  if (level != "baseline" && level != "restricted") return true;
+  std::string why = "namespace \"" + ctx.namespaceName + "\" enforces Pod Security level \"" + level +
+                    "\", which forbids hostIPC and the IPC_LOCK capability";
+  if (config.podSecurity == PodSecurityAction::kDeny) {
+    return makeError(why + ": label the namespace " + key(names::kPodSecurityEnforce) +
+                     "=privileged, or ask the admin for config podSecurity: warn");
   }
+  warnings.push_back(why + ": hostIPC and IPC_LOCK left out (config podSecurity: warn)");
+  return false;
+}
 
+ShmInputs shmInputsFor(const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass, const Config& config) {
   ShmInputs shmIn;
   shmIn.ranks = ranks;
   shmIn.workers = in.workers;
@@ -249,103 +232,169 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
         "P2P between all GPU pairs not validated on the target nodes, so NCCL may use its SHM transport: config " +
         reserveKey;
   }
-  auto plan = planShm(shmIn);
-  if (!plan) return deny(pod, plan.error().message);
-  const uint64_t shm = plan->shmBytes;
-  const std::string shmText = formatBytes(static_cast<int64_t>(shm));
+  return shmIn;
+}
 
-  if (nodeClass.memoryBytes) {
-    auto cap = checkedMul(static_cast<uint64_t>(*nodeClass.memoryBytes), config.maxShmPercentOfNodeMemory);
-    if (cap && shm > *cap / 100) {
-      return deny(pod, "/dev/shm would be " + shmText + ", above limits.maxShmPercentOfNodeMemory (" +
-                           std::to_string(config.maxShmPercentOfNodeMemory) + "%) of the node's " +
-                           formatBytes(*nodeClass.memoryBytes) + ": lower " + key(names::kWorkers) +
-                           ", " + key(names::kPrefetchFactor) + " or the batch size (" +
-                           plan->formula + ")");
-    }
-  } else {
+// limits.maxShmPercentOfNodeMemory: a /dev/shm that would take too much of the node is denied.
+Result<bool> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, const Config& config,
+                         std::vector<std::string>& warnings) {
+  if (!nodeClass.memoryBytes) {
     warnings.push_back("node memory unknown: the /dev/shm cap (limits.maxShmPercentOfNodeMemory) was not checked");
+    return true;
   }
+  auto cap = checkedMul(static_cast<uint64_t>(*nodeClass.memoryBytes), config.maxShmPercentOfNodeMemory);
+  if (cap && plan.shmBytes > *cap / 100) {
+    return makeError("/dev/shm would be " + formatBytes(static_cast<int64_t>(plan.shmBytes)) +
+                     ", above limits.maxShmPercentOfNodeMemory (" + std::to_string(config.maxShmPercentOfNodeMemory) +
+                     "%) of the node's " + formatBytes(*nodeClass.memoryBytes) + ": lower " + key(names::kWorkers) +
+                     ", " + key(names::kPrefetchFactor) + " or the batch size (" + plan.formula + ")");
+  }
+  return true;
+}
 
+// What every GPU container of one pod gets, decided before the containers are shaped.
+struct PodShape {
+  const json& pod;
+  const PodInputs& in;
+  const Config& config;
+  uint64_t shm = 0, ranks = 0;
+  bool expanded = false;  // config partialNode: expand raised the first GPU container
+  bool privilegedAllowed = false;
+};
+
+// The /dev/shm mount, and the container's memory raised by its share of the
+// memory-backed emptyDir (which counts against the limit), rounded up to MiB.
+Result<bool> mountShm(json& container, const GpuContainer& c, const PodShape& p) {
+  ensureArray(container, "volumeMounts")
+      .push_back({{"name", key(names::kShmVolume)}, {"mountPath", key(names::kShmMountPath)}});
+  uint64_t share = ceilMiB(mulDivCeil(p.shm, c.gpus, p.in.podGpus).value_or(p.shm)) * kMiB;
+  json& resources = container["resources"];
+  for (const char* field : {"limits", "requests"}) {
+    if (!resources.contains(field) || !resources[field].contains("memory")) continue;
+    auto raised = raiseMemory(resources[field]["memory"], share,
+                              "container \"" + c.name + "\" resources." + field + ".memory");
+    if (!raised) return raised.error();
+    resources[field]["memory"] = *raised;
+  }
+  if (resources.is_object() && resources.empty()) container.erase("resources");
+  return true;
+}
+
+// torchrun in each container starts its share of the pod's ranks.
+void setNprocs(json& container, const GpuContainer& c, const PodShape& p, bool expandedHere,
+               std::vector<std::string>& warnings) {
+  json& env = ensureArray(container, "env");
+  auto nproc = std::find_if(env.begin(), env.end(), [](const json& e) {
+    return e.is_object() && e.value("name", std::string()) == names::kNprocEnv;
+  });
+  std::string nprocs = std::to_string(mulDivCeil(p.ranks, c.gpus, p.in.podGpus).value_or(p.ranks));
+  if (nproc == env.end()) {
+    env.push_back({{"name", key(names::kNprocEnv)}, {"value", nprocs}});
+  } else if (expandedHere && nproc->value("value", std::string()) != nprocs) {
+    warnings.push_back("container \"" + c.name + "\": " + key(names::kNprocEnv) + " set to " + nprocs +
+                       " for the expanded GPU count");
+    (*nproc)["value"] = nprocs;
+  }
+}
+
+// One GPU container: its GPUs if expanded, /dev/shm and memory, IPC_LOCK, memlock,
+// its ranks. True when it mounts the pod's shm volume.
+Result<bool> shapeContainer(json& container, json& annotations, const GpuContainer& c, const PodShape& p,
+                            std::vector<std::string>& warnings) {
+  const bool expandedHere = p.expanded && &c == &p.in.gpuContainers.front();
+  if (expandedHere) {
+    json& resources = container["resources"];
+    resources["limits"][key(names::kGpuResource)] = std::to_string(c.gpus);
+    if (resources.contains("requests") && resources["requests"].contains(key(names::kGpuResource))) {
+      resources["requests"][key(names::kGpuResource)] = std::to_string(c.gpus);
+    }
+  }
+  bool mounted = false;
+  if (c.ownShmVolume) {
+    checkOwnShm(p.pod, c, p.shm, warnings);
+  } else {
+    auto ok = mountShm(container, c, p);
+    if (!ok) return ok.error();
+    mounted = true;
+  }
+  if (p.privilegedAllowed) {
+    json& add = ensureArray(container["securityContext"]["capabilities"], "add");
+    if (std::find(add.begin(), add.end(), key(names::kIpcLock)) == add.end()) add.push_back(key(names::kIpcLock));
+  }
+  MemlockAnnotation memlock = memlockAnnotation(annotations, c.name, p.config.memlock);
+  if (memlock.set) annotations[memlock.set->first] = memlock.set->second;
+  if (memlock.warning) warnings.push_back(*memlock.warning);
+  if (p.privilegedAllowed) {
+    if (auto nonRoot = nonRootMemlockWarning(c, memlock, p.config)) warnings.push_back(*nonRoot);
+  }
+  setNprocs(container, c, p, expandedHere, warnings);
+  return mounted;
+}
+
+// Where the pod may run: alone on its node (node-exclusive), and on nodes the
+// operator validated, with G GPUs, granting the memlock asked.
+void placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config) {
+  if (in.nodeExclusive) requireOnePodPerNode(shaped);
+  if (!nodeClass.placeByLabels) return;
+  // A node that grants the memlock asked: unlimited, or (for a number of
+  // bytes) unlimited or at least that many, one nodeSelectorTerm each.
+  std::vector<std::vector<json>> alternatives;
+  for (json& memlock : memlockRequirements(config.memlock)) {
+    std::vector<json> requirements{requirement(names::kTopologyValidated, "true"), std::move(memlock)};
+    if (in.nodeExclusive) requirements.push_back(requirement(names::kGpuCount, std::to_string(nodeClass.gpus)));
+    alternatives.push_back(std::move(requirements));
+  }
+  requireNodeLabels(shaped["spec"], alternatives);
+}
+
+ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext& ctx) {
+  if (!pod.is_object() || !pod.contains("spec")) return deny(pod, "the object is not a Pod");
+  ShapeOutcome out;
+  out.pod = pod;
+  if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return out;
+
+  auto read = readPodInputs(pod, config);
+  if (!read) return deny(pod, read.error().message);
+  PodInputs in = std::move(read).value();
+  if (in.gpuContainers.empty()) {
+    out.warnings.push_back("podshaper: no container requests " + key(names::kGpuResource) +
+                           ": the pod is left as it is");
+    return out;
+  }
+  std::vector<std::string> warnings = std::move(in.warnings);
+
+  NodeClass nodeClass = resolveNodeClass(in.podGpus, in.requestedNodeGpus, in.nodeExclusive, config, ctx.cluster);
+  warnings.insert(warnings.end(), nodeClass.warnings.begin(), nodeClass.warnings.end());
+  auto expanded = fitNodeClass(in, nodeClass, config, warnings);
+  if (!expanded) return deny(pod, expanded.error().message);
+  uint64_t ranks = in.ranks.value_or(in.podGpus);
+  if (!in.ranks) {
+    warnings.push_back(key(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) + ", the pod's " +
+                       key(names::kGpuResource));
+  }
+  auto privileged = privilegesAllowed(ctx, config, warnings);
+  if (!privileged) return deny(pod, privileged.error().message);
+  auto plan = planShm(shmInputsFor(in, ranks, nodeClass, config));
+  if (!plan) return deny(pod, plan.error().message);
+  if (auto capped = checkShmCap(*plan, nodeClass, config, warnings); !capped) return deny(pod, capped.error().message);
+
+  const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, *expanded, *privileged};
+  const std::string shmText = formatBytes(static_cast<int64_t>(plan->shmBytes));
   json shaped = pod;
   json& spec = shaped["spec"];
-  json& containers = spec["containers"];
   json& annotations = shaped["metadata"]["annotations"];
   bool needVolume = false;
   for (const GpuContainer& c : in.gpuContainers) {
-    json& container = containers[c.index];
-    if (expanded && &c == &in.gpuContainers.front()) {
-      json& resources = container["resources"];
-      resources["limits"][key(names::kGpuResource)] = std::to_string(c.gpus);
-      if (resources.contains("requests") && resources["requests"].contains(key(names::kGpuResource))) {
-        resources["requests"][key(names::kGpuResource)] = std::to_string(c.gpus);
-      }
-    }
-    if (c.ownShmVolume) {
-      checkOwnShm(pod, c, shm, warnings);
-    } else {
-      needVolume = true;
-      ensureArray(container, "volumeMounts")
-          .push_back({{"name", key(names::kShmVolume)}, {"mountPath", key(names::kShmMountPath)}});
-      // The memory-backed emptyDir counts against the memory limit: pay for this
-      // container's share of it, rounded up to MiB.
-      uint64_t share = ceilMiB(mulDivCeil(shm, c.gpus, in.podGpus).value_or(shm)) * kMiB;
-      json& resources = container["resources"];
-      for (const char* field : {"limits", "requests"}) {
-        if (!resources.contains(field) || !resources[field].contains("memory")) continue;
-        auto raised = raiseMemory(resources[field]["memory"], share,
-                                  "container \"" + c.name + "\" resources." + field + ".memory");
-        if (!raised) return deny(pod, raised.error().message);
-        resources[field]["memory"] = *raised;
-      }
-      if (resources.is_object() && resources.empty()) container.erase("resources");
-    }
-    if (privilegedAllowed) {
-      json& add = ensureArray(container["securityContext"]["capabilities"], "add");
-      if (std::find(add.begin(), add.end(), key(names::kIpcLock)) == add.end()) {
-        add.push_back(key(names::kIpcLock));
-      }
-    }
-    MemlockAnnotation memlock = memlockAnnotation(annotations, c.name, config.memlock);
-    if (memlock.set) annotations[memlock.set->first] = memlock.set->second;
-    if (memlock.warning) warnings.push_back(*memlock.warning);
-    if (privilegedAllowed) {
-      if (auto nonRoot = nonRootMemlockWarning(c, memlock, config)) warnings.push_back(*nonRoot);
-    }
-
-    json& env = ensureArray(container, "env");
-    auto nproc = std::find_if(env.begin(), env.end(), [](const json& e) {
-      return e.is_object() && e.value("name", std::string()) == names::kNprocEnv;
-    });
-    // torchrun in each container starts its share of the pod's ranks.
-    std::string nprocs = std::to_string(mulDivCeil(ranks, c.gpus, in.podGpus).value_or(ranks));
-    if (nproc == env.end()) {
-      env.push_back({{"name", key(names::kNprocEnv)}, {"value", nprocs}});
-    } else if (expanded && &c == &in.gpuContainers.front() && nproc->value("value", std::string()) != nprocs) {
-      warnings.push_back("container \"" + c.name + "\": " + key(names::kNprocEnv) + " set to " + nprocs +
-                         " for the expanded GPU count");
-      (*nproc)["value"] = nprocs;
-    }
+    auto mounted = shapeContainer(spec["containers"][c.index], annotations, c, shapeOf, warnings);
+    if (!mounted) return deny(pod, mounted.error().message);
+    needVolume = needVolume || *mounted;
   }
   if (needVolume) {
     ensureArray(spec, "volumes")
-        .push_back({{"name", key(names::kShmVolume)},
-                    {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
+        .push_back({{"name", key(names::kShmVolume)}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
   }
-  if (privilegedAllowed) spec["hostIPC"] = true;
-
-  if (in.nodeExclusive) requireOnePodPerNode(shaped);
-  if (nodeClass.placeByLabels) {
-    // A node that grants the memlock asked: unlimited, or (for a number of
-    // bytes) unlimited or at least that many, one nodeSelectorTerm each.
-    std::vector<std::vector<json>> alternatives;
-    for (json& memlock : memlockRequirements(config.memlock)) {
-      std::vector<json> requirements{requirement(names::kTopologyValidated, "true"), std::move(memlock)};
-      if (in.nodeExclusive) requirements.push_back(requirement(names::kGpuCount, std::to_string(G)));
-      alternatives.push_back(std::move(requirements));
-    }
-    requireNodeLabels(spec, alternatives);
-  }
+  if (*privileged) spec["hostIPC"] = true;
+  placePod(shaped, in, nodeClass, config);
 
   annotations[key(names::kShmSize)] = shmText;
   annotations[key(names::kShmFormula)] = plan->formula;
