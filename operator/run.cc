@@ -46,53 +46,97 @@ struct TempCert {
   }
 };
 
+struct RunOptions {
+  OperatorConfig config;
+  cli::Listen listen;
+  std::string identity;
+  kube::LeaseConfig lease;
+  kube::ClientConfig client;
+};
+
+Result<RunOptions> parseRunFlags(int argc, char** argv) {
+  auto flags = cli::Flags::parse(argc, argv, 2, {"kubeconfig", "config", "listen", "identity"}, {"in-cluster"});
+  if (!flags) return flags.error();
+  RunOptions o;
+  if (auto path = flags->get("config")) {
+    auto text = cli::readFile(*path);
+    if (!text) return makeError("config: " + text.error().message);
+    auto parsed = parseOperatorConfig(*text);
+    if (!parsed) return makeError(*path + ": " + parsed.error().message);
+    o.config = *parsed;
+  }
+  if (auto listen = flags->get("listen")) o.config.listen = *listen;
+  auto listen = cli::parseListen(o.config.listen);
+  if (!listen) return listen.error();
+  o.listen = *listen;
+  o.identity = flags->get("identity", defaultIdentity());
+  o.lease = {o.config.leaseNamespace, o.config.leaseName,    o.identity,
+             o.config.leaseDuration,  o.config.renewDeadline, o.config.retryPeriod};
+  if (o.config.leaderElection) {
+    if (auto ok = kube::validate(o.lease); !ok) return makeError("leaderElection: " + ok.error().message);
+  }
+  auto client = flags->has("in-cluster")   ? kube::inClusterConfig()
+                : flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig"))
+                                           : kube::resolveClientConfig();
+  if (!client) return client.error();
+  o.client = *client;
+  return o;
+}
+
+// The serving certificate for /metrics: the configured one, or a self-signed one in
+// `temp`, removed at exit.
+Result<server::ServerOptions> serverOptions(const RunOptions& o, TempCert& temp) {
+  server::ServerOptions options;
+  options.host = o.listen.host;
+  options.port = o.listen.port;
+  if (!o.config.tlsCertFile.empty()) {
+    options.certFile = o.config.tlsCertFile;
+    options.keyFile = o.config.tlsKeyFile;
+    return options;
+  }
+  char pattern[] = "/tmp/podshaper-operator-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) return makeError("cannot make a directory for the serving certificate");
+  temp.dir = pattern;
+  options.certFile = (temp.dir / "tls.crt").string();
+  options.keyFile = (temp.dir / "tls.key").string();
+  if (auto ok = pki::writeSelfSignedCert(options.certFile, options.keyFile, "podshaper-operator",
+                                         {"localhost", "127.0.0.1"}, 365);
+      !ok) {
+    return makeError("serving certificate: " + ok.error().message);
+  }
+  return options;
+}
+
+void routeProbes(server::HttpsServer& https, const std::shared_ptr<metrics::Registry>& registry,
+                 const Controller& controller) {
+  auto text = [](int status, std::string body) { return server::Response{status, "text/plain; charset=utf-8", body}; };
+  https.route("GET", "/healthz", [text](const server::Request&) { return text(200, "ok\n"); });
+  https.route("GET", "/readyz", [text, &controller](const server::Request&) {
+    return controller.synced() ? text(200, "ok\n") : text(503, "watches not synced\n");
+  });
+  https.route("GET", "/metrics", [registry](const server::Request&) {
+    return server::Response{200, "text/plain; version=0.0.4; charset=utf-8", registry->render()};
+  });
+}
+
+std::string describe(const RunOptions& o, bool certificates) {
+  const OperatorConfig& c = o.config;
+  return (c.leaderElection ? "leader election on lease " + o.lease.ns + "/" + o.lease.name
+                           : std::string("leader election off")) +
+         (certificates ? ", webhook certificate in Secret " + c.webhookCertificate.ns + "/" +
+                             c.webhookCertificate.secretName
+                       : std::string());
+}
+
 }  // namespace
 
 int runOperator(int argc, char** argv) {
-  auto flags = cli::Flags::parse(argc, argv, 2, {"kubeconfig", "config", "listen", "identity"}, {"in-cluster"});
-  if (!flags) return fail(flags.error().message);
-  OperatorConfig config;
-  if (auto path = flags->get("config")) {
-    auto text = cli::readFile(*path);
-    if (!text) return fail("config: " + text.error().message);
-    auto parsed = parseOperatorConfig(*text);
-    if (!parsed) return fail(*path + ": " + parsed.error().message);
-    config = *parsed;
-  }
-  if (auto listen = flags->get("listen")) config.listen = *listen;
-  auto listen = cli::parseListen(config.listen);
-  if (!listen) return fail(listen.error().message);
-  const std::string identity = flags->get("identity", defaultIdentity());
-  kube::LeaseConfig lease{config.leaseNamespace, config.leaseName, identity, config.leaseDuration,
-                          config.renewDeadline, config.retryPeriod};
-  if (config.leaderElection) {
-    if (auto ok = kube::validate(lease); !ok) return fail("leaderElection: " + ok.error().message);
-  }
-
-  auto clientConfig = flags->has("in-cluster") ? kube::inClusterConfig()
-                                                : flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig"))
-                                                                           : kube::resolveClientConfig();
-  if (!clientConfig) return fail(clientConfig.error().message);
-
+  auto parsed = parseRunFlags(argc, argv);
+  if (!parsed) return fail(parsed.error().message);
+  const RunOptions& o = *parsed;
   TempCert tempCert;
-  server::ServerOptions options;
-  options.host = listen->host;
-  options.port = listen->port;
-  if (!config.tlsCertFile.empty()) {
-    options.certFile = config.tlsCertFile;
-    options.keyFile = config.tlsKeyFile;
-  } else {
-    char pattern[] = "/tmp/podshaper-operator-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) return fail("cannot make a directory for the serving certificate");
-    tempCert.dir = pattern;
-    options.certFile = (tempCert.dir / "tls.crt").string();
-    options.keyFile = (tempCert.dir / "tls.key").string();
-    if (auto ok = pki::writeSelfSignedCert(options.certFile, options.keyFile, "podshaper-operator",
-                                              {"localhost", "127.0.0.1"}, 365);
-        !ok) {
-      return fail("serving certificate: " + ok.error().message);
-    }
-  }
+  auto options = serverOptions(o, tempCert);
+  if (!options) return fail(options.error().message);
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -100,42 +144,34 @@ int runOperator(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto metrics = std::make_shared<metrics::Registry>();
-  metrics::Gauge& leaderGauge = metrics->gauge("podshaper_operator_leader", "1 while this replica is the leader.");
-  kube::Client client(*clientConfig, kube::ClientOptions{.fieldManager = "podshaper-operator",
-                                                         .userAgent = "podshaper-operator/" PODSHAPER_VERSION});
+  auto registry = std::make_shared<metrics::Registry>();
+  metrics::Gauge& leaderGauge = registry->gauge("podshaper_operator_leader", "1 while this replica is the leader.");
+  kube::Client client(o.client, kube::ClientOptions{.fieldManager = "podshaper-operator",
+                                                    .userAgent = "podshaper-operator/" PODSHAPER_VERSION});
   std::unique_ptr<kube::LeaderElector> elector;
   auto mayWrite = [&elector] { return elector == nullptr || elector->isLeading(); };
-  Controller controller(client, config, *metrics, mayWrite, identity);
+  Controller controller(client, o.config, *registry, mayWrite, o.identity);
   std::unique_ptr<WebhookCertificates> certificates;
-  if (config.webhookCertificate.managed) {
-    certificates = std::make_unique<WebhookCertificates>(client, config.webhookCertificate, *metrics, mayWrite);
+  if (o.config.webhookCertificate.managed) {
+    certificates = std::make_unique<WebhookCertificates>(client, o.config.webhookCertificate, *registry, mayWrite);
   }
-  if (config.leaderElection) {
-    elector = std::make_unique<kube::LeaderElector>(
-        client, lease,
-        [&] {
-          leaderGauge.set(1);
-          controller.enqueueAll();
-          if (certificates) certificates->trigger();
-        },
-        [&] {
-          leaderGauge.set(0);
-          controller.forgetVerdicts();
-        });
+  // Leading starts the work: judge everything, check the webhook's certificate.
+  auto lead = [&] {
+    leaderGauge.set(1);
+    controller.enqueueAll();
+    if (certificates) certificates->trigger();
+  };
+  if (o.config.leaderElection) {
+    elector = std::make_unique<kube::LeaderElector>(client, o.lease, lead, [&] {
+      leaderGauge.set(0);
+      controller.forgetVerdicts();
+    });
   } else {
     leaderGauge.set(1);
   }
 
-  server::HttpsServer https(options, metrics);
-  auto text = [](int status, std::string body) { return server::Response{status, "text/plain; charset=utf-8", body}; };
-  https.route("GET", "/healthz", [text](const server::Request&) { return text(200, "ok\n"); });
-  https.route("GET", "/readyz", [text, &controller](const server::Request&) {
-    return controller.synced() ? text(200, "ok\n") : text(503, "watches not synced\n");
-  });
-  https.route("GET", "/metrics", [metrics](const server::Request&) {
-    return server::Response{200, "text/plain; version=0.0.4; charset=utf-8", metrics->render()};
-  });
+  server::HttpsServer https(*options, registry);
+  routeProbes(https, registry, controller);
   if (auto started = https.start(); !started) return fail(started.error().message);
 
   controller.start();
@@ -143,16 +179,10 @@ int runOperator(int argc, char** argv) {
   if (elector) {
     elector->start();
   } else {
-    controller.enqueueAll();
-    if (certificates) certificates->trigger();
+    lead();
   }
-  spdlog::info("podshaper-operator {} as {} on {}:{} ({})", PODSHAPER_VERSION, identity, listen->host,
-               https.boundPort(),
-               (config.leaderElection ? "leader election on lease " + lease.ns + "/" + lease.name
-                                      : std::string("leader election off")) +
-                   (certificates ? ", webhook certificate in Secret " + config.webhookCertificate.ns + "/" +
-                                       config.webhookCertificate.secretName
-                                 : std::string()));
+  spdlog::info("podshaper-operator {} as {} on {}:{} ({})", PODSHAPER_VERSION, o.identity, o.listen.host,
+               https.boundPort(), describe(o, certificates != nullptr));
 
   int signal = 0;
   sigwait(&signals, &signal);

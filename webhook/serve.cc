@@ -55,30 +55,136 @@ bool waitForSignal(const sigset_t& signals, std::chrono::seconds limit) {
   }
 }
 
+struct ServeOptions {
+  cli::Listen listen;
+  std::string certFile, keyFile;
+  Config config;
+  int threads = 2;
+  std::chrono::seconds readTimeout{}, idleTimeout{}, shutdownDelay{}, drainTimeout{};
+  std::optional<std::string> kubeconfig;
+  bool inCluster = false;
+};
+
+Result<ServeOptions> parseServeFlags(int argc, char** argv) {
+  auto flags = cli::Flags::parse(argc, argv, 2,
+                                 {"listen", "tls-cert", "tls-key", "config", "kubeconfig", "threads", "read-timeout",
+                                  "idle-timeout", "shutdown-delay", "drain-timeout"},
+                                 {"in-cluster"});
+  if (!flags) return flags.error();
+  if (auto ok = flags->require({"listen", "tls-cert", "tls-key"}); !ok) return ok.error();
+  ServeOptions o;
+  auto listen = cli::parseListen(*flags->get("listen"));
+  if (!listen) return listen.error();
+  o.listen = *listen;
+  o.certFile = *flags->get("tls-cert");
+  o.keyFile = *flags->get("tls-key");
+  auto config = loadConfig(flags->get("config"));
+  if (!config) return config.error();
+  o.config = *config;
+  auto threads = parseCount(flags->get("threads", "2"));
+  if (!threads || *threads == 0 || *threads > 64) return makeError("--threads must be 1..64");
+  o.threads = static_cast<int>(*threads);
+  struct Duration {
+    const char* name;
+    const char* fallback;
+    long long min;
+    std::chrono::seconds* into;
+  };
+  for (const Duration& d : {Duration{"read-timeout", "10s", 1, &o.readTimeout},
+                            Duration{"idle-timeout", "60s", 1, &o.idleTimeout},
+                            Duration{"shutdown-delay", "0s", 0, &o.shutdownDelay},
+                            Duration{"drain-timeout", "10s", 1, &o.drainTimeout}}) {
+    auto value = durationFlag(*flags, d.name, d.fallback, d.min, 3600);
+    if (!value) return value.error();
+    *d.into = *value;
+  }
+  o.kubeconfig = flags->get("kubeconfig");
+  o.inCluster = flags->has("in-cluster");
+  return o;
+}
+
+// POST /mutate-v1-pod: one AdmissionReview, decided from the cluster view when the
+// cluster is watched, counted and timed.
+void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, const Config& cfg,
+                    const ClusterCache* cache) {
+  auto reviews = [&](const char* result) -> metrics::Counter& {
+    return registry.counter("podshaper_admission_reviews_total",
+                            "AdmissionReviews answered, by result (mutated, allowed, denied, bad_request).",
+                            {{"result", result}});
+  };
+  // The handler outlives this function: it holds the registry's series by pointer.
+  struct Series {
+    metrics::Counter *mutated, *allowed, *denied, *badRequest;
+    metrics::Histogram* latency;
+  };
+  const Series m{&reviews("mutated"), &reviews("allowed"), &reviews("denied"), &reviews("bad_request"),
+                 &registry.histogram("podshaper_admission_duration_seconds",
+                                     "Time to decide one AdmissionReview, decode to encode.",
+                                     {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1})};
+  https.route("POST", "/mutate-v1-pod", [m, cfg, cache](const server::Request& req) {
+    auto start = std::chrono::steady_clock::now();
+    std::shared_ptr<const ClusterView> view = cache ? cache->view() : nullptr;
+    auto decision = admit(req.body, cfg, view.get(), kShaperVersion);
+    m.latency->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (!decision) {
+      m.badRequest->inc();
+      spdlog::warn("admission: bad request: {}", decision.error().message);
+      return server::Response{400, "text/plain; charset=utf-8", decision.error().message + "\n"};
+    }
+    if (!decision->allowed) {
+      m.denied->inc();
+      spdlog::info("admission: denied uid={}: {}", decision->review["response"]["uid"].get<std::string>(),
+                   decision->review["response"]["status"]["message"].get<std::string>());
+    } else {
+      (decision->mutated ? m.mutated : m.allowed)->inc();
+    }
+    return server::Response{200, "application/json", decision->review.dump()};
+  });
+}
+
+// /healthz, /readyz (not ready while shutting down or before the cluster cache syncs), /metrics.
+void routeProbes(server::HttpsServer& https, const std::shared_ptr<metrics::Registry>& registry,
+                 const ClusterCache* cache, const std::atomic<bool>& shuttingDown) {
+  auto text = [](int status, std::string body) { return server::Response{status, "text/plain; charset=utf-8", body}; };
+  https.route("GET", "/healthz", [text](const server::Request&) { return text(200, "ok\n"); });
+  https.route("GET", "/readyz", [text, cache, &shuttingDown](const server::Request&) {
+    if (shuttingDown.load(std::memory_order_relaxed)) return text(503, "shutting down\n");
+    if (cache != nullptr && !cache->synced()) return text(503, "cluster cache not synced\n");
+    return text(200, "ok\n");
+  });
+  https.route("GET", "/metrics", [registry](const server::Request&) {
+    return server::Response{200, "text/plain; version=0.0.4; charset=utf-8", registry->render()};
+  });
+}
+
+// Graceful shutdown. Kubernetes sends SIGTERM while the endpoint is being
+// removed, and kube-proxies and the API server notice only a little later:
+// not ready at once, keep serving for --shutdown-delay (each answer saying
+// Connection: close, so the API server's kept-alive connections move to the
+// other replica), then stop listening and finish what is in flight, for at
+// most --drain-timeout. A second signal ends the delay early.
+void serveUntilSignalled(server::HttpsServer& https, const sigset_t& signals, const ServeOptions& o,
+                         std::atomic<bool>& shuttingDown) {
+  int signal = 0;
+  sigwait(&signals, &signal);
+  shuttingDown.store(true, std::memory_order_relaxed);
+  https.beginDrain();
+  spdlog::info("podshaper-webhook: signal {}, shutting down: not ready, serving for {}s more, then "
+               "draining for at most {}s",
+               signal, o.shutdownDelay.count(), o.drainTimeout.count());
+  if (o.shutdownDelay.count() > 0 && waitForSignal(signals, o.shutdownDelay)) {
+    spdlog::info("podshaper-webhook: second signal, draining now");
+  }
+  bool drained = https.shutdown(o.drainTimeout);
+  spdlog::info("podshaper-webhook: stopped{}", drained ? "" : " (connections cut at --drain-timeout)");
+}
+
 }  // namespace
 
 int runServe(int argc, char** argv) {
-  auto flags = cli::Flags::parse(argc, argv, 2,
-                                 {"listen", "tls-cert", "tls-key", "config", "kubeconfig",
-                                  "threads", "read-timeout", "idle-timeout", "shutdown-delay",
-                                  "drain-timeout"},
-                                 {"in-cluster"});
-  if (!flags) return fail(flags.error().message);
-  if (auto ok = flags->require({"listen", "tls-cert", "tls-key"}); !ok) return fail(ok.error().message);
-  auto listen = cli::parseListen(*flags->get("listen"));
-  if (!listen) return fail(listen.error().message);
-  auto config = loadConfig(flags->get("config"));
-  if (!config) return fail(config.error().message);
-  auto threads = parseCount(flags->get("threads", "2"));
-  if (!threads || *threads == 0 || *threads > 64) return fail("--threads must be 1..64");
-  auto readTimeout = durationFlag(*flags, "read-timeout", "10s", 1, 3600);
-  if (!readTimeout) return fail(readTimeout.error().message);
-  auto idleTimeout = durationFlag(*flags, "idle-timeout", "60s", 1, 3600);
-  if (!idleTimeout) return fail(idleTimeout.error().message);
-  auto shutdownDelay = durationFlag(*flags, "shutdown-delay", "0s", 0, 3600);
-  if (!shutdownDelay) return fail(shutdownDelay.error().message);
-  auto drainTimeout = durationFlag(*flags, "drain-timeout", "10s", 1, 3600);
-  if (!drainTimeout) return fail(drainTimeout.error().message);
+  auto parsed = parseServeFlags(argc, argv);
+  if (!parsed) return fail(parsed.error().message);
+  const ServeOptions& o = *parsed;
 
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t signals;
@@ -89,100 +195,34 @@ int runServe(int argc, char** argv) {
 
   std::unique_ptr<kube::Client> client;
   std::unique_ptr<ClusterCache> cache;
-  if (flags->has("kubeconfig") || flags->has("in-cluster")) {
-    auto clientConfig = flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig"))
-                                                 : kube::inClusterConfig();
+  if (o.kubeconfig || o.inCluster) {
+    auto clientConfig = o.kubeconfig ? kube::loadKubeconfig(*o.kubeconfig) : kube::inClusterConfig();
     if (!clientConfig) return fail(clientConfig.error().message);
     client = std::make_unique<kube::Client>(*clientConfig);
     cache = std::make_unique<ClusterCache>(*client);
     cache->start();
   }
 
-  auto metrics = std::make_shared<metrics::Registry>();
-  auto reviews = [&](const char* result) -> metrics::Counter& {
-    return metrics->counter("podshaper_admission_reviews_total",
-                            "AdmissionReviews answered, by result (mutated, allowed, denied, bad_request).",
-                            {{"result", result}});
-  };
-  metrics::Counter& mutated = reviews("mutated");
-  metrics::Counter& allowed = reviews("allowed");
-  metrics::Counter& denied = reviews("denied");
-  metrics::Counter& badRequest = reviews("bad_request");
-  metrics::Histogram& latency = metrics->histogram(
-      "podshaper_admission_duration_seconds", "Time to decide one AdmissionReview, decode to encode.",
-      {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1});
-
+  auto registry = std::make_shared<metrics::Registry>();
   server::ServerOptions options;
-  options.host = listen->host;
-  options.port = listen->port;
-  options.certFile = *flags->get("tls-cert");
-  options.keyFile = *flags->get("tls-key");
-  options.threads = static_cast<int>(*threads);
-  options.readTimeout = *readTimeout;
-  options.idleTimeout = *idleTimeout;
+  options.host = o.listen.host;
+  options.port = o.listen.port;
+  options.certFile = o.certFile;
+  options.keyFile = o.keyFile;
+  options.threads = o.threads;
+  options.readTimeout = o.readTimeout;
+  options.idleTimeout = o.idleTimeout;
   std::atomic<bool> shuttingDown{false};  // before https: its handlers read it
-  server::HttpsServer https(options, metrics);
-  const Config cfg = *config;
-  ClusterCache* cachePtr = cache.get();
-
-  https.route("POST", "/mutate-v1-pod", [&, cfg, cachePtr](const server::Request& req) {
-    auto start = std::chrono::steady_clock::now();
-    std::shared_ptr<const ClusterView> view = cachePtr ? cachePtr->view() : nullptr;
-    auto decision = admit(req.body, cfg, view.get(), kShaperVersion);
-    latency.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    if (!decision) {
-      badRequest.inc();
-      spdlog::warn("admission: bad request: {}", decision.error().message);
-      return server::Response{400, "text/plain; charset=utf-8", decision.error().message + "\n"};
-    }
-    if (!decision->allowed) {
-      denied.inc();
-      spdlog::info("admission: denied uid={}: {}", decision->review["response"]["uid"].get<std::string>(),
-                   decision->review["response"]["status"]["message"].get<std::string>());
-    } else {
-      (decision->mutated ? mutated : allowed).inc();
-    }
-    return server::Response{200, "application/json", decision->review.dump()};
-  });
-  https.route("GET", "/healthz", [](const server::Request&) { return server::Response{200, "text/plain; charset=utf-8", "ok\n"}; });
-  https.route("GET", "/readyz", [cachePtr, &shuttingDown](const server::Request&) {
-    if (shuttingDown.load(std::memory_order_relaxed)) {
-      return server::Response{503, "text/plain; charset=utf-8", "shutting down\n"};
-    }
-    if (cachePtr != nullptr && !cachePtr->synced()) {
-      return server::Response{503, "text/plain; charset=utf-8", "cluster cache not synced\n"};
-    }
-    return server::Response{200, "text/plain; charset=utf-8", "ok\n"};
-  });
-  https.route("GET", "/metrics", [metrics](const server::Request&) {
-    return server::Response{200, "text/plain; version=0.0.4; charset=utf-8", metrics->render()};
-  });
+  server::HttpsServer https(options, registry);
+  routeAdmission(https, *registry, o.config, cache.get());
+  routeProbes(https, registry, cache.get(), shuttingDown);
 
   if (auto started = https.start(); !started) return fail(started.error().message);
-  spdlog::info("podshaper-webhook {} serving on {}:{} (config {}, cluster {})", PODSHAPER_VERSION,
-               listen->host, https.boundPort(), cfg.hash(),
+  spdlog::info("podshaper-webhook {} serving on {}:{} (config {}, cluster {})", PODSHAPER_VERSION, o.listen.host,
+               https.boundPort(), o.config.hash(),
                cache ? "watched" : "not watched: deciding from annotations and config");
-
-  // Graceful shutdown. Kubernetes sends SIGTERM while the endpoint is being
-  // removed, and kube-proxies and the API server notice only a little later:
-  // not ready at once, keep serving for --shutdown-delay (each answer saying
-  // Connection: close, so the API server's kept-alive connections move to the
-  // other replica), then stop listening and finish what is in flight, for at
-  // most --drain-timeout. A second signal ends the delay early.
-  int signal = 0;
-  sigwait(&signals, &signal);
-  shuttingDown.store(true, std::memory_order_relaxed);
-  https.beginDrain();
-  spdlog::info("podshaper-webhook: signal {}, shutting down: not ready, serving for {}s more, then "
-               "draining for at most {}s",
-               signal, shutdownDelay->count(), drainTimeout->count());
-  if (shutdownDelay->count() > 0 && waitForSignal(signals, *shutdownDelay)) {
-    spdlog::info("podshaper-webhook: second signal, draining now");
-  }
-  bool drained = https.shutdown(*drainTimeout);
+  serveUntilSignalled(https, signals, o, shuttingDown);
   if (cache) cache->stop();
-  spdlog::info("podshaper-webhook: stopped{}",
-               drained ? "" : " (connections cut at --drain-timeout)");
   return 0;
 }
 
