@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "base/result.h"
 #include "api/topology.h"
+#include "base/result.h"
 
 namespace podshaper::agent {
 

@@ -11,9 +11,9 @@
 #include <iostream>
 #include <set>
 
-#include "cli/flags.h"
-#include "base/json_util.h"
 #include "api/names.h"
+#include "base/json_util.h"
+#include "cli/flags.h"
 
 namespace podshaper::agent {
 namespace {

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/memlock.h"
-#include "base/result.h"
 #include "api/topology.h"
+#include "base/result.h"
 
 namespace podshaper::agent {
 

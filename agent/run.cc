@@ -9,10 +9,10 @@
 
 #include "agent/backend.h"
 #include "agent/memlock_probe.h"
-#include "cli/flags.h"
 #include "api/names.h"
-#include "base/quantity.h"
 #include "api/report.h"
+#include "base/quantity.h"
+#include "cli/flags.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/protocol.h"

@@ -8,14 +8,14 @@
 #include <optional>
 #include <string>
 
-#include "shaping/admission.h"
+#include "api/names.h"
 #include "base/base64.h"
 #include "base/json_util.h"
-#include "shaping/shm.h"
-#include "api/names.h"
-#include "shaping/pod_shaper.h"
 #include "base/quantity.h"
 #include "fuzz/fuzz_check.h"
+#include "shaping/admission.h"
+#include "shaping/pod_shaper.h"
+#include "shaping/shm.h"
 
 namespace podshaper::fuzz {
 namespace {

@@ -21,11 +21,11 @@
 #include <nlohmann/json.hpp>
 
 #include "api/names.h"
-#include "shaping/pod_inputs.h"
 #include "base/quantity.h"
-#include "shaping/shm.h"
 #include "fuzz/admission_checks.h"
 #include "fuzz/fuzz_check.h"
+#include "shaping/pod_inputs.h"
+#include "shaping/shm.h"
 
 namespace {
 

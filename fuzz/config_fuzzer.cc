@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "shaping/config.h"
 #include "fuzz/fuzz_check.h"
+#include "shaping/config.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "base/quantity.h"
 #include "api/topology.h"
+#include "base/quantity.h"
 #include "fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

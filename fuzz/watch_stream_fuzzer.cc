@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "shaping/cluster_view.h"
 #include "fuzz/fuzz_check.h"
 #include "kube/protocol.h"
 #include "kube/store.h"
+#include "shaping/cluster_view.h"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "api/names.h"
-#include "base/timefmt.h"
 #include "api/topology.h"
+#include "base/timefmt.h"
 
 namespace podshaper {
 namespace {

@@ -13,12 +13,12 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/leader_elector.h"
+#include "metrics/metrics.h"
 #include "operator/config.h"
 #include "operator/controller.h"
 #include "operator/webhook_certs.h"
-#include "server/https_server.h"
-#include "metrics/metrics.h"
 #include "pki/selfsigned.h"
+#include "server/https_server.h"
 
 namespace podshaper::op {
 namespace {

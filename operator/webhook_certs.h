@@ -23,8 +23,8 @@
 #include "api/names.h"
 #include "base/result.h"
 #include "kube/client.h"
-#include "operator/config.h"
 #include "metrics/metrics.h"
+#include "operator/config.h"
 
 namespace podshaper::op {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "server/https_server.h"
 #include "metrics/metrics.h"
+#include "server/https_server.h"
 #include "server/tls_context.h"
 
 namespace podshaper::server {

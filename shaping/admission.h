@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/result.h"
 #include "shaping/cluster_view.h"
 #include "shaping/config.h"
-#include "base/result.h"
 
 namespace podshaper {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <set>
 
-#include "shaping/memlock_pod.h"
 #include "api/names.h"
 #include "base/quantity.h"
+#include "shaping/memlock_pod.h"
 
 namespace podshaper {
 namespace {

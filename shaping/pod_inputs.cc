@@ -1,7 +1,7 @@
 #include "shaping/pod_inputs.h"
 
-#include "base/checked.h"
 #include "api/names.h"
+#include "base/checked.h"
 #include "base/quantity.h"
 
 namespace podshaper {

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shaping/config.h"
 #include "base/result.h"
+#include "shaping/config.h"
 #include "shaping/shm.h"
 
 namespace podshaper {

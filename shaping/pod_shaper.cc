@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
+#include "api/names.h"
 #include "base/checked.h"
 #include "base/json_util.h"
+#include "base/quantity.h"
 #include "shaping/memlock_pod.h"
-#include "api/names.h"
 #include "shaping/node_class.h"
 #include "shaping/pod_inputs.h"
-#include "base/quantity.h"
 #include "shaping/shm.h"
 
 namespace podshaper {

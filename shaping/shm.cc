@@ -5,8 +5,8 @@
 #include <limits>
 #include <utility>
 
-#include "base/checked.h"
 #include "api/names.h"
+#include "base/checked.h"
 #include "base/quantity.h"
 
 namespace podshaper {

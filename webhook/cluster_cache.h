@@ -5,9 +5,9 @@
 #include <mutex>
 #include <thread>
 
-#include "shaping/cluster_view.h"
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "shaping/cluster_view.h"
 
 namespace podshaper::webhook {
 

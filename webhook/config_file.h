@@ -3,8 +3,8 @@
 #include <optional>
 #include <string>
 
-#include "shaping/config.h"
 #include "base/result.h"
+#include "shaping/config.h"
 
 namespace podshaper::webhook {
 

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/base64.h"
 #include "cli/flags.h"
 #include "shaping/admission.h"
-#include "base/base64.h"
 #include "shaping/cluster_view.h"
 #include "webhook/config_file.h"
 

@@ -10,14 +10,14 @@
 #include <memory>
 #include <optional>
 
-#include "cli/flags.h"
-#include "shaping/admission.h"
 #include "base/quantity.h"
 #include "base/timefmt.h"
+#include "cli/flags.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "server/https_server.h"
 #include "metrics/metrics.h"
+#include "server/https_server.h"
+#include "shaping/admission.h"
 #include "webhook/cluster_cache.h"
 #include "webhook/config_file.h"
 

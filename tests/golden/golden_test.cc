@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shaping/admission.h"
 #include "base/base64.h"
+#include "shaping/admission.h"
 #include "shaping/cluster_view.h"
 
 namespace podshaper {

@@ -10,8 +10,8 @@
 
 #include "api/policy.h"
 #include "api/report.h"
-#include "base/timefmt.h"
 #include "api/topology.h"
+#include "base/timefmt.h"
 #include "judging/verdict.h"
 
 namespace podshaper {

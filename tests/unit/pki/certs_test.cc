@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "server/https_server.h"
 #include "pki/openssl_util.h"
+#include "server/https_server.h"
 #include "tests/unit/server/tls_test_client.h"
 
 namespace podshaper::pki {

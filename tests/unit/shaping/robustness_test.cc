@@ -9,10 +9,10 @@
 #include <random>
 #include <sstream>
 
-#include "shaping/admission.h"
-#include "shaping/memlock_pod.h"
 #include "api/topology.h"
 #include "pod_builder.h"
+#include "shaping/admission.h"
+#include "shaping/memlock_pod.h"
 
 namespace podshaper {
 namespace {
