@@ -14,6 +14,7 @@
 #include "api/names.h"
 #include "base/json_util.h"
 #include "cli/flags.h"
+#include "cli/signals.h"
 
 namespace podshaper::agent {
 namespace {
@@ -107,11 +108,7 @@ int runMemlockProbe(int argc, char** argv) {
   const std::string output = *flags->get("output");
 
   // Blocked before anything else, so that a SIGTERM while writing is not lost.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = cli::blockStopSignals();
 
   rlimit got{};
   if (getrlimit(RLIMIT_MEMLOCK, &got) != 0) return fail(std::string("getrlimit(RLIMIT_MEMLOCK): ") + std::strerror(errno));

@@ -1,10 +1,8 @@
-// The real backend: NVML and the CUDA driver API through dlopen, so the agent
-// builds without a CUDA toolkit and runs on nodes without one. The few entry
-// points and enums used are declared here, as NVML's and CUDA's headers do.
-#include <dlfcn.h>
+// The real backend: what NVML's and CUDA's answers (agent/nvml_lib.h) say about
+// the node's GPUs, their pairs, links and P2P status, in the topology model.
 #include <spdlog/spdlog.h>
 
-#include <array>
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -14,41 +12,10 @@
 #include "agent/backend.h"
 #include "agent/bandwidth.h"
 #include "agent/host.h"
+#include "agent/nvml_lib.h"
 
 namespace podshaper::agent {
 namespace {
-
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr nvmlReturn_t NVML_SUCCESS = 0;
-constexpr unsigned NVML_NVLINK_MAX_LINKS = 18;
-
-struct nvmlPciInfo_t {
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-};
-struct nvmlMemory_t {
-  unsigned long long total, free, used;
-};
-// nvmlGpuTopologyLevel_t
-constexpr int NVML_TOPOLOGY_INTERNAL = 0, NVML_TOPOLOGY_SINGLE = 10, NVML_TOPOLOGY_MULTIPLE = 20,
-              NVML_TOPOLOGY_HOSTBRIDGE = 30, NVML_TOPOLOGY_NODE = 40, NVML_TOPOLOGY_SYSTEM = 50;
-// nvmlGpuP2PCapsIndex_t and nvmlGpuP2PStatus_t
-constexpr int NVML_P2P_CAPS_INDEX_READ = 0, NVML_P2P_CAPS_INDEX_WRITE = 1, NVML_P2P_CAPS_INDEX_NVLINK = 2,
-              NVML_P2P_CAPS_INDEX_ATOMICS = 3;
-// nvmlIntNvLinkDeviceType_t
-constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0, NVML_NVLINK_DEVICE_TYPE_SWITCH = 2;
-
-struct DlClose {
-  void operator()(void* h) const { if (h) dlclose(h); }
-};
-using Library = std::unique_ptr<void, DlClose>;
-
-template <class F>
-F symbol(void* lib, const char* name) {
-  return reinterpret_cast<F>(dlsym(lib, name));
-}
 
 // nvidia-smi's words for NVML's P2P status.
 std::string p2pWord(int status) {
@@ -143,6 +110,168 @@ std::string cpuList(const std::vector<unsigned long>& mask) {
   return out;
 }
 
+constexpr unsigned kAffinityWords = 64;  // CPUs 0 to 4095
+
+// What NVML says of one GPU: its identity, memory, NUMA node and CPUs.
+GpuInfo readGpu(const NvmlLib& nvml, nvmlDevice_t device, unsigned index) {
+  GpuInfo gpu;
+  gpu.index = static_cast<int>(index);
+  gpu.uuid = nvml.uuid(device).value_or("");
+  gpu.name = nvml.name(device).value_or("");
+  gpu.pciBusId = nvml.pciBusId(device).value_or("");
+  gpu.memoryBytes = nvml.memoryTotal(device);
+  if (auto numa = nvml.numaNode(device)) gpu.numaNode = static_cast<int>(*numa);
+  else gpu.numaNode = sysfsNumaNode(gpu.pciBusId);  // NVML says not supported on many hosts
+  if (auto mask = nvml.cpuAffinity(device, kAffinityWords)) {
+    gpu.cpuAffinity = cpuList(*mask);
+    if (!gpu.numaNode) gpu.numaNode = numaFromCpus(*mask);
+  }
+  return gpu;
+}
+
+// One GPU's NVLinks that are up.
+struct NvLinks {
+  int active = 0;
+  bool switched = false;              // some lead to an NVSwitch
+  std::map<std::string, int> direct;  // links straight to another GPU, by its lower-case bus id
+};
+
+NvLinks readNvLinks(const NvmlLib& nvml, nvmlDevice_t device) {
+  NvLinks links;
+  for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+    if (!nvml.nvLinkActive(device, link)) continue;
+    ++links.active;
+    auto type = nvml.nvLinkRemoteType(device, link);
+    auto remote = nvml.nvLinkRemoteBusId(device, link);
+    // Through NVSwitch the remote is the switch, whose bus id reads FFFFFFFF:FF:FF.0.
+    if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH || (remote && lower(*remote).starts_with("ffffffff:ff:ff"))) {
+      links.switched = true;
+      continue;
+    }
+    if (remote && (!type || *type == NVML_NVLINK_DEVICE_TYPE_GPU)) ++links.direct[lower(*remote)];
+  }
+  return links;
+}
+
+// A GPU as probe keeps it beside its GpuInfo, for the pairs.
+struct ProbedGpu {
+  nvmlDevice_t handle;
+  NvLinks links;
+};
+
+// Every GPU NVML counts, in its order, into `gpus`.
+Result<std::vector<ProbedGpu>> readGpus(const NvmlLib& nvml, std::vector<GpuInfo>& gpus) {
+  auto count = nvml.deviceCount();
+  if (!count) return count.error();
+  std::vector<ProbedGpu> devices;
+  for (unsigned i = 0; i < *count; ++i) {
+    auto handle = nvml.deviceByIndex(i);
+    if (!handle) return handle.error();
+    gpus.push_back(readGpu(nvml, *handle, i));
+    devices.push_back({*handle, readNvLinks(nvml, *handle)});
+  }
+  return devices;
+}
+
+void readVersions(const NvmlLib& nvml, HostInfo& host) {
+  if (auto driver = nvml.driverVersion()) host.driverVersion = *driver;
+  if (auto cuda = nvml.cudaDriverVersion()) {
+    host.cudaVersion = std::to_string(*cuda / 1000) + "." + std::to_string(*cuda % 1000 / 10);
+  }
+}
+
+// How many NVLinks join GPUs a and b. Direct links name the peer's bus id; through NVSwitch every remote is the
+// switch, and NVML's NVLINK P2P capability tells whether the pair is joined.
+int nvlinksBetween(const NvmlLib& nvml, const ProbedGpu& a, const ProbedGpu& b, const std::string& bBusId) {
+  auto direct = a.links.direct.find(lower(bBusId));
+  if (direct != a.links.direct.end()) return direct->second;
+  if (a.links.switched && b.links.switched &&
+      nvml.p2pStatus(a.handle, b.handle, NVML_P2P_CAPS_INDEX_NVLINK) == NVML_P2P_STATUS_OK) {
+    return std::min(a.links.active, b.links.active);
+  }
+  return 0;
+}
+
+GpuPair readPair(const NvmlLib& nvml, const std::vector<ProbedGpu>& devices, const std::vector<GpuInfo>& gpus,
+                 unsigned a, unsigned b) {
+  GpuPair pair;
+  pair.a = static_cast<int>(a);
+  pair.b = static_cast<int>(b);
+  if (auto level = nvml.commonAncestor(devices[a].handle, devices[b].handle)) pair.pcie = pcieWord(*level);
+  auto p2p = [&](int caps) { return p2pWord(nvml.p2pStatus(devices[a].handle, devices[b].handle, caps)); };
+  pair.p2p.read = p2p(NVML_P2P_CAPS_INDEX_READ);
+  pair.p2p.write = p2p(NVML_P2P_CAPS_INDEX_WRITE);
+  pair.p2p.atomics = p2p(NVML_P2P_CAPS_INDEX_ATOMICS);
+  pair.nvlinks = nvlinksBetween(nvml, devices[a], devices[b], gpus[b].pciBusId);
+  pair.link = pair.nvlinks > 0 ? "NV" + std::to_string(pair.nvlinks) : pair.pcie;
+  return pair;
+}
+
+using PeerAccess = std::map<std::pair<std::string, std::string>, bool>;
+
+// cuDeviceCanAccessPeer both ways, keyed by NVML bus ids (CUDA may order GPUs
+// differently). Empty when libcuda is not there.
+PeerAccess cudaPeerAccess(const std::vector<GpuInfo>& gpus) {
+  PeerAccess out;
+  auto opened = CudaLib::open();
+  if (!opened) {
+    spdlog::warn("agent: {}: cudaPeerAccess left unknown", opened.error().message);
+    return out;
+  }
+  const CudaLib& cuda = **opened;
+  std::vector<CudaLib::Device> dev;
+  for (int i = 0; i < cuda.deviceCount(); ++i) {
+    auto device = cuda.device(i);
+    if (!device) return out;
+    dev.push_back(std::move(*device));
+  }
+  const int n = static_cast<int>(dev.size());
+  auto same = [](const std::string& nvmlId, const std::string& cudaId) {
+    return sysfsBusId(nvmlId) == sysfsBusId(cudaId);
+  };
+  for (const auto& a : gpus) {
+    for (const auto& b : gpus) {
+      int ia = -1, ib = -1;
+      for (int i = 0; i < n; ++i) {
+        if (same(a.pciBusId, dev[i].busId)) ia = i;
+        if (same(b.pciBusId, dev[i].busId)) ib = i;
+      }
+      if (ia < 0 || ib < 0 || ia == ib) continue;
+      auto ab = cuda.canAccessPeer(dev[ia].handle, dev[ib].handle);
+      auto ba = ab ? cuda.canAccessPeer(dev[ib].handle, dev[ia].handle) : std::nullopt;
+      if (ab && ba) out[{a.pciBusId, b.pciBusId}] = *ab && *ba;
+    }
+  }
+  return out;
+}
+
+std::vector<GpuPair> readPairs(const NvmlLib& nvml, const std::vector<ProbedGpu>& devices,
+                               const std::vector<GpuInfo>& gpus, const PeerAccess& peers) {
+  std::vector<GpuPair> pairs;
+  for (unsigned a = 0; a < devices.size(); ++a) {
+    for (unsigned b = a + 1; b < devices.size(); ++b) {
+      GpuPair pair = readPair(nvml, devices, gpus, a, b);
+      auto ab = peers.find({gpus[a].pciBusId, gpus[b].pciBusId});
+      if (ab != peers.end()) pair.cudaPeerAccess = ab->second;
+      pairs.push_back(std::move(pair));
+    }
+  }
+  return pairs;
+}
+
+// Copies would slow a running job and be slowed by it: measure idle GPUs only.
+void measureIfIdle(const NvmlLib& nvml, const std::vector<ProbedGpu>& devices, Topology& topo) {
+  bool busy = false;
+  for (const ProbedGpu& device : devices) {
+    if (!nvml.computeIdle(device.handle)) busy = true;
+  }
+  if (busy) {
+    spdlog::warn("agent: bandwidth not measured: a compute process is running on a GPU (or NVML cannot tell)");
+  } else if (auto measured = measureBandwidth(topo); !measured) {
+    spdlog::warn("agent: {}", measured.error().message);
+  }
+}
+
 class NvmlBackend : public Backend {
  public:
   explicit NvmlBackend(bool measureBandwidth) : measureBandwidth_(measureBandwidth) {}
@@ -150,198 +279,30 @@ class NvmlBackend : public Backend {
   Result<Topology> probe() override {
     Topology topo;
     topo.host = readHost();
-    Library nvml(dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL));
-    if (!nvml) {
-      spdlog::warn("agent: libnvidia-ml.so.1 not loadable ({}): no NVIDIA driver here, reporting no GPUs", dlerror());
+    auto opened = NvmlLib::open();
+    if (!opened) {
+      // No driver, or one that will not start, is a node without GPUs, not an error.
+      const NvmlOpenError& error = opened.error();
+      if (error.kind == NvmlOpenError::Kind::kIncomplete) return makeError(error.message);
+      if (error.kind == NvmlOpenError::Kind::kNotLoadable) {
+        spdlog::warn("agent: {}: no NVIDIA driver here, reporting no GPUs", error.message);
+      } else {
+        spdlog::warn("agent: {}; reporting no GPUs", error.message);
+      }
       return topo;
     }
-    auto init = symbol<nvmlReturn_t (*)()>(nvml.get(), "nvmlInit_v2");
-    auto shutdown = symbol<nvmlReturn_t (*)()>(nvml.get(), "nvmlShutdown");
-    auto errorString = symbol<const char* (*)(nvmlReturn_t)>(nvml.get(), "nvmlErrorString");
-    if (!init || !shutdown) return makeError("NVML: nvmlInit_v2/nvmlShutdown missing from libnvidia-ml.so.1");
-    auto why = [&](nvmlReturn_t r) { return std::string(errorString ? errorString(r) : "error") + " (" + std::to_string(r) + ")"; };
-    if (nvmlReturn_t r = init(); r != NVML_SUCCESS) {
-      spdlog::warn("agent: nvmlInit failed: {}; reporting no GPUs", why(r));
-      return topo;
-    }
-    struct Shutdown {
-      nvmlReturn_t (*fn)();
-      ~Shutdown() { fn(); }
-    } guard{shutdown};
-
-    auto getCount = symbol<nvmlReturn_t (*)(unsigned*)>(nvml.get(), "nvmlDeviceGetCount_v2");
-    auto getHandle = symbol<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(nvml.get(), "nvmlDeviceGetHandleByIndex_v2");
-    auto getUuid = symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>(nvml.get(), "nvmlDeviceGetUUID");
-    auto getName = symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>(nvml.get(), "nvmlDeviceGetName");
-    auto getPci = symbol<nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*)>(nvml.get(), "nvmlDeviceGetPciInfo_v3");
-    auto getMemory = symbol<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(nvml.get(), "nvmlDeviceGetMemoryInfo");
-    auto getNuma = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>(nvml.get(), "nvmlDeviceGetNumaNodeId");
-    auto getAffinity = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned long*)>(nvml.get(), "nvmlDeviceGetCpuAffinity");
-    auto getAncestor = symbol<nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int*)>(nvml.get(), "nvmlDeviceGetTopologyCommonAncestor");
-    auto getP2P = symbol<nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int, int*)>(nvml.get(), "nvmlDeviceGetP2PStatus");
-    auto linkState = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned, int*)>(nvml.get(), "nvmlDeviceGetNvLinkState");
-    auto remotePci = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlPciInfo_t*)>(nvml.get(), "nvmlDeviceGetNvLinkRemotePciInfo_v2");
-    auto remoteType = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned, int*)>(nvml.get(), "nvmlDeviceGetNvLinkRemoteDeviceType");
-    auto driverVersion = symbol<nvmlReturn_t (*)(char*, unsigned)>(nvml.get(), "nvmlSystemGetDriverVersion");
-    auto cudaVersion = symbol<nvmlReturn_t (*)(int*)>(nvml.get(), "nvmlSystemGetCudaDriverVersion_v2");
-    if (!getCount || !getHandle || !getPci || !getAncestor || !getP2P) {
-      return makeError("NVML: a required entry point is missing (driver too old?)");
-    }
-
-    std::array<char, 96> buf{};
-    if (driverVersion && driverVersion(buf.data(), buf.size()) == NVML_SUCCESS) topo.host.driverVersion = buf.data();
-    int cuda = 0;
-    if (cudaVersion && cudaVersion(&cuda) == NVML_SUCCESS) {
-      topo.host.cudaVersion = std::to_string(cuda / 1000) + "." + std::to_string(cuda % 1000 / 10);
-    }
-    unsigned count = 0;
-    if (nvmlReturn_t r = getCount(&count); r != NVML_SUCCESS) return makeError("NVML: device count: " + why(r));
-
-    std::vector<nvmlDevice_t> devices(count);
-    std::vector<int> activeLinks(count, 0);
-    std::vector<bool> switched(count, false);
-    std::map<std::string, unsigned> byBusId;
-    std::vector<std::map<std::string, int>> linksTo(count);  // direct links by remote bus id
-    for (unsigned i = 0; i < count; ++i) {
-      if (nvmlReturn_t r = getHandle(i, &devices[i]); r != NVML_SUCCESS) {
-        return makeError("NVML: GPU " + std::to_string(i) + ": " + why(r));
-      }
-      GpuInfo gpu;
-      gpu.index = static_cast<int>(i);
-      if (getUuid && getUuid(devices[i], buf.data(), buf.size()) == NVML_SUCCESS) gpu.uuid = buf.data();
-      if (getName && getName(devices[i], buf.data(), buf.size()) == NVML_SUCCESS) gpu.name = buf.data();
-      nvmlPciInfo_t pci{};
-      if (getPci(devices[i], &pci) == NVML_SUCCESS) gpu.pciBusId = pci.busId;
-      byBusId[lower(gpu.pciBusId)] = i;
-      nvmlMemory_t mem{};
-      if (getMemory && getMemory(devices[i], &mem) == NVML_SUCCESS) gpu.memoryBytes = mem.total;
-      unsigned numa = 0;
-      if (getNuma && getNuma(devices[i], &numa) == NVML_SUCCESS) gpu.numaNode = static_cast<int>(numa);
-      else gpu.numaNode = sysfsNumaNode(gpu.pciBusId);  // NVML says not supported on many hosts
-      std::vector<unsigned long> mask(64, 0);
-      if (getAffinity && getAffinity(devices[i], static_cast<unsigned>(mask.size()), mask.data()) == NVML_SUCCESS) {
-        gpu.cpuAffinity = cpuList(mask);
-        if (!gpu.numaNode) gpu.numaNode = numaFromCpus(mask);
-      }
-      for (unsigned link = 0; linkState && link < NVML_NVLINK_MAX_LINKS; ++link) {
-        int active = 0;
-        if (linkState(devices[i], link, &active) != NVML_SUCCESS || active != 1) continue;
-        ++activeLinks[i];
-        int type = -1;
-        if (remoteType && remoteType(devices[i], link, &type) != NVML_SUCCESS) type = -1;
-        nvmlPciInfo_t remote{};
-        bool haveRemote = remotePci && remotePci(devices[i], link, &remote) == NVML_SUCCESS;
-        // Through NVSwitch the remote is the switch, whose bus id reads FFFFFFFF:FF:FF.0.
-        if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH ||
-            (haveRemote && lower(remote.busId).starts_with("ffffffff:ff:ff"))) {
-          switched[i] = true;
-          continue;
-        }
-        if (haveRemote && (type == NVML_NVLINK_DEVICE_TYPE_GPU || type == -1)) ++linksTo[i][lower(remote.busId)];
-      }
-      topo.gpus.push_back(std::move(gpu));
-    }
-
+    const NvmlLib& nvml = **opened;
+    readVersions(nvml, topo.host);
+    auto devices = readGpus(nvml, topo.gpus);
+    if (!devices) return devices.error();
     auto peers = cudaPeerAccess(topo.gpus);
-    for (unsigned a = 0; a < count; ++a) {
-      for (unsigned b = a + 1; b < count; ++b) {
-        GpuPair pair;
-        pair.a = static_cast<int>(a);
-        pair.b = static_cast<int>(b);
-        int level = -1;
-        if (getAncestor(devices[a], devices[b], &level) == NVML_SUCCESS) pair.pcie = pcieWord(level);
-        auto p2p = [&](int caps) {
-          int status = 6;
-          if (getP2P(devices[a], devices[b], caps, &status) != NVML_SUCCESS) status = 6;
-          return p2pWord(status);
-        };
-        pair.p2p.read = p2p(NVML_P2P_CAPS_INDEX_READ);
-        pair.p2p.write = p2p(NVML_P2P_CAPS_INDEX_WRITE);
-        pair.p2p.atomics = p2p(NVML_P2P_CAPS_INDEX_ATOMICS);
-        // Direct links name the peer's bus id; through NVSwitch every remote is the
-        // switch, and NVML's NVLINK P2P capability tells whether the pair is joined.
-        auto direct = linksTo[a].find(lower(topo.gpus[b].pciBusId));
-        if (direct != linksTo[a].end()) {
-          pair.nvlinks = direct->second;
-        } else if (switched[a] && switched[b]) {
-          int nvlinkStatus = 6;
-          if (getP2P(devices[a], devices[b], NVML_P2P_CAPS_INDEX_NVLINK, &nvlinkStatus) == NVML_SUCCESS &&
-              nvlinkStatus == 0) {
-            pair.nvlinks = std::min(activeLinks[a], activeLinks[b]);
-          }
-        }
-        pair.link = pair.nvlinks > 0 ? "NV" + std::to_string(pair.nvlinks) : pair.pcie;
-        auto ab = peers.find({topo.gpus[a].pciBusId, topo.gpus[b].pciBusId});
-        if (ab != peers.end()) pair.cudaPeerAccess = ab->second;
-        topo.pairs.push_back(std::move(pair));
-      }
-    }
-    if (measureBandwidth_ && !topo.pairs.empty()) {
-      // Copies would slow a running job and be slowed by it: measure idle GPUs only.
-      auto running = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, void*)>(nvml.get(),
-                                                                               "nvmlDeviceGetComputeRunningProcesses_v3");
-      bool busy = false;
-      for (unsigned i = 0; running && i < count; ++i) {
-        unsigned n = 0;
-        if (running(devices[i], &n, nullptr) != NVML_SUCCESS || n > 0) busy = true;
-      }
-      if (busy || !running) {
-        spdlog::warn("agent: bandwidth not measured: a compute process is running on a GPU (or NVML cannot tell)");
-      } else if (auto measured = measureBandwidth(topo); !measured) {
-        spdlog::warn("agent: {}", measured.error().message);
-      }
-    }
+    topo.pairs = readPairs(nvml, *devices, topo.gpus, peers);
+    if (measureBandwidth_ && !topo.pairs.empty()) measureIfIdle(nvml, *devices, topo);
     return topo;
   }
 
  private:
-  // cuDeviceCanAccessPeer both ways, keyed by NVML bus ids (CUDA may order GPUs
-  // differently). Empty when libcuda is not there.
   bool measureBandwidth_;
-
-  std::map<std::pair<std::string, std::string>, bool> cudaPeerAccess(const std::vector<GpuInfo>& gpus) {
-    std::map<std::pair<std::string, std::string>, bool> out;
-    Library cuda(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL));
-    if (!cuda) {
-      spdlog::warn("agent: libcuda.so.1 not loadable: cudaPeerAccess left unknown");
-      return out;
-    }
-    auto cuInit = symbol<int (*)(unsigned)>(cuda.get(), "cuInit");
-    auto cuCount = symbol<int (*)(int*)>(cuda.get(), "cuDeviceGetCount");
-    auto cuGet = symbol<int (*)(int*, int)>(cuda.get(), "cuDeviceGet");
-    auto cuBusId = symbol<int (*)(char*, int, int)>(cuda.get(), "cuDeviceGetPCIBusId");
-    auto cuCanAccess = symbol<int (*)(int*, int, int)>(cuda.get(), "cuDeviceCanAccessPeer");
-    int n = 0;
-    if (!cuInit || !cuCount || !cuGet || !cuBusId || !cuCanAccess || cuInit(0) != 0 || cuCount(&n) != 0) {
-      spdlog::warn("agent: CUDA driver not usable: cudaPeerAccess left unknown");
-      return out;
-    }
-    std::vector<int> dev(n);
-    std::vector<std::string> bus(n);
-    for (int i = 0; i < n; ++i) {
-      char id[32] = {};
-      if (cuGet(&dev[i], i) != 0 || cuBusId(id, sizeof id, dev[i]) != 0) return out;
-      bus[i] = id;
-    }
-    auto same = [](const std::string& nvmlId, const std::string& cudaId) {
-      return sysfsBusId(nvmlId) == sysfsBusId(cudaId);
-    };
-    for (const auto& a : gpus) {
-      for (const auto& b : gpus) {
-        int ia = -1, ib = -1;
-        for (int i = 0; i < n; ++i) {
-          if (same(a.pciBusId, bus[i])) ia = i;
-          if (same(b.pciBusId, bus[i])) ib = i;
-        }
-        if (ia < 0 || ib < 0 || ia == ib) continue;
-        int ab = 0, ba = 0;
-        if (cuCanAccess(&ab, dev[ia], dev[ib]) == 0 && cuCanAccess(&ba, dev[ib], dev[ia]) == 0) {
-          out[{a.pciBusId, b.pciBusId}] = ab == 1 && ba == 1;
-        }
-      }
-    }
-    return out;
-  }
 };
 
 }  // namespace

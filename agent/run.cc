@@ -13,6 +13,7 @@
 #include "api/report.h"
 #include "base/quantity.h"
 #include "cli/flags.h"
+#include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/protocol.h"
@@ -146,11 +147,7 @@ int runReporter(int argc, char** argv) {
   auto config = flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig")) : kube::inClusterConfig();
   if (!config) return fail(config.error().message);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = cli::blockStopSignals();
 
   kube::Client client(*config);
   auto backend = flags->has("fixture") ? makeFixtureBackend(*flags->get("fixture"), flags->get("p2p-fixture", ""))

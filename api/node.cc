@@ -1,5 +1,6 @@
 #include "api/node.h"
 
+#include "api/names.h"
 #include "base/quantity.h"
 
 namespace podshaper {
@@ -30,7 +31,7 @@ Node nodeFromJson(const nlohmann::json& node) {
     if (!q) return std::nullopt;
     return *q;
   };
-  const auto gpusAt = "/status/allocatable/nvidia.com~1gpu"_json_pointer;  // names::kGpuResource
+  const auto gpusAt = "/status/allocatable"_json_pointer / std::string(names::kGpuResource);
   if (auto gpus = quantityAt(gpusAt)) {
     out.allocatableGpus = static_cast<uint64_t>(*gpus);
   } else if (node.contains(gpusAt)) {

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cli/flags.h"
+#include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/leader_elector.h"
@@ -107,18 +108,6 @@ Result<server::ServerOptions> serverOptions(const RunOptions& o, TempCert& temp)
   return options;
 }
 
-void routeProbes(server::HttpsServer& https, const std::shared_ptr<metrics::Registry>& registry,
-                 const Controller& controller) {
-  auto text = [](int status, std::string body) { return server::Response{status, "text/plain; charset=utf-8", body}; };
-  https.route("GET", "/healthz", [text](const server::Request&) { return text(200, "ok\n"); });
-  https.route("GET", "/readyz", [text, &controller](const server::Request&) {
-    return controller.synced() ? text(200, "ok\n") : text(503, "watches not synced\n");
-  });
-  https.route("GET", "/metrics", [registry](const server::Request&) {
-    return server::Response{200, "text/plain; version=0.0.4; charset=utf-8", registry->render()};
-  });
-}
-
 std::string describe(const RunOptions& o, bool certificates) {
   const OperatorConfig& c = o.config;
   return (c.leaderElection ? "leader election on lease " + o.lease.ns + "/" + o.lease.name
@@ -138,11 +127,7 @@ int runOperator(int argc, char** argv) {
   auto options = serverOptions(o, tempCert);
   if (!options) return fail(options.error().message);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = cli::blockStopSignals();
 
   auto registry = std::make_shared<metrics::Registry>();
   metrics::Gauge& leaderGauge = registry->gauge("podshaper_operator_leader", "1 while this replica is the leader.");
@@ -171,7 +156,10 @@ int runOperator(int argc, char** argv) {
   }
 
   server::HttpsServer https(*options, registry);
-  routeProbes(https, registry, controller);
+  server::routeProbes(https, registry, [&controller]() -> std::optional<std::string> {
+    if (!controller.synced()) return "watches not synced";
+    return std::nullopt;
+  });
   if (auto started = https.start(); !started) return fail(started.error().message);
 
   controller.start();

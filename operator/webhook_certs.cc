@@ -58,6 +58,64 @@ std::string leafProblem(const std::string& cert, const std::string& key, const s
   return "";
 }
 
+// The CA: the first certificate of ca.crt, with ca.key; a new one when it is
+// missing, broken or in the last tenth of its life. `bundle` gets the new one first.
+// True when a new CA was made.
+Result<bool> ensureCa(std::string& caCert, std::string& caKey, std::vector<std::string>& bundle, long long now,
+                      std::chrono::seconds validity) {
+  std::string why;
+  if (caCert.empty() || caKey.empty()) {
+    why = "no CA yet";
+  } else if (auto info = pki::inspectCertificate(caCert); !info || !info->isCA) {
+    why = "ca.crt is not a CA certificate";
+  } else if (auto match = pki::keyMatches(caCert, caKey); !match || !*match) {
+    why = "ca.key does not match ca.crt";
+  } else if (info->notAfter - now <= (info->notAfter - info->notBefore) / 10) {
+    why = "the CA is in the last tenth of its life";
+  }
+  if (why.empty()) return false;
+  auto ca = pki::makeCertificateAuthority("podshaper-webhook-ca", validity.count());
+  if (!ca) return makeError("making a CA: " + ca.error().message);
+  spdlog::info("webhook certificate: a new CA ({})", why);
+  caCert = ca->certPem;
+  caKey = ca->keyPem;
+  bundle.insert(bundle.begin(), caCert);
+  return true;
+}
+
+// The bundle: the current CA and every earlier one still valid (certificates
+// they signed may still be served until the kubelet refreshes the files).
+std::string caBundleOf(const std::vector<std::string>& bundle, long long now) {
+  std::string caBundle;
+  for (std::size_t i = 0; i < bundle.size(); ++i) {
+    auto info = pki::inspectCertificate(bundle[i]);
+    if (i == 0 || (info && info->isCA && info->notAfter > now)) caBundle += bundle[i];
+  }
+  return caBundle;
+}
+
+// The MutatingWebhookConfiguration with every webhook's caBundle set; null when all already are.
+json withCaBundle(const json& mwc, const std::string& encoded) {
+  bool differs = false;
+  json updated = mwc;
+  if (updated.contains("webhooks") && updated["webhooks"].is_array()) {
+    for (auto& w : updated["webhooks"]) {
+      if (!w.is_object()) continue;
+      if (!w.contains("clientConfig") || !w["clientConfig"].is_object()) w["clientConfig"] = json::object();
+      if (w["clientConfig"].value("caBundle", json("")) != encoded) {
+        w["clientConfig"]["caBundle"] = encoded;
+        differs = true;
+      }
+    }
+  }
+  return differs ? updated : json(nullptr);
+}
+
+bool renewAsked(const json& secret) {
+  return secret.is_object() && secret.contains("metadata") &&
+         secret["metadata"].value("annotations", json::object()).contains(std::string(kRenewAnnotation));
+}
+
 }  // namespace
 
 WebhookCertificates::WebhookCertificates(const kube::Client& client, WebhookCertificateConfig config,
@@ -129,76 +187,25 @@ Result<bool> WebhookCertificates::reconcile() {
     return makeError("reading Secret " + config_.ns + "/" + config_.secretName + ": " + got.error().message);
   }
 
-  // The CA: the first certificate of ca.crt, with ca.key.
   std::string caKey = secretField(secret, "ca.key");
   std::vector<std::string> bundle = splitPem(secretField(secret, "ca.crt"));
   std::string caCert = bundle.empty() ? "" : bundle.front();
-  std::string caWhy;
-  if (caCert.empty() || caKey.empty()) {
-    caWhy = "no CA yet";
-  } else if (auto info = pki::inspectCertificate(caCert); !info || !info->isCA) {
-    caWhy = "ca.crt is not a CA certificate";
-  } else if (auto match = pki::keyMatches(caCert, caKey); !match || !*match) {
-    caWhy = "ca.key does not match ca.crt";
-  } else if (info->notAfter - now <= (info->notAfter - info->notBefore) / 10) {
-    caWhy = "the CA is in the last tenth of its life";
-  }
-  bool changed = false;
-  if (!caWhy.empty()) {
-    auto ca = pki::makeCertificateAuthority("podshaper-webhook-ca", config_.caValidity.count());
-    if (!ca) return makeError("making a CA: " + ca.error().message);
-    spdlog::info("webhook certificate: a new CA ({})", caWhy);
-    caCert = ca->certPem;
-    caKey = ca->keyPem;
-    bundle.insert(bundle.begin(), caCert);
-    caIssued_.inc();
-    changed = true;
-  }
-  // The bundle: the current CA and every earlier one still valid (certificates
-  // they signed may still be served until the kubelet refreshes the files).
-  std::string caBundle;
-  for (std::size_t i = 0; i < bundle.size(); ++i) {
-    auto info = pki::inspectCertificate(bundle[i]);
-    if (i == 0 || (info && info->isCA && info->notAfter > now)) caBundle += bundle[i];
-  }
+  auto newCa = ensureCa(caCert, caKey, bundle, now, config_.caValidity);
+  if (!newCa) return newCa.error();
+  if (*newCa) caIssued_.inc();
+  bool changed = *newCa;
+  const std::string caBundle = caBundleOf(bundle, now);
 
   // The caBundle first: the API server must trust the new CA before anything it signed is served.
-  const std::string mwcPath = kube::resourcePath("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations",
-                                                 "", config_.webhookConfiguration);
-  auto mwc = client_.get(mwcPath);
-  if (!mwc) {
-    return makeError("reading MutatingWebhookConfiguration " + config_.webhookConfiguration + ": " +
-                     mwc.error().message);
-  }
-  const std::string encoded = base64Encode(caBundle);
-  bool bundleDiffers = false;
-  json updated = *mwc;
-  if (updated.contains("webhooks") && updated["webhooks"].is_array()) {
-    for (auto& w : updated["webhooks"]) {
-      if (!w.is_object()) continue;
-      if (!w.contains("clientConfig") || !w["clientConfig"].is_object()) w["clientConfig"] = json::object();
-      if (w["clientConfig"].value("caBundle", json("")) != encoded) {
-        w["clientConfig"]["caBundle"] = encoded;
-        bundleDiffers = true;
-      }
-    }
-  }
-  if (bundleDiffers) {
-    if (!mayWrite_()) return false;
-    auto written = client_.replace(mwcPath, updated);
-    if (!written) return makeError("writing the caBundle: " + written.error().message);
-    bundleWrites_.inc();
-    spdlog::info("webhook certificate: caBundle of MutatingWebhookConfiguration {} set ({} CA{})",
-                 config_.webhookConfiguration, splitPem(caBundle).size(), splitPem(caBundle).size() == 1 ? "" : "s");
-  }
+  auto bundleWrite = writeCaBundle(caBundle);
+  if (!bundleWrite) return bundleWrite.error();
+  if (*bundleWrite == BundleWrite::kNotLeader) return false;
 
   // The serving certificate.
   std::string cert = secretField(secret, "tls.crt"), key = secretField(secret, "tls.key");
-  const bool renewAsked =
-      secret.is_object() && secret.contains("metadata") &&
-      secret["metadata"].value("annotations", json::object()).contains(std::string(kRenewAnnotation));
-  std::string leafWhy = renewAsked ? "asked by the " + std::string(kRenewAnnotation) + " annotation"
-                                   : leafProblem(cert, key, caCert, config_.sans(), now, config_.renewBefore.count());
+  std::string leafWhy = renewAsked(secret) ? "asked by the " + std::string(kRenewAnnotation) + " annotation"
+                                           : leafProblem(cert, key, caCert, config_.sans(), now,
+                                                         config_.renewBefore.count());
   if (!leafWhy.empty()) {
     auto leaf = pki::issueServingCertificate({caCert, caKey}, config_.sans(), config_.validity.count());
     if (!leaf) return makeError("issuing the serving certificate: " + leaf.error().message);
@@ -211,23 +218,48 @@ Result<bool> WebhookCertificates::reconcile() {
   if (auto info = pki::inspectCertificate(cert)) expiry_.set(static_cast<double>(info->notAfter));
 
   const bool caFieldDiffers = secretField(secret, "ca.crt") != caBundle;
-  if (!changed && !caFieldDiffers) return bundleDiffers;
+  if (!changed && !caFieldDiffers) return *bundleWrite == BundleWrite::kWritten;
   if (!mayWrite_()) return false;
+  return writeSecret(secret, {{"tls.crt", cert}, {"tls.key", key}, {"ca.crt", caBundle}, {"ca.key", caKey}});
+}
+
+Result<WebhookCertificates::BundleWrite> WebhookCertificates::writeCaBundle(const std::string& caBundle) {
+  const std::string mwcPath = kube::resourcePath("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations",
+                                                 "", config_.webhookConfiguration);
+  auto mwc = client_.get(mwcPath);
+  if (!mwc) {
+    return makeError("reading MutatingWebhookConfiguration " + config_.webhookConfiguration + ": " +
+                     mwc.error().message);
+  }
+  const json updated = withCaBundle(*mwc, base64Encode(caBundle));
+  if (updated.is_null()) return BundleWrite::kSame;
+  if (!mayWrite_()) return BundleWrite::kNotLeader;
+  auto written = client_.replace(mwcPath, updated);
+  if (!written) return makeError("writing the caBundle: " + written.error().message);
+  bundleWrites_.inc();
+  const std::size_t cas = splitPem(caBundle).size();
+  spdlog::info("webhook certificate: caBundle of MutatingWebhookConfiguration {} set ({} CA{})",
+               config_.webhookConfiguration, cas, cas == 1 ? "" : "s");
+  return BundleWrite::kWritten;
+}
+
+Result<bool> WebhookCertificates::writeSecret(const json& secret, const std::map<std::string, std::string>& data) {
   json body = secret.is_object() ? secret
-                                  : json{{"apiVersion", "v1"},
-                                         {"kind", "Secret"},
-                                         {"metadata", {{"name", config_.secretName}, {"namespace", config_.ns}}},
-                                         {"type", "kubernetes.io/tls"}};
-  body["data"] = {{"tls.crt", base64Encode(cert)},
-                  {"tls.key", base64Encode(key)},
-                  {"ca.crt", base64Encode(caBundle)},
-                  {"ca.key", base64Encode(caKey)}};
+                                 : json{{"apiVersion", "v1"},
+                                        {"kind", "Secret"},
+                                        {"metadata", {{"name", config_.secretName}, {"namespace", config_.ns}}},
+                                        {"type", "kubernetes.io/tls"}};
+  body["data"] = json::object();
+  for (const auto& [k, v] : data) body["data"][k] = base64Encode(v);
   if (body["metadata"].contains("annotations") && body["metadata"]["annotations"].is_object()) {
     body["metadata"]["annotations"].erase(std::string(kRenewAnnotation));
   }
-  auto written = secret.is_object() ? client_.replace(secretPath, body)
-                                    : client_.create(kube::resourcePath("v1", "secrets", config_.ns), body);
-  if (!written) return makeError("writing Secret " + config_.ns + "/" + config_.secretName + ": " + written.error().message);
+  auto written = secret.is_object()
+                     ? client_.replace(kube::resourcePath("v1", "secrets", config_.ns, config_.secretName), body)
+                     : client_.create(kube::resourcePath("v1", "secrets", config_.ns), body);
+  if (!written) {
+    return makeError("writing Secret " + config_.ns + "/" + config_.secretName + ": " + written.error().message);
+  }
   spdlog::info("webhook certificate: Secret {}/{} written", config_.ns, config_.secretName);
   return true;
 }

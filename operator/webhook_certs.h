@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -48,7 +49,12 @@ class WebhookCertificates {
   Result<bool> reconcile();
 
  private:
+  enum class BundleWrite { kSame, kWritten, kNotLeader };
   void loop();
+  // The MutatingWebhookConfiguration's caBundle, when it differs and this replica leads.
+  Result<BundleWrite> writeCaBundle(const std::string& caBundle);
+  // The Secret with `data` (base64-encoded here), created or replaced; the renew annotation removed.
+  Result<bool> writeSecret(const nlohmann::json& secret, const std::map<std::string, std::string>& data);
 
   const kube::Client& client_;
   const WebhookCertificateConfig config_;

@@ -315,4 +315,16 @@ std::uint16_t HttpsServer::boundPort() const { return impl_->port.load(); }
 
 std::uint64_t HttpsServer::certReloads() const { return impl_->certs.reloads(); }
 
+void routeProbes(HttpsServer& https, std::shared_ptr<metrics::Registry> registry,
+                 std::function<std::optional<std::string>()> notReady) {
+  https.route("GET", "/healthz", [](const Request&) { return Response{200, "text/plain; charset=utf-8", "ok\n"}; });
+  https.route("GET", "/readyz", [notReady = std::move(notReady)](const Request&) {
+    if (auto why = notReady()) return Response{503, "text/plain; charset=utf-8", *why + "\n"};
+    return Response{200, "text/plain; charset=utf-8", "ok\n"};
+  });
+  https.route("GET", "/metrics", [registry = std::move(registry)](const Request&) {
+    return Response{200, "text/plain; version=0.0.4; charset=utf-8", registry->render()};
+  });
+}
+
 }  // namespace podshaper::server

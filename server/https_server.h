@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/result.h"
@@ -122,5 +123,11 @@ class HttpsServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The routes every podshaper server has: GET /healthz (always ok), /readyz (503 with
+// the reason `notReady` gives, ok when it gives none) and /metrics (the registry in
+// Prometheus' text format).
+void routeProbes(HttpsServer& https, std::shared_ptr<metrics::Registry> registry,
+                 std::function<std::optional<std::string>()> notReady);
 
 }  // namespace podshaper::server

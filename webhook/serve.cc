@@ -13,6 +13,7 @@
 #include "base/quantity.h"
 #include "base/timefmt.h"
 #include "cli/flags.h"
+#include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "metrics/metrics.h"
@@ -142,21 +143,6 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
   });
 }
 
-// /healthz, /readyz (not ready while shutting down or before the cluster cache syncs), /metrics.
-void routeProbes(server::HttpsServer& https, const std::shared_ptr<metrics::Registry>& registry,
-                 const ClusterCache* cache, const std::atomic<bool>& shuttingDown) {
-  auto text = [](int status, std::string body) { return server::Response{status, "text/plain; charset=utf-8", body}; };
-  https.route("GET", "/healthz", [text](const server::Request&) { return text(200, "ok\n"); });
-  https.route("GET", "/readyz", [text, cache, &shuttingDown](const server::Request&) {
-    if (shuttingDown.load(std::memory_order_relaxed)) return text(503, "shutting down\n");
-    if (cache != nullptr && !cache->synced()) return text(503, "cluster cache not synced\n");
-    return text(200, "ok\n");
-  });
-  https.route("GET", "/metrics", [registry](const server::Request&) {
-    return server::Response{200, "text/plain; version=0.0.4; charset=utf-8", registry->render()};
-  });
-}
-
 // Graceful shutdown. Kubernetes sends SIGTERM while the endpoint is being
 // removed, and kube-proxies and the API server notice only a little later:
 // not ready at once, keep serving for --shutdown-delay (each answer saying
@@ -187,11 +173,7 @@ int runServe(int argc, char** argv) {
   const ServeOptions& o = *parsed;
 
   // Signals are taken by sigwait below; block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = cli::blockStopSignals();
 
   std::unique_ptr<kube::Client> client;
   std::unique_ptr<ClusterCache> cache;
@@ -215,7 +197,12 @@ int runServe(int argc, char** argv) {
   std::atomic<bool> shuttingDown{false};  // before https: its handlers read it
   server::HttpsServer https(options, registry);
   routeAdmission(https, *registry, o.config, cache.get());
-  routeProbes(https, registry, cache.get(), shuttingDown);
+  const ClusterCache* watched = cache.get();
+  server::routeProbes(https, registry, [watched, &shuttingDown]() -> std::optional<std::string> {
+    if (shuttingDown.load(std::memory_order_relaxed)) return "shutting down";
+    if (watched != nullptr && !watched->synced()) return "cluster cache not synced";
+    return std::nullopt;
+  });
 
   if (auto started = https.start(); !started) return fail(started.error().message);
   spdlog::info("podshaper-webhook {} serving on {}:{} (config {}, cluster {})", PODSHAPER_VERSION, o.listen.host,
