@@ -105,6 +105,40 @@ Result<std::string> reconcile(const kube::Client& client, Backend& backend, cons
   return std::string(changed ? "updated" : "heartbeat");
 }
 
+struct MemlockProbeFlags {
+  std::optional<MemlockProbeSource> source;  // unset without --memlock-probe-file
+  unsigned long long waitSeconds = 30;       // for its first word before the first report
+};
+
+// Where the agent hears from its memlock-probe: --memlock-probe-file and the flags that go with it.
+Result<MemlockProbeFlags> memlockProbeFlags(const cli::Flags& flags) {
+  for (const char* needsFile : {"memlock-probe-pod", "memlock-requested", "memlock-probe-wait"}) {
+    if (flags.has(needsFile) && !flags.has("memlock-probe-file")) {
+      return makeError(std::string("--") + needsFile + " needs --memlock-probe-file (where the memlock-probe writes)");
+    }
+  }
+  MemlockProbeFlags out;
+  auto wait = parseCount(flags.get("memlock-probe-wait", "30"));
+  if (!wait) return makeError("--memlock-probe-wait takes whole seconds");
+  out.waitSeconds = *wait;
+  if (!flags.has("memlock-probe-file")) return out;
+  MemlockProbeSource& source = out.source.emplace();
+  source.file = *flags.get("memlock-probe-file");
+  auto requested = parseMemlockLimit(flags.get("memlock-requested", "unlimited"));
+  if (!requested) return makeError("--memlock-requested: " + requested.error().message);
+  source.requested = *requested;
+  if (auto pod = flags.get("memlock-probe-pod")) {
+    auto slash = pod->find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == pod->size() ||
+        pod->find('/', slash + 1) != std::string::npos) {
+      return makeError("--memlock-probe-pod \"" + *pod + "\": expected NAMESPACE/NAME");
+    }
+    source.podNamespace = pod->substr(0, slash);
+    source.podName = pod->substr(slash + 1);
+  }
+  return out;
+}
+
 }  // namespace
 
 int runReporter(int argc, char** argv) {
@@ -120,30 +154,10 @@ int runReporter(int argc, char** argv) {
   auto interval = parseCount(flags->get("interval", "60"));
   auto heartbeat = parseCount(flags->get("heartbeat", "300"));
   if (!interval || *interval == 0 || !heartbeat) return fail("--interval and --heartbeat take whole seconds");
-  std::optional<MemlockProbeSource> source;
-  for (const char* needsFile : {"memlock-probe-pod", "memlock-requested", "memlock-probe-wait"}) {
-    if (flags->has(needsFile) && !flags->has("memlock-probe-file")) {
-      return fail(std::string("--") + needsFile + " needs --memlock-probe-file (where the memlock-probe writes)");
-    }
-  }
-  auto probeWait = parseCount(flags->get("memlock-probe-wait", "30"));
-  if (!probeWait) return fail("--memlock-probe-wait takes whole seconds");
-  if (flags->has("memlock-probe-file")) {
-    source.emplace();
-    source->file = *flags->get("memlock-probe-file");
-    auto requested = parseMemlockLimit(flags->get("memlock-requested", "unlimited"));
-    if (!requested) return fail("--memlock-requested: " + requested.error().message);
-    source->requested = *requested;
-    if (auto pod = flags->get("memlock-probe-pod")) {
-      auto slash = pod->find('/');
-      if (slash == std::string::npos || slash == 0 || slash + 1 == pod->size() ||
-          pod->find('/', slash + 1) != std::string::npos) {
-        return fail("--memlock-probe-pod \"" + *pod + "\": expected NAMESPACE/NAME");
-      }
-      source->podNamespace = pod->substr(0, slash);
-      source->podName = pod->substr(slash + 1);
-    }
-  }
+  auto probeFlags = memlockProbeFlags(*flags);
+  if (!probeFlags) return fail(probeFlags.error().message);
+  const std::optional<MemlockProbeSource>& source = probeFlags->source;
+  const unsigned long long probeWait = probeFlags->waitSeconds;
   auto config = flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig")) : kube::inClusterConfig();
   if (!config) return fail(config.error().message);
 
@@ -166,13 +180,13 @@ int runReporter(int argc, char** argv) {
     // The probe starts beside the agent: give it a while to write, or to fail,
     // before the first report (the file each second, the pod every 5 s).
     memlock = observeMemlockProbe(client, *source, true, memlock);
-    for (unsigned long long waited = 0; memlock.state == State::kWaiting && waited < *probeWait; ++waited) {
+    for (unsigned long long waited = 0; memlock.state == State::kWaiting && waited < probeWait; ++waited) {
       if (!sleep(1)) return 0;
       memlock = observeMemlockProbe(client, *source, (waited + 1) % 5 == 0, memlock);
     }
     if (memlock.state == State::kWaiting) {
       spdlog::info("agent: the memlock-probe has neither written {} nor failed within {} s: reporting without it",
-                   source->file, *probeWait);
+                   source->file, probeWait);
     }
   }
   while (true) {
