@@ -7,19 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-bool ownedByNode(const json& report) {
-  const json* refs = report.contains("metadata") && report["metadata"].is_object() &&
-                             report["metadata"].contains("ownerReferences") &&
-                             report["metadata"]["ownerReferences"].is_array()
-                         ? &report["metadata"]["ownerReferences"]
-                         : nullptr;
-  if (refs == nullptr) return false;
-  for (const auto& r : *refs) {
-    if (r.is_object() && r.value("kind", json()) == "Node") return true;
-  }
-  return false;
-}
-
 std::string metaString(const json& object, const char* key) {
   if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) return "";
   const json& m = object["metadata"];
@@ -51,6 +38,19 @@ std::vector<PlannedEvent> eventsFor(const json& report, const json* node, const 
 }
 
 }  // namespace
+
+bool ownedByNode(const json& report) {
+  const json* refs = report.contains("metadata") && report["metadata"].is_object() &&
+                             report["metadata"].contains("ownerReferences") &&
+                             report["metadata"]["ownerReferences"].is_array()
+                         ? &report["metadata"]["ownerReferences"]
+                         : nullptr;
+  if (refs == nullptr) return false;
+  for (const auto& r : *refs) {
+    if (r.is_object() && r.value("kind", json()) == "Node") return true;
+  }
+  return false;
+}
 
 json reportSpecOf(const json& report) {
   if (!report.is_object() || !report.contains("spec")) return nullptr;

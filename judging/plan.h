@@ -56,6 +56,10 @@ struct Plan {
 
 Plan plan(const PlanInputs& in);
 
+// Whether the report names a Node among its owners (the agent makes it so): the
+// garbage collector deletes it with its Node.
+bool ownedByNode(const nlohmann::json& report);
+
 // A report's spec, whether kept as JSON or as its text; null when the text does not parse.
 nlohmann::json reportSpecOf(const nlohmann::json& report);
 

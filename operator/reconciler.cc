@@ -106,20 +106,16 @@ Reconciler::Result Reconciler::reconcile(const std::string& key, const std::opti
                        .node = node ? &*node : nullptr,
                        .policies = &policies,
                        .now = nowSeconds,
-                       .nodeMissingFor = report ? nodeMissingFor(key, !node) : 0});
-  Result result;
+                       .nodeMissingFor = report ? nodeMissingFor(key, !node && ownedByNode(*report)) : 0});
   switch (p.kind) {
     case Plan::Kind::ReportGone:
-      if (!p.nodePatch.is_null()) result.outcome = writeNode(key, *node, p.nodePatch);
-      break;
+      return {p.nodePatch.is_null() ? Outcome::Done : writeNode(key, *node, p.nodePatch), std::nullopt};
     case Plan::Kind::NodeGoing:
-      break;
+      return {Outcome::Done, std::chrono::seconds(*p.requeueAfter)};
     case Plan::Kind::Judged:
-      result.outcome = execute(key, *report, node ? &*node : nullptr, p);
       break;
   }
-  if (result.outcome == Outcome::Done && p.requeueAfter) result.requeueAfter = std::chrono::seconds(*p.requeueAfter);
-  return result;
+  return execute(key, *report, node ? &*node : nullptr, p);
 }
 
 void Reconciler::forgetReport(const std::string& key, bool nodeExists) {
@@ -130,15 +126,16 @@ void Reconciler::forgetReport(const std::string& key, bool nodeExists) {
   if (!nodeExists) replacedNode_.erase(key);
 }
 
-Reconciler::Outcome Reconciler::execute(const std::string& key, const json& report, const json* node,
-                                        const Plan& p) {
+Reconciler::Result Reconciler::execute(const std::string& key, const json& report, const json* node,
+                                       const Plan& p) {
   const Verdict& verdict = *p.verdict;
   setVerdict(key, verdict.validated ? "validated" : "not_validated");
 
   if (!p.statusPatch.is_null()) {
-    if (!mayWrite_()) return Outcome::NotLeader;
+    if (!mayWrite_()) return {Outcome::NotLeader, std::nullopt};
     auto written = api_.patchReportStatus(key, p.statusPatch);
-    if (!written) return writeFailed("report", key, written.error());
+    // Deleted meanwhile (Done): its DELETED event queues the name again; nothing to look at later.
+    if (!written) return {writeFailed("report", key, written.error()), std::nullopt};
     writesStatus_.inc();
     rememberWrite(replacedReport_, key, report);
     const Condition* validated = verdict.condition(conditions::kValidated);
@@ -146,8 +143,11 @@ Reconciler::Outcome Reconciler::execute(const std::string& key, const json& repo
                  validated->reason, verdict.gpus, verdict.interconnect, verdict.p2p, verdict.memlock);
     recordEvents(p.events);
   }
-  if (node != nullptr && !p.nodePatch.is_null()) return writeNode(key, *node, p.nodePatch);
-  return Outcome::Done;
+  if (node != nullptr && !p.nodePatch.is_null()) {
+    if (Outcome o = writeNode(key, *node, p.nodePatch); o != Outcome::Done) return {o, std::nullopt};
+  }
+  if (p.requeueAfter) return {Outcome::Done, std::chrono::seconds(*p.requeueAfter)};
+  return {Outcome::Done, std::nullopt};
 }
 
 Reconciler::Outcome Reconciler::writeFailed(const char* what, const std::string& key, const kube::ApiError& error) {

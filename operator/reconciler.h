@@ -73,8 +73,7 @@ class Reconciler {
   void forgetVerdicts();
 
  private:
-  Outcome execute(const std::string& key, const nlohmann::json& report, const nlohmann::json* node,
-                  const Plan& plan);
+  Result execute(const std::string& key, const nlohmann::json& report, const nlohmann::json* node, const Plan& plan);
   Outcome writeNode(const std::string& key, const nlohmann::json& node, const nlohmann::json& patch);
   Outcome writeFailed(const char* what, const std::string& key, const kube::ApiError& error);
   void recordEvents(const std::vector<PlannedEvent>& events);

@@ -149,7 +149,8 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
 // Connection: close, so the API server's kept-alive connections move to the
 // other replica), then stop listening and finish what is in flight, for at
 // most --drain-timeout. A second signal ends the delay early.
-void serveUntilSignalled(server::HttpsServer& https, const sigset_t& signals, const ServeOptions& o,
+// True when everything in flight was answered.
+bool serveUntilSignalled(server::HttpsServer& https, const sigset_t& signals, const ServeOptions& o,
                          std::atomic<bool>& shuttingDown) {
   int signal = 0;
   sigwait(&signals, &signal);
@@ -161,8 +162,7 @@ void serveUntilSignalled(server::HttpsServer& https, const sigset_t& signals, co
   if (o.shutdownDelay.count() > 0 && waitForSignal(signals, o.shutdownDelay)) {
     spdlog::info("podshaper-webhook: second signal, draining now");
   }
-  bool drained = https.shutdown(o.drainTimeout);
-  spdlog::info("podshaper-webhook: stopped{}", drained ? "" : " (connections cut at --drain-timeout)");
+  return https.shutdown(o.drainTimeout);
 }
 
 }  // namespace
@@ -208,8 +208,9 @@ int runServe(int argc, char** argv) {
   spdlog::info("podshaper-webhook {} serving on {}:{} (config {}, cluster {})", PODSHAPER_VERSION, o.listen.host,
                https.boundPort(), o.config.hash(),
                cache ? "watched" : "not watched: deciding from annotations and config");
-  serveUntilSignalled(https, signals, o, shuttingDown);
+  const bool drained = serveUntilSignalled(https, signals, o, shuttingDown);
   if (cache) cache->stop();
+  spdlog::info("podshaper-webhook: stopped{}", drained ? "" : " (connections cut at --drain-timeout)");
   return 0;
 }
 

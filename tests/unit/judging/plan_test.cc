@@ -63,7 +63,9 @@ TEST(Plan, ReportGoneTakesThePodshaperLabelsOff) {
   Plan p = planFor(nullptr, &node);
   EXPECT_EQ(p.kind, Plan::Kind::ReportGone);
   EXPECT_FALSE(p.verdict);
-  EXPECT_TRUE(p.nodePatch["metadata"]["labels"]["podshaper.io/topology-validated"].is_null());
+  const json& labels = p.nodePatch.at("metadata").at("labels");
+  ASSERT_TRUE(labels.contains("podshaper.io/topology-validated"));
+  EXPECT_TRUE(labels.at("podshaper.io/topology-validated").is_null());  // merge patch: remove
   EXPECT_TRUE(planFor(nullptr, nullptr).nodePatch.is_null());
 }
 
@@ -82,6 +84,8 @@ TEST(Plan, AnOwnedReportWaitsForItsNodesGarbageCollection) {
 
   // A report no Node owns is judged at once.
   const json unowned = reportObject(TopologyBuilder(8).spec(), "10", nullptr, /*ownedByNode=*/false);
+  EXPECT_TRUE(ownedByNode(owned));
+  EXPECT_FALSE(ownedByNode(unowned));
   EXPECT_EQ(planFor(&unowned, nullptr).kind, Plan::Kind::Judged);
 }
 

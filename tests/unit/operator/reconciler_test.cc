@@ -183,9 +183,11 @@ TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
                         }));
   EXPECT_EQ(api.node["metadata"]["labels"]["podshaper.io/p2p"], "all");
 
-  // The report goes stale when the agent stops: Fresh turns False at the time the plan asked to look again.
+  // The report goes stale when the agent stops: Fresh turns False once the time asked for has passed.
   api.writes.clear();
-  clock.advance(600);
+  auto again = run();
+  ASSERT_TRUE(again.requeueAfter);
+  clock.advance(again.requeueAfter->count());
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   ASSERT_FALSE(api.writes.empty());
   EXPECT_EQ(api.report["status"]["conditions"][0]["status"], "False");
@@ -222,7 +224,9 @@ TEST_F(ReconcilerTest, AnObjectDeletedWhileWritingIsDone) {
   api.report = reportObject(TopologyBuilder(8).spec());
   api.node = nodeObject(8);
   api.statusErrors.push_back(kube::makeApiError(404, "NotFound", "gputopologyreports \"gpu-0\" not found"));
-  EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);  // its DELETED event queues the name again
+  auto r = run();
+  EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);  // its DELETED event queues the name again
+  EXPECT_FALSE(r.requeueAfter);
   EXPECT_TRUE(api.writes.empty());
 }
 
@@ -252,6 +256,7 @@ TEST_F(ReconcilerTest, ADeletedNodesReportWaitsForTheGarbageCollector) {
   // The collector did not come: the report is flagged, and nothing is written to a Node.
   clock.advance(15);
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
+  ASSERT_FALSE(api.writes.empty());
   EXPECT_EQ(api.writes.front(), "status gpu-0");
   for (const auto& w : api.writes) EXPECT_EQ(w.find("node "), std::string::npos) << w;
   EXPECT_EQ(api.report["status"]["conditions"][3]["reason"], "NodeNotFound");
@@ -262,6 +267,30 @@ TEST_F(ReconcilerTest, ADeletedNodesReportWaitsForTheGarbageCollector) {
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_TRUE(api.writes.empty());
   EXPECT_NE(metricsText().find("podshaper_operator_reports{verdict=\"not_validated\"} 0"), std::string::npos);
+}
+
+TEST_F(ReconcilerTest, TheGraceStartsAgainWhenTheNodeComesBack) {
+  api.report = reportObject(TopologyBuilder(8).spec());
+  api.node = nodeObject(8);
+  run();
+  const json node = api.node;
+  api.node = nullptr;
+  EXPECT_EQ(run().requeueAfter, std::chrono::seconds(kNodeGoneGraceSeconds));
+  clock.advance(50);
+  api.node = node;  // a Node of that name again (re-registered)
+  api.node["metadata"]["resourceVersion"] = "900";
+  EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
+  api.node = nullptr;
+  clock.advance(30);
+  EXPECT_EQ(run().requeueAfter, std::chrono::seconds(kNodeGoneGraceSeconds));  // not 60 - 80
+}
+
+TEST_F(ReconcilerTest, AReportNoNodeOwnsIsJudgedAtOnceWithoutItsNode) {
+  api.report = reportObject(TopologyBuilder(8).spec(), "10", nullptr, /*ownedByNode=*/false);
+  auto r = run();
+  EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(api.writes.front(), "status gpu-0");
+  EXPECT_EQ(api.report["status"]["conditions"][3]["reason"], "NodeNotFound");
 }
 
 TEST_F(ReconcilerTest, ADeletedReportTakesItsLabelsOffTheNode) {
@@ -282,6 +311,18 @@ TEST_F(ReconcilerTest, AStandbyWritesNothing) {
   api.node = nodeObject(8);
   leader = false;
   EXPECT_EQ(run().outcome, Reconciler::Outcome::NotLeader);
+  EXPECT_TRUE(api.writes.empty());
+}
+
+TEST_F(ReconcilerTest, LeadershipLostWhileJudgingWritesNothing) {
+  api.report = reportObject(TopologyBuilder(8).spec());
+  api.node = nodeObject(8);
+  int asked = 0;
+  Reconciler losing{api, clock, registry, [&asked] { return ++asked == 1; },
+                    {.identity = "operator-0", .eventNamespace = "default"}};
+  auto r = losing.reconcile("gpu-0", api.report, api.node, policies);
+  EXPECT_EQ(r.outcome, Reconciler::Outcome::NotLeader);
+  EXPECT_EQ(asked, 2);  // asked again right before the status write
   EXPECT_TRUE(api.writes.empty());
 }
 
