@@ -423,8 +423,9 @@ TEST_F(HttpsServerTest, RotatedCertificateIsServedToNewConnectionsWithoutRestart
   auto reply = before->request("GET", "/healthz");
   ASSERT_TRUE(reply) << reply.error().message;
   EXPECT_EQ(reply->status, 200);
-  EXPECT_NE(metrics_->render().find("podshaper_tls_certificate_reloads_total 1\n"),
-            std::string::npos);
+  // The reloader counts before the server's metric does (another thread): wait for both.
+  EXPECT_TRUE(eventually(
+      [&] { return metrics_->render().find("podshaper_tls_certificate_reloads_total 1\n") != std::string::npos; }));
 }
 
 TEST_F(HttpsServerTest, InvalidNewCertificateIsIgnoredAndTheOldOneKeepsServing) {
