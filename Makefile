@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build controlplane node test test-sanitize fuzz demo review-demo cluster-up cluster-down clean
+.PHONY: all deps build controlplane controlplane-oldest node test test-sanitize fuzz demo review-demo cluster-up cluster-down clean
 
 all: build
 
@@ -15,9 +15,15 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# etcd, kube-apiserver, kube-scheduler, kube-controller-manager from the Go module proxy.
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubelet and kubectl from
+# the Go module proxy at the pinned release (tests/controlplane/go.mod).
 controlplane:
 	@bash scripts/controlplane-build.sh
+
+# The oldest supported release (tests/controlplane-v1.35), for the end-to-end run against it.
+controlplane-oldest:
+	@PODSHAPER_CONTROLPLANE_MODULE=$(CURDIR)/tests/controlplane-v1.35 \
+	  PODSHAPER_CONTROLPLANE_BIN=$(CURDIR)/build/controlplane-v1.35 bash scripts/controlplane-build.sh
 
 # The real test node's parts: containerd, the NRI ulimit and test device plugins
 # (scripts/node-build.sh), and its images (scripts/node-images.sh); kubelet comes with
@@ -28,7 +34,7 @@ node: deps controlplane
 
 # Unit, golden and CLI tests, then the end-to-end tests against a real control plane
 # and a real node.
-test: build controlplane node
+test: build controlplane controlplane-oldest node
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The unit, golden, CLI, fuzz-replay and hardening tests again, built with AddressSanitizer

@@ -22,6 +22,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
 cpbin=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
+# kubectl from the same release as the control plane (scripts/controlplane-build.sh).
+export PATH=$cpbin:$PATH
 webhook_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
 webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; defaults when empty
 with_webhook=${PODSHAPER_WITH_WEBHOOK:-yes}    # no: the install test brings its own (manifests/)
@@ -172,6 +174,9 @@ wait_shaping() {
 # kube-apiserver on $API_PORT, over the etcd on $ETCD_PORT (restart-apiserver starts it
 # again with the same flags: the data and the resourceVersions survive).
 # PODSHAPER_APISERVER_ARGS: more flags (word-split), e.g. --etcd-compaction-interval=10s.
+# --endpoint-reconciler-type none: from v1.37 the reconciler of the `kubernetes` Service's
+# endpoints refuses a loopback address; nothing here reads them (pods reach the API server
+# through the node's DNAT rule, docs/real-node.md).
 # --enable-aggregator-routing: no kube-proxy runs here, so the API server calls a webhook
 # Service (clientConfig.service) at one of its ready endpoints' pod IPs, not its ClusterIP.
 start_apiserver() {
@@ -180,6 +185,7 @@ start_apiserver() {
   start kube-apiserver "$cpbin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --endpoint-reconciler-type none \
     --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
     --client-ca-file "$dir/pki/ca.crt" \
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubelet (for
-# the real test node, scripts/node.sh) from the Go module proxy at the release pinned in
-# tests/controlplane/go.mod, into build/controlplane/.
+# Builds etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubelet (for
+# the real test node, scripts/node.sh) and kubectl (what every script and test calls)
+# from the Go module proxy at the release pinned in tests/controlplane/go.mod, into
+# build/controlplane/. PODSHAPER_CONTROLPLANE_MODULE and PODSHAPER_CONTROLPLANE_BIN pick
+# another pinned release and where it goes (tests/controlplane-v1.35 → build/controlplane-v1.35).
 # Binaries are cached per go.sum in ~/.cache/podshaper/, so a second run (even from a
 # fresh clone) only copies them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-module=$root/tests/controlplane
+module=${PODSHAPER_CONTROLPLANE_MODULE:-$root/tests/controlplane}
 out=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
 stamp=$(cat "$module/go.mod" "$module/go.sum" | sha256sum | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/podshaper/controlplane-$stamp
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubelet)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
 export PATH=$PATH:/usr/local/go/bin
 
 # The release's own version in the binaries (a module build would say v0.0.0-master, and
@@ -35,7 +37,7 @@ if ! have_all "$cache"; then
     go build -trimpath -o "$cache.tmp/etcd" go.etcd.io/etcd/server/v3 &&
     go build -trimpath -ldflags "$(version_ldflags)" -o "$cache.tmp/" k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kubelet)
+      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl)
   rm -rf "$cache"
   mv "$cache.tmp" "$cache"
 fi

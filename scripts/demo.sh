@@ -5,6 +5,8 @@
 set -euo pipefail
 shopt -s extglob
 root=$(cd "$(dirname "$0")/.." && pwd)
+# kubectl built with the control plane (scripts/controlplane-build.sh), not the machine's.
+export PATH=$root/build/controlplane:$PATH
 dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
 kubeconfig=$dir/kubeconfig
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }

@@ -134,6 +134,8 @@ kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 cgroupRoot: $cgroup_root
 failSwapOn: false
+# From v1.35 a kubelet refuses cgroup v1 unless told; these test machines have only v1.
+failCgroupV1: false
 containerRuntimeEndpoint: unix://$node_dir/containerd.sock
 imageServiceEndpoint: unix://$node_dir/containerd.sock
 address: $node_ip

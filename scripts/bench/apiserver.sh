@@ -36,6 +36,7 @@
 # on exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+export PATH=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}:$PATH  # its kubectl
 count=1000
 concurrency=8
 rounds=3

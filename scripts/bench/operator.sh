@@ -21,6 +21,7 @@
 # down on exit unless --keep-cluster. Exit status 1 when a target is missed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+export PATH=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}:$PATH  # its kubectl
 nodes=5000 flips=50 json="" steady="" heartbeat="" nolive="" workers="" keep=no
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do

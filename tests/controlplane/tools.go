@@ -1,6 +1,6 @@
 //go:build tools
 
-// The control plane's main packages, so `go mod tidy` keeps what they need.
+// The control plane's main packages and kubectl, so `go mod tidy` keeps what they need.
 package tools
 
 import (
@@ -8,5 +8,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )

@@ -87,7 +87,7 @@ check "the webhook configuration names the Service, not a URL" \
   test "$(kc get mutatingwebhookconfiguration podshaper -o jsonpath='{.webhooks[0].clientConfig.service.name}/{.webhooks[0].clientConfig.url}')" = podshaper-webhook/
 webhook_ips() { kc -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o jsonpath='{range .items[*]}{.status.podIP}{"\n"}{end}' | sort | xargs; }
 check "its endpoints are the two ready webhook pods" \
-  eventually 30 "$(webhook_ips)" bash -c "kubectl --kubeconfig $kubeconfig -n $ns get endpoints podshaper-webhook -o jsonpath='{range .subsets[*].addresses[*]}{.ip}{\"\n\"}{end}' | sort | xargs"
+  eventually 30 "$(webhook_ips)" bash -c "kubectl --kubeconfig $kubeconfig -n $ns get endpointslices -l kubernetes.io/service-name=podshaper-webhook -o jsonpath='{range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]}{\"\n\"}{end}' | sort | xargs"
 kc create namespace ml >/dev/null
 kc label namespace ml pod-security.kubernetes.io/enforce=privileged >/dev/null
 until_ok 30 kc -n ml get serviceaccount default || fail "namespace ml: no default service account"
@@ -182,7 +182,11 @@ check "the operators were refused nothing (no 'forbidden' in their logs)" bash -
   ! kubectl --kubeconfig $kubeconfig -n $ns logs -l app.kubernetes.io/name=podshaper-operator --tail -1 | grep -qi forbidden"
 
 # --- 8. readiness gates the Service: a frozen webhook pod leaves the endpoints, the other serves
-ready_ips() { kc -n $ns get endpoints podshaper-webhook -o jsonpath='{range .subsets[*].addresses[*]}{.ip}{"\n"}{end}' | sort | xargs; }
+# EndpointSlices (v1 Endpoints are deprecated since v1.33 and kubectl warns of them).
+ready_ips() {
+  kc -n $ns get endpointslices -l kubernetes.io/service-name=podshaper-webhook \
+    -o jsonpath='{range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]}{"\n"}{end}' | sort | xargs
+}
 frozen_pod=$(first_pod podshaper-webhook)
 frozen_ip=$(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.podIP}')
 other_ip=$(webhook_ips | tr ' ' '\n' | grep -vx "$frozen_ip")

@@ -1,4 +1,9 @@
 # Helpers shared by the end-to-end tests (after tests/cli/lib.sh).
+
+# kubectl is the one built with the control plane under test (scripts/controlplane-build.sh),
+# never the machine's: a v1.37 API server allows kubectl v1.36 to v1.38 only.
+PATH="${PODSHAPER_CONTROLPLANE_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/controlplane}:$PATH"
+export PATH
 quiet() { "$@" >/dev/null; }
 
 # eventually SECONDS WANT CMD...: retry CMD until its output matches WANT (a bash glob;

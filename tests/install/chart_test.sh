@@ -14,6 +14,8 @@ compare=tests/install/compare_manifests.py
 # helm reads no repositories or plugins of the user's.
 export HELM_CONFIG_HOME=$tmp/helm/config HELM_CACHE_HOME=$tmp/helm/cache HELM_DATA_HOME=$tmp/helm/data
 
+# kubectl built with the control plane (make controlplane), else the machine's.
+export PATH=$root/build/controlplane:$PATH
 command -v kubectl >/dev/null || { echo "FAIL: kubectl is not installed (kubectl kustomize renders manifests/)" >&2; exit 1; }
 python3 -c 'import yaml' 2>/dev/null || { echo "FAIL: python3 cannot import yaml (apt-get install python3-yaml)" >&2; exit 1; }
 helm=$(scripts/helm.sh) || { echo "FAIL: scripts/helm.sh could not build helm" >&2; exit 1; }

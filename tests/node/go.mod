@@ -1,4 +1,4 @@
-// Test infrastructure for the real test node (kubelet v1.32.4, containerd v2.4.2
+// Test infrastructure for the real test node (the pinned kubelet, containerd v2.4.2
 // with NRI): an NRI ulimit plugin and a fake GPU device plugin. Not part of the
 // product; see README.md.
 module podshaper.io/tests/node
