@@ -27,8 +27,7 @@ bash "$root/scripts/cluster.sh" install 2>&1 | sed 's/^/  /'
 kc -n $ns get pods -o wide | cut -c1-120 | sed 's/^/  /'
 
 say "GPU nodes: three Node objects from tests/fixtures/topologies (no kubelet: they show placement) and one real node"
-kc get nodes -L node.kubernetes.io/instance-type -L nvidia.com/gpu.product \
-  -o custom-columns='NODE:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,MEMORY:.status.allocatable.memory,TYPE:.metadata.labels.node\.kubernetes\.io/instance-type'
+kc get nodes -o custom-columns='NODE:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,MEMORY:.status.allocatable.memory,TYPE:.metadata.labels.node\.kubernetes\.io/instance-type'
 
 say "podshaper-agent on each node writes its GPUTopologyReport (fake backend: captured nvidia-smi output)"
 agent=${PODSHAPER_BIN:-$root/build/bin}/podshaper-agent
