@@ -263,9 +263,10 @@ up() {
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false --v=1
   # No node lifecycle controller (and no TaintNodesByCondition above): the GPU nodes
   # have no kubelet, and must not be tainted not-ready. The garbage collector handles
-  # owner references. With a real node, also what makes installed podshaper run there:
+  # owner references; the job controller makes a Job's pods (training pods rarely come
+  # one by one). With a real node, also what makes installed podshaper run there:
   # Deployments, DaemonSets, Service endpoints, disruption budgets.
-  local controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller
+  local controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller,job-controller
   [[ $with_node == yes ]] &&
     controllers+=,deployment-controller,replicaset-controller,daemonset-controller,endpoints-controller,endpointslice-controller,disruption-controller
   start kube-controller-manager "$cpbin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \

@@ -110,6 +110,31 @@ pod big-1 jobs 8 | kc create -f - >/dev/null
 check "first 8-GPU pod is bound" wait_bound jobs big-0
 check "second 8-GPU pod is bound" wait_bound jobs big-1
 check "to two different nodes (the 8-GPU ones)" test "$(bound jobs big-0)" != "$(bound jobs big-1)"
+big_shm=$(kc -n jobs get pod big-0 -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')
+kc -n jobs delete pod --all --grace-period=0 --force >/dev/null 2>&1
+
+# Pods made by a controller: an Indexed Job of two 8-GPU workers, the opt-in label in its
+# pod template. The job controller creates the pods; each is shaped as its twin made by
+# hand, and they land one per node.
+pod worker jobs 8 | python3 -c '
+import json, sys
+pod = json.load(sys.stdin)
+template = {"metadata": {k: pod["metadata"][k] for k in ("labels", "annotations")},
+            "spec": dict(pod["spec"], restartPolicy="Never")}
+print(json.dumps({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "jobs"},
+                  "spec": {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "backoffLimit": 0,
+                           "template": template}}))' | kc create -f - >/dev/null
+job_pods() { kc -n jobs get pods -l batch.kubernetes.io/job-name=train -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
+check "the job controller makes both pods" until_ok 30 test "$(job_pods | grep -c .)" = 2
+for p in $(job_pods); do
+  check "job pod $p has the /dev/shm of its twin ($big_shm)" \
+    test "$(kc -n jobs get pod "$p" -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')" = "$big_shm"
+  check "job pod $p has hostIPC and the shm volume" test "$(kc -n jobs get pod "$p" \
+    -o jsonpath='{.spec.hostIPC} {.spec.volumes[?(@.name=="podshaper-dshm")].emptyDir.medium}')" = "true Memory"
+  check "job pod $p is bound" wait_bound jobs "$p"
+done
+check "one job pod per node" test "$(for p in $(job_pods); do bound jobs "$p"; echo; done | grep . | sort -u | wc -l)" = 2
+kc -n jobs delete job train --cascade=orphan >/dev/null
 kc -n jobs delete pod --all --grace-period=0 --force >/dev/null 2>&1
 
 # Four 4-GPU node-exclusive pods on 8+8+4 GPUs: resources alone would fit two on an
