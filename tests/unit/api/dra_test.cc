@@ -1,0 +1,61 @@
+#include "api/dra.h"
+
+#include <gtest/gtest.h>
+
+namespace podshaper {
+namespace {
+
+using nlohmann::json;
+
+json claimSpec(json requests) { return {{"devices", {{"requests", std::move(requests)}}}}; }
+
+TEST(Dra, ExactCountAllAndOtherDevices) {
+  auto r = gpuRequests(claimSpec(json::parse(R"([
+      {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}},
+      {"name": "one", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
+      {"name": "node", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}},
+      {"name": "nic", "exactly": {"deviceClassName": "rdma.example.com", "count": 4}}])")),
+                       "gpu.nvidia.com");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].name, "gpus");
+  EXPECT_EQ((*r)[0].count, 8u);
+  EXPECT_EQ((*r)[1].count, 1u);  // ExactCount without a count is one device
+  EXPECT_TRUE((*r)[2].all);
+}
+
+TEST(Dra, ThePrioritizedListsFirstChoiceCounts) {
+  auto r = gpuRequests(claimSpec(json::parse(R"([{"name": "gpus", "firstAvailable": [
+      {"name": "eight", "deviceClassName": "gpu.nvidia.com", "count": 8},
+      {"name": "four", "deviceClassName": "gpu.nvidia.com", "count": 4}]}])")),
+                       "gpu.nvidia.com");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].count, 8u);
+  EXPECT_EQ((*r)[0].chosen, "eight");
+}
+
+TEST(Dra, TheDeviceClassIsConfigurable) {
+  json spec = claimSpec(json::parse(R"([{"name": "g", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}])"));
+  EXPECT_TRUE(gpuRequests(spec, "gpu.nvidia.com")->empty());
+  EXPECT_EQ(gpuRequests(spec, "gpu.example.com")->at(0).count, 2u);
+}
+
+TEST(Dra, BadRequestsAreClearErrors) {
+  auto zero = gpuRequests(
+      claimSpec(json::parse(R"([{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 0}}])")),
+      "gpu.nvidia.com");
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error().message, "device request \"g\": count 0 is not a positive integer");
+  auto mode = gpuRequests(
+      claimSpec(json::parse(
+          R"([{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "Some"}}])")),
+      "gpu.nvidia.com");
+  ASSERT_FALSE(mode);
+  EXPECT_NE(mode.error().message.find("neither ExactCount nor All"), std::string::npos);
+  EXPECT_TRUE(gpuRequests(json::object(), "gpu.nvidia.com")->empty());
+  EXPECT_FALSE(gpuRequests(json{{"devices", {{"requests", "x"}}}}, "gpu.nvidia.com"));
+}
+
+}  // namespace
+}  // namespace podshaper
