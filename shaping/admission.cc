@@ -32,8 +32,8 @@ bool isPodCreate(const json& request) {
 
 }  // namespace
 
-Result<AdmissionDecision> admit(std::string_view body, const Config& config,
-                                const ClusterView* cluster, std::string_view shaperVersion) {
+Result<AdmissionDecision> admit(std::string_view body, const Config& config, const ClusterView* cluster,
+                                std::string_view shaperVersion, const ClaimLookup& claims) {
   if (nestedDeeperThan(body, kMaxDepth)) {
     return makeError("not an AdmissionReview: JSON nested deeper than " + std::to_string(kMaxDepth));
   }
@@ -57,6 +57,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config,
     AdmissionContext context;
     context.namespaceName = text(request, "namespace").value_or("");
     context.cluster = cluster;
+    context.claims = claims;
     context.shaperVersion = std::string(shaperVersion);
     ShapeOutcome outcome = shapePod(pod, config, context);
     if (!outcome.allowed) {

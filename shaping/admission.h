@@ -7,6 +7,7 @@
 #include "base/result.h"
 #include "shaping/cluster_view.h"
 #include "shaping/config.h"
+#include "shaping/pod_claims.h"
 
 namespace podshaper {
 
@@ -19,7 +20,8 @@ struct AdmissionDecision {
 // The webhook's handler as a pure function: AdmissionReview v1 in, AdmissionReview
 // out. Pod CREATEs are shaped; any other well-formed review is allowed unchanged.
 // An Error means the body is not an AdmissionReview (HTTP 400, exit 2 in review).
-Result<AdmissionDecision> admit(std::string_view body, const Config& config,
-                                const ClusterView* cluster, std::string_view shaperVersion);
+// `claims` reads the resource claims pods name (empty: not read; see AdmissionContext).
+Result<AdmissionDecision> admit(std::string_view body, const Config& config, const ClusterView* cluster,
+                                std::string_view shaperVersion, const ClaimLookup& claims = {});
 
 }  // namespace podshaper

@@ -62,6 +62,18 @@ Result<bool> forEachKey(const YAML::Node& map, const std::string& prefix,
   return true;
 }
 
+// A Kubernetes object name of the DNS subdomain kind (RFC 1123): lower-case letters,
+// digits, '-' and '.', starting and ending with a letter or digit, at most 253.
+bool isDnsSubdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(s.front()) || !alnum(s.back())) return false;
+  for (char c : s) {
+    if (!alnum(c) && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string_view toString(PartialNodePolicy p) {
@@ -89,6 +101,8 @@ std::string Config::hash() const {
                           ";partialNode=" + std::string(toString(partialNode)) +
                           ";podSecurity=" + std::string(toString(podSecurity)) +
                           ";memlock=" + memlock.text();
+  // Settings added since keep the hash of a config that leaves them at their default.
+  if (gpuDeviceClass != kDefaultGpuDeviceClass) canonical += ";gpuDeviceClass=" + gpuDeviceClass;
   // FNV-1a: stable across builds and platforms, unlike std::hash.
   uint64_t h = 14695981039346656037ULL;
   for (unsigned char c : canonical) {
@@ -162,6 +176,16 @@ Result<Config> parseConfig(std::string_view yamlText) {
          if (*v == "deny") config.podSecurity = PodSecurityAction::kDeny;
          else if (*v == "warn") config.podSecurity = PodSecurityAction::kWarn;
          else return keyError("podSecurity", "\"" + *v + "\" is not one of deny, warn");
+         return true;
+       }},
+      {"gpuDeviceClass",
+       [&](const YAML::Node& n) -> Result<bool> {
+         auto v = scalar(n, "gpuDeviceClass");
+         if (!v) return v.error();
+         if (!isDnsSubdomain(*v)) {
+           return keyError("gpuDeviceClass", "\"" + *v + "\" is not a DeviceClass name (a DNS subdomain, e.g. gpu.nvidia.com)");
+         }
+         config.gpuDeviceClass = *v;
          return true;
        }},
       {"memlock",

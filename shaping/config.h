@@ -16,6 +16,8 @@ enum class PartialNodePolicy { kDeny, kWarn, kExpand };
 // hostIPC and IPC_LOCK.
 enum class PodSecurityAction { kDeny, kWarn };
 
+inline constexpr std::string_view kDefaultGpuDeviceClass = "gpu.nvidia.com";
+
 // The webhook's configuration file (YAML). Every key is optional; see README "Config".
 struct Config {
   uint64_t workers = 4;
@@ -36,6 +38,9 @@ struct Config {
   // RLIMIT_MEMLOCK asked for every GPU container (the NRI annotation's soft and
   // hard), and what the node affinity requires a node to grant.
   MemlockLimit memlock;
+  // The DeviceClass whose devices are GPUs, for pods that ask GPUs through resource
+  // claims (Dynamic Resource Allocation); NVIDIA's DRA driver names it gpu.nvidia.com.
+  std::string gpuDeviceClass = std::string(kDefaultGpuDeviceClass);
 
   // Stable hash of the effective settings, shown in podshaper.io/shaped-by.
   std::string hash() const;

@@ -29,7 +29,7 @@ std::optional<uint64_t> nodeGpus(const Node& node, bool byLabels, const MemlockL
 
 }  // namespace
 
-NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
+NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
                            const Config& config, const ClusterView* cluster) {
   NodeClass nc;
   if (cluster == nullptr) {
@@ -63,17 +63,23 @@ NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGp
                           "GPU node found: assuming " + std::to_string(nc.gpus) +
                           " GPUs per node from config defaults.gpusPerNode");
   } else {
-    // The class the pod fits exactly, else the smallest that holds it.
-    auto fit = classes.lower_bound(podGpus);
+    // The class the pod fits exactly, else the smallest that holds it; the largest for All.
+    auto fit = podGpus ? classes.lower_bound(*podGpus) : classes.end();
     nc.gpus = fit != classes.end() ? *fit : *classes.rbegin();
     nc.source = byLabels ? "from the cluster's validated nodes" : "from the cluster's GPU nodes";
+    if (!podGpus && classes.size() > 1) {
+      nc.warnings.push_back("the pod asks every GPU of its node (allocationMode All) and the cluster has nodes of " +
+                            std::to_string(classes.size()) + " GPU counts: shaped for the largest, " +
+                            std::to_string(nc.gpus) + "; set nodeSelector " + std::string(names::kGpuCount) +
+                            " to choose");
+    }
   }
 
   bool anyTarget = false;
   bool allP2P = true;
   for (const auto& node : cluster->nodes) {
     auto g = nodeGpus(node, byLabels, config.memlock);
-    if (!g || (nodeExclusive ? *g != nc.gpus : *g < podGpus)) continue;
+    if (!g || (nodeExclusive ? *g != nc.gpus : *g < podGpus.value_or(nc.gpus))) continue;
     anyTarget = true;
     if (node.memoryBytes && (!nc.memoryBytes || *node.memoryBytes < *nc.memoryBytes)) {
       nc.memoryBytes = node.memoryBytes;

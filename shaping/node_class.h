@@ -23,12 +23,13 @@ struct NodeClass {
   std::vector<std::string> warnings;
 };
 
-// podGpus: the pod's nvidia.com/gpu. requestedGpus: the pod's own nodeSelector
+// podGpus: the pod's GPUs; nullopt when it asks every GPU of its node (a DRA request
+// of allocationMode All): G is then the largest class unless the pod names one. requestedGpus: the pod's own nodeSelector
 // podshaper.io/gpu-count, if any. nodeExclusive: the pod owns a whole node of
 // G GPUs; a shared pod may land on any node with at least podGpus GPUs, so
 // memory and P2P are judged over all of those. cluster: null when deciding
 // from config only.
-NodeClass resolveNodeClass(uint64_t podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
+NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
                            const Config& config, const ClusterView* cluster);
 
 }  // namespace podshaper

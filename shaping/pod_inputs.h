@@ -10,6 +10,7 @@
 
 #include "base/result.h"
 #include "shaping/config.h"
+#include "shaping/pod_claims.h"
 #include "shaping/shm.h"
 
 namespace podshaper {
@@ -18,7 +19,8 @@ namespace podshaper {
 struct GpuContainer {
   std::size_t index = 0;  // in spec.containers
   std::string name;
-  uint64_t gpus = 0;
+  uint64_t gpus = 0;        // nvidia.com/gpu plus the exact counts of the claims it uses
+  bool allGpus = false;     // it uses a claim request of allocationMode All: every GPU of the node
   std::optional<std::string> ownShmVolume;  // the user's own volume at /dev/shm
   // securityContext.runAsUser and runAsNonRoot, the container's else the pod's.
   std::optional<int64_t> runAsUser;
@@ -28,7 +30,12 @@ struct GpuContainer {
 // Everything shaping needs, read from the pod and defaulted from config.
 struct PodInputs {
   std::vector<GpuContainer> gpuContainers;
-  uint64_t podGpus = 0;
+  uint64_t podGpus = 0;  // with allGpus: 0 until the node class says G
+  // A DRA request of allocationMode All: the pod gets every GPU of its node.
+  bool allGpus = false;
+  // Some GPUs come from resource claims: config partialNode: expand cannot raise them.
+  bool gpusFromClaims = false;
+  std::string gpuWords;  // how the pod asks its GPUs, for messages: "nvidia.com/gpu" or "GPUs"
   uint64_t workers = 0;
   uint64_t prefetchFactor = 0;
   std::optional<uint64_t> ranks;  // unset: the pod's GPUs (after any expansion)
@@ -38,8 +45,9 @@ struct PodInputs {
   std::vector<std::string> warnings;          // what was defaulted
 };
 
-// Reads the pod. An error message names the annotation or field and says what to change.
-Result<PodInputs> readPodInputs(const nlohmann::json& pod, const Config& config);
+// Reads the pod; `claims` are the GPUs of its resource claims (readPodClaimGpus). An
+// error message names the annotation or field and says what to change.
+Result<PodInputs> readPodInputs(const nlohmann::json& pod, const Config& config, const PodClaimGpus& claims = {});
 
 // The annotation's value, when the pod has it as a string.
 std::optional<std::string> annotation(const nlohmann::json& pod, std::string_view key);

@@ -168,21 +168,30 @@ Result<bool> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Confi
   const uint64_t G = nodeClass.gpus;
   if (!in.nodeExclusive || in.podGpus == G) return false;
   if (in.podGpus > G) {
-    return makeError("the pod asks " + std::to_string(in.podGpus) + " " + key(names::kGpuResource) +
+    return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
                      " but nodes of its class have " + std::to_string(G) + " (" + nodeClass.source +
                      "): split the job into pods of " + std::to_string(G) + " GPUs each");
   }
-  std::string asks = "the pod asks " + std::to_string(in.podGpus) + " " + key(names::kGpuResource) +
+  std::string asks = "the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
                      " but node-exclusive pods own whole " + std::to_string(G) + "-GPU nodes (" + nodeClass.source +
                      ")";
+  const std::string request = in.gpusFromClaims ? "set exactly.count to " + std::to_string(G) + " in its resource claim"
+                                                : "request " + std::to_string(G) + " GPUs";
   switch (config.partialNode) {
     case PartialNodePolicy::kDeny:
-      return makeError(asks + ": request " + std::to_string(G) + " GPUs (one rank per GPU), or set " +
-                       key(names::kPlacement) + ": shared to share the node");
+      return makeError(asks + ": " + request + " (one rank per GPU), or set " + key(names::kPlacement) +
+                       ": shared to share the node");
     case PartialNodePolicy::kWarn:
       warnings.push_back(asks + "; the other GPUs stay idle");
       return false;
     case PartialNodePolicy::kExpand: {
+      if (in.gpusFromClaims) {
+        // A claim is its own object (the template's, or a claim several pods share):
+        // the webhook does not rewrite it.
+        warnings.push_back(asks + "; the other GPUs stay idle: config partialNode: expand does not raise a resource "
+                           "claim's count, " + request);
+        return false;
+      }
       // The extra GPUs go to the first GPU container; its ranks follow.
       GpuContainer& first = in.gpuContainers.front();
       first.gpus += G - in.podGpus;
@@ -353,24 +362,40 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   out.pod = pod;
   if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return out;
 
-  auto read = readPodInputs(pod, config);
+  auto claims = readPodClaimGpus(pod, ctx.namespaceName, config.gpuDeviceClass, ctx.claims);
+  if (!claims) return deny(pod, claims.error().message);
+  auto read = readPodInputs(pod, config, *claims);
   if (!read) return deny(pod, read.error().message);
   PodInputs in = std::move(read).value();
+  std::vector<std::string> warnings = std::move(in.warnings);
   if (in.gpuContainers.empty()) {
-    out.warnings.push_back("podshaper: no container requests " + key(names::kGpuResource) +
-                           ": the pod is left as it is");
+    const bool claimsRead = ctx.claims && member(member(pod, "spec"), "resourceClaims").is_array();
+    warnings.push_back("no container requests " + key(names::kGpuResource) +
+                       (claimsRead ? " or GPUs of device class " + config.gpuDeviceClass + " through resource claims"
+                                   : "") +
+                       ": the pod is left as it is");
+    for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
     return out;
   }
-  std::vector<std::string> warnings = std::move(in.warnings);
 
-  NodeClass nodeClass = resolveNodeClass(in.podGpus, in.requestedNodeGpus, in.nodeExclusive, config, ctx.cluster);
+  NodeClass nodeClass = resolveNodeClass(in.allGpus ? std::nullopt : std::optional<uint64_t>(in.podGpus),
+                                         in.requestedNodeGpus, in.nodeExclusive, config, ctx.cluster);
   warnings.insert(warnings.end(), nodeClass.warnings.begin(), nodeClass.warnings.end());
+  if (in.allGpus) {
+    // allocationMode All: the containers that use it see every GPU of the node.
+    for (GpuContainer& c : in.gpuContainers) {
+      if (c.allGpus) c.gpus = nodeClass.gpus;
+    }
+    in.podGpus = nodeClass.gpus;
+    warnings.push_back("the pod asks every GPU of its node (allocationMode All): counted as " +
+                       std::to_string(nodeClass.gpus) + " (" + nodeClass.source + ")");
+  }
   auto expanded = fitNodeClass(in, nodeClass, config, warnings);
   if (!expanded) return deny(pod, expanded.error().message);
   uint64_t ranks = in.ranks.value_or(in.podGpus);
   if (!in.ranks) {
     warnings.push_back(key(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) + ", the pod's " +
-                       key(names::kGpuResource));
+                       in.gpuWords);
   }
   auto privileged = privilegesAllowed(ctx, config, warnings);
   if (!privileged) return deny(pod, privileged.error().message);

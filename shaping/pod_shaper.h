@@ -7,6 +7,7 @@
 
 #include "shaping/cluster_view.h"
 #include "shaping/config.h"
+#include "shaping/pod_claims.h"
 
 namespace podshaper {
 
@@ -15,6 +16,9 @@ struct AdmissionContext {
   // Null: decide from annotations and config alone (review, or serve without
   // --kubeconfig); the larger NCCL reserve then applies since P2P is unknown.
   const ClusterView* cluster = nullptr;
+  // Reads the ResourceClaimTemplates and ResourceClaims the pod names. Empty: they are
+  // not read, and GPUs asked through them are not counted (with a warning).
+  ClaimLookup claims;
   std::string shaperVersion = "podshaper-webhook/dev";
 };
 

@@ -2,7 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+
+#include "base/json_util.h"
+#include "kube/protocol.h"
 
 namespace podshaper::webhook {
 namespace {
@@ -11,10 +15,48 @@ namespace {
 // most this often however many events arrive.
 constexpr auto kCoalesce = std::chrono::milliseconds(200);
 
+// A GET on a watch miss: the API server waits for the whole admission
+// (the webhook's timeoutSeconds), so it must be short.
+constexpr auto kMissTimeout = std::chrono::seconds(2);
+
+kube::ClientOptions missOptions(kube::ClientOptions options) {
+  options.requestTimeout = std::min<std::chrono::milliseconds>(options.requestTimeout, kMissTimeout);
+  options.maxRetries = 0;
+  return options;
+}
+
+// What the claim caches keep: the name and the device requests. A claim's
+// status (its allocation, one entry per device) is never read.
+kube::InformerOptions keepClaimSpec(bool isTemplate) {
+  kube::InformerOptions options;
+  options.transform = [isTemplate](nlohmann::json& object) {
+    if (!object.is_object()) return;
+    nlohmann::json kept = {{"kind", isTemplate ? "ResourceClaimTemplate" : "ResourceClaim"},
+                           {"metadata", nlohmann::json::object()}};
+    const nlohmann::json& m = member(object, "metadata");
+    for (const char* k : {"name", "namespace", "uid", "resourceVersion"}) {
+      if (m.contains(k)) kept["metadata"][k] = m[k];
+    }
+    const nlohmann::json& spec = isTemplate ? member(member(object, "spec"), "spec") : member(object, "spec");
+    if (const nlohmann::json& devices = member(spec, "devices"); !devices.is_null()) {
+      if (isTemplate) kept["spec"]["spec"]["devices"] = devices;
+      else kept["spec"]["devices"] = devices;
+    }
+    object = std::move(kept);
+  };
+  return options;
+}
+
+constexpr const char* kResourceApi = "resource.k8s.io/v1";
+
 }  // namespace
 
 ClusterCache::ClusterCache(const kube::Client& client)
-    : namespaces_(client, "/api/v1/namespaces"), nodes_(client, "/api/v1/nodes") {
+    : missClient_(client.config(), missOptions(client.options())),
+      namespaces_(client, "/api/v1/namespaces"),
+      nodes_(client, "/api/v1/nodes"),
+      claimTemplates_(client, kube::resourcePath(kResourceApi, "resourceclaimtemplates"), keepClaimSpec(true)),
+      resourceClaims_(client, kube::resourcePath(kResourceApi, "resourceclaims"), keepClaimSpec(false)) {
   auto markDirty = [this] {
     std::lock_guard lock(mu_);
     dirty_ = true;
@@ -30,11 +72,15 @@ void ClusterCache::start() {
   rebuilder_ = std::thread([this] { rebuildLoop(); });
   namespaces_.start();
   nodes_.start();
+  claimTemplates_.start();
+  resourceClaims_.start();
 }
 
 void ClusterCache::stop() {
   namespaces_.stop();
   nodes_.stop();
+  claimTemplates_.stop();
+  resourceClaims_.stop();
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -46,6 +92,28 @@ void ClusterCache::stop() {
 std::shared_ptr<const ClusterView> ClusterCache::view() const {
   std::lock_guard lock(mu_);
   return view_;
+}
+
+ClaimLookup ClusterCache::claims() const {
+  return [this](std::string_view ns, const ClaimRef& ref) { return claimSpec(ns, ref); };
+}
+
+std::optional<nlohmann::json> ClusterCache::claimSpec(std::string_view ns, const ClaimRef& ref) const {
+  const bool isTemplate = ref.kind == ClaimKind::kTemplate;
+  const kube::Informer& watched = isTemplate ? claimTemplates_ : resourceClaims_;
+  if (auto object = watched.get(std::string(ns) + "/" + ref.name)) return claimSpecOf(*object);
+  const std::string path =
+      kube::resourcePath(kResourceApi, isTemplate ? "resourceclaimtemplates" : "resourceclaims", ns, ref.name);
+  auto got = missClient_.get(path);
+  if (got) {
+    nlohmann::json object = *got;
+    object["kind"] = std::string(kindName(ref.kind));
+    return claimSpecOf(object);
+  }
+  if (got.error().code != 404) {
+    spdlog::warn("cluster cache: GET {}: {}", path, got.error().message);
+  }
+  return std::nullopt;
 }
 
 void ClusterCache::rebuildLoop() {

@@ -8,12 +8,16 @@
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "shaping/cluster_view.h"
+#include "shaping/pod_claims.h"
 
 namespace podshaper::webhook {
 
 // Namespaces (Pod Security labels) and Nodes (podshaper's labels, GPUs,
 // memory) kept current by watches. Admission reads the latest snapshot and
-// never waits on the API server.
+// never waits on the API server. ResourceClaimTemplates and ResourceClaims
+// (their device requests only) are watched too, for pods that ask GPUs
+// through DRA; one the watch has not seen yet (created just before its pod)
+// is read from the API server, with a short timeout.
 class ClusterCache {
  public:
   explicit ClusterCache(const kube::Client& client);
@@ -27,12 +31,18 @@ class ClusterCache {
   bool synced() const { return view() != nullptr; }
   // Null until both watches have synced: decide from annotations and config meanwhile.
   std::shared_ptr<const ClusterView> view() const;
+  // Reads the claims a pod names: watched, else one GET. Valid while the cache lives.
+  ClaimLookup claims() const;
 
  private:
   void rebuildLoop();
+  std::optional<nlohmann::json> claimSpec(std::string_view ns, const ClaimRef& ref) const;
 
+  kube::Client missClient_;  // GETs on a watch miss: short timeout, no resending
   kube::Informer namespaces_;
   kube::Informer nodes_;
+  kube::Informer claimTemplates_;
+  kube::Informer resourceClaims_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   bool dirty_ = false;

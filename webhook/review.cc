@@ -12,6 +12,7 @@
 #include "cli/flags.h"
 #include "shaping/admission.h"
 #include "shaping/cluster_view.h"
+#include "shaping/pod_claims.h"
 #include "webhook/config_file.h"
 
 namespace podshaper::webhook {
@@ -25,21 +26,29 @@ nlohmann::json shapedPod(const std::string& input, const nlohmann::json& respons
   return pod.patch(nlohmann::json::parse(raw.ok() ? *raw : "[]"));
 }
 
-// `kubectl get namespaces,nodes -o json`: a List whose items are Namespaces and Nodes.
-Result<ClusterView> loadClusterView(const std::string& path) {
+// What --cluster gives: the view, and the resource claims pods may name.
+struct LoadedCluster {
+  ClusterView view;
+  ClaimLookup claims;
+};
+
+// `kubectl get namespaces,nodes,resourceclaimtemplates,resourceclaims -A -o json`: a List
+// whose items are Namespaces and Nodes, and any ResourceClaimTemplates and ResourceClaims.
+Result<LoadedCluster> loadCluster(const std::string& path) {
   auto text = cli::readFile(path);
   if (!text) return makeError("--cluster: " + text.error().message);
   nlohmann::json list = nlohmann::json::parse(*text, nullptr, false);
   if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
     return makeError("--cluster " + path + ": expected a List, as from kubectl get namespaces,nodes -o json");
   }
-  std::vector<nlohmann::json> namespaces, nodes;
+  std::vector<nlohmann::json> namespaces, nodes, claims;
   for (const auto& item : list["items"]) {
     std::string kind = item.is_object() ? item.value("kind", std::string()) : std::string();
     if (kind == "Namespace") namespaces.push_back(item);
     else if (kind == "Node") nodes.push_back(item);
+    else if (kind == "ResourceClaimTemplate" || kind == "ResourceClaim") claims.push_back(item);
   }
-  return buildClusterView(namespaces, nodes);
+  return LoadedCluster{buildClusterView(namespaces, nodes), claimLookupOver(claims)};
 }
 
 }  // namespace
@@ -60,17 +69,18 @@ int runReview(int argc, char** argv) {
     std::cerr << "podshaper-webhook review: " << config.error().message << "\n";
     return 2;
   }
-  std::optional<ClusterView> cluster;
+  std::optional<LoadedCluster> cluster;
   if (auto path = flags->get("cluster")) {
-    auto view = loadClusterView(*path);
-    if (!view) {
-      std::cerr << "podshaper-webhook review: " << view.error().message << "\n";
+    auto loaded = loadCluster(*path);
+    if (!loaded) {
+      std::cerr << "podshaper-webhook review: " << loaded.error().message << "\n";
       return 2;
     }
-    cluster = std::move(*view);
+    cluster = std::move(*loaded);
   }
   std::string input{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-  auto decision = admit(input, *config, cluster ? &*cluster : nullptr, kShaperVersion);
+  auto decision = admit(input, *config, cluster ? &cluster->view : nullptr, kShaperVersion,
+                        cluster ? cluster->claims : ClaimLookup());
   if (!decision) {
     std::cerr << "podshaper-webhook review: " << decision.error().message << "\n";
     return 2;

@@ -125,7 +125,7 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
   https.route("POST", "/mutate-v1-pod", [m, cfg, cache](const server::Request& req) {
     auto start = std::chrono::steady_clock::now();
     std::shared_ptr<const ClusterView> view = cache ? cache->view() : nullptr;
-    auto decision = admit(req.body, cfg, view.get(), kShaperVersion);
+    auto decision = admit(req.body, cfg, view.get(), kShaperVersion, cache ? cache->claims() : ClaimLookup());
     m.latency->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!decision) {
       m.badRequest->inc();

@@ -63,6 +63,10 @@ TEST(Config, HashChangesWithSettings) {
   c.memlock = MemlockLimit{4194304};
   EXPECT_NE(a.hash(), c.hash());
   EXPECT_EQ(c.hash(), parseConfig("memlock: 4Mi\n")->hash());
+  // A setting added later keeps the hash of configs that leave it at its default.
+  EXPECT_EQ(a.hash(), parseConfig("gpuDeviceClass: gpu.nvidia.com\n")->hash());
+  EXPECT_NE(a.hash(), parseConfig("gpuDeviceClass: gpu.example.com\n")->hash());
+  EXPECT_EQ(parseConfig("gpuDeviceClass: gpu.example.com\n")->gpuDeviceClass, "gpu.example.com");
 }
 
 struct BadConfig {
@@ -97,6 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"memlock: -1\n", "memlock: \"-1\" is neither unlimited nor a quantity of bytes"},
         BadConfig{"memlock: 0\n", "memlock: \"0\" is zero"},
         BadConfig{"memlock: [4Mi]\n", "memlock: expected a single value"},
+        BadConfig{"gpuDeviceClass: GPU.nvidia.com\n", "gpuDeviceClass: \"GPU.nvidia.com\" is not a DeviceClass name"},
+        BadConfig{"gpuDeviceClass: \"\"\n", "gpuDeviceClass: \"\" is not a DeviceClass name"},
         BadConfig{"defaults: 3\n", "defaults: expected a mapping"},
         BadConfig{"- a\n- b\n", "(top level): expected a mapping"},
         BadConfig{"defaults: {workers: 4\n", "not valid YAML"},

@@ -1,0 +1,117 @@
+#include "shaping/pod_claims.h"
+
+#include "base/checked.h"
+#include "base/json_util.h"
+
+namespace podshaper {
+namespace {
+
+using nlohmann::json;
+
+std::string stringAt(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_string()) return "";
+  return object[key].get<std::string>();
+}
+
+std::string inQuotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+}  // namespace
+
+std::string_view kindName(ClaimKind kind) {
+  return kind == ClaimKind::kTemplate ? "ResourceClaimTemplate" : "ResourceClaim";
+}
+
+Result<std::vector<ClaimRef>> claimRefs(const json& pod) {
+  std::vector<ClaimRef> refs;
+  const json& list = member(member(pod, "spec"), "resourceClaims");
+  if (list.is_null()) return refs;
+  if (!list.is_array()) return makeError("spec.resourceClaims: expected a list");
+  for (const json& entry : list) {
+    ClaimRef ref;
+    ref.podClaim = stringAt(entry, "name");
+    const std::string templateName = stringAt(entry, "resourceClaimTemplateName");
+    const std::string claimName = stringAt(entry, "resourceClaimName");
+    if (templateName.empty() == claimName.empty()) {
+      return makeError("spec.resourceClaims[" + inQuotes(ref.podClaim) +
+                       "]: set exactly one of resourceClaimTemplateName and resourceClaimName");
+    }
+    ref.kind = templateName.empty() ? ClaimKind::kClaim : ClaimKind::kTemplate;
+    ref.name = templateName.empty() ? claimName : templateName;
+    refs.push_back(std::move(ref));
+  }
+  return refs;
+}
+
+json claimSpecOf(const json& object) {
+  const json& spec = member(object, "spec");
+  if (member(object, "kind") == "ResourceClaimTemplate") return member(spec, "spec");
+  return spec;
+}
+
+ClaimLookup claimLookupOver(const std::vector<json>& objects) {
+  std::map<std::string, json> specs;  // "kind/namespace/name"
+  for (const json& o : objects) {
+    const json& metadata = member(o, "metadata");
+    specs[stringAt(o, "kind") + "/" + stringAt(metadata, "namespace") + "/" + stringAt(metadata, "name")] =
+        claimSpecOf(o);
+  }
+  return [specs = std::move(specs)](std::string_view ns, const ClaimRef& ref) -> std::optional<json> {
+    auto it = specs.find(std::string(kindName(ref.kind)) + "/" + std::string(ns) + "/" + ref.name);
+    if (it == specs.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+Result<PodClaimGpus> readPodClaimGpus(const json& pod, std::string_view ns, std::string_view deviceClass,
+                                      const ClaimLookup& lookup) {
+  PodClaimGpus out;
+  auto refs = claimRefs(pod);
+  if (!refs) return refs.error();
+  if (refs->empty()) return out;
+  if (!lookup) {
+    out.warnings.push_back("the pod's resource claims were not read (the webhook does not watch the cluster): "
+                           "GPUs asked through them are not counted");
+    return out;
+  }
+  for (const ClaimRef& ref : *refs) {
+    const std::string what = std::string(kindName(ref.kind)) + " " + inQuotes(ref.name) + " (spec.resourceClaims[" +
+                             inQuotes(ref.podClaim) + "])";
+    std::optional<json> spec = lookup(ns, ref);
+    if (!spec) {
+      return makeError(what + " was not found in namespace " + inQuotes(ns) +
+                       ": create it before the pod, so that podshaper can count the GPUs it asks");
+    }
+    auto gpus = gpuRequests(*spec, deviceClass);
+    if (!gpus) return makeError(what + ": " + gpus.error().message);
+    if (!gpus->empty()) out.byPodClaim[ref.podClaim] = std::move(*gpus);
+  }
+  return out;
+}
+
+Result<ContainerClaimGpus> containerClaimGpus(const json& container, const PodClaimGpus& claims) {
+  ContainerClaimGpus out;
+  const json& list = member(member(container, "resources"), "claims");
+  if (!list.is_array()) return out;
+  for (const json& use : list) {
+    const std::string podClaim = stringAt(use, "name");
+    auto claim = claims.byPodClaim.find(podClaim);
+    if (claim == claims.byPodClaim.end()) continue;  // not a GPU claim
+    // "request" or "request/subrequest"; unset: every request of the claim.
+    std::string request = stringAt(use, "request");
+    request = request.substr(0, request.find('/'));
+    for (const GpuRequest& r : claim->second) {
+      if (!request.empty() && r.name != request) continue;
+      if (!out.requests.insert(podClaim + "/" + r.name).second) continue;
+      if (r.all) {
+        out.all = true;
+        continue;
+      }
+      auto sum = checkedAdd(out.count, r.count);
+      if (!sum) return makeError("resource claim " + inQuotes(podClaim) + " takes the container's GPUs past 64 bits");
+      out.count = *sum;
+    }
+  }
+  return out;
+}
+
+}  // namespace podshaper
