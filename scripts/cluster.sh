@@ -131,7 +131,7 @@ webhooks:
 YAML
 }
 
-# The webhook reads Namespaces and Nodes, and nothing else.
+# The webhook reads Namespaces, Nodes, ResourceClaimTemplates and ResourceClaims, and nothing else.
 webhook_rbac() {
   kc apply -f - >/dev/null <<'YAML'
 apiVersion: rbac.authorization.k8s.io/v1
@@ -140,6 +140,9 @@ metadata: {name: podshaper-webhook}
 rules:
 - apiGroups: [""]
   resources: [namespaces, nodes]
+  verbs: [get, list, watch]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaimtemplates, resourceclaims]
   verbs: [get, list, watch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -264,9 +267,10 @@ up() {
   # No node lifecycle controller (and no TaintNodesByCondition above): the GPU nodes
   # have no kubelet, and must not be tainted not-ready. The garbage collector handles
   # owner references; the job controller makes a Job's pods (training pods rarely come
-  # one by one). With a real node, also what makes installed podshaper run there:
+  # one by one); the resourceclaim controller makes a pod's ResourceClaims from its
+  # templates (GPUs through DRA). With a real node, also what makes installed podshaper run there:
   # Deployments, DaemonSets, Service endpoints, disruption budgets.
-  local controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller,job-controller
+  local controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller,job-controller,resourceclaim-controller
   [[ $with_node == yes ]] &&
     controllers+=,deployment-controller,replicaset-controller,daemonset-controller,endpoints-controller,endpointslice-controller,disruption-controller
   start kube-controller-manager "$cpbin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \

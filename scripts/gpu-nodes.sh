@@ -3,10 +3,15 @@
 # nvidia.com/gpu capacity from the `nvidia-smi topo -m` matrix, CPUs from its CPU
 # affinity, memory from the instance type, and a Ready condition. No kubelet runs;
 # the scheduler binds pods to these nodes and that is the point.
+#
+# --dra: instead, the DeviceClass gpu.nvidia.com and one ResourceSlice per GPU node, as
+# NVIDIA's DRA driver publishes them (pool = node name, devices gpu-0..gpu-N-1 with
+# type, uuid, productName, index and memory), so the scheduler can allocate GPUs to
+# resource claims on these nodes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-python3 - "$root/tests/fixtures/topologies" <<'PY'
-import json, os, re, sys
+python3 - "$root/tests/fixtures/topologies" "${1:-}" <<'PY'
+import hashlib, json, os, re, sys
 
 # Memory of the instance types the fixtures were captured on (public specifications).
 MEMORY_GIB = {"p5.48xlarge": 2048, "p4d.24xlarge": 1152, "g6e.12xlarge": 384}
@@ -36,6 +41,32 @@ def node(path):
                                    "message": "fake GPU node for podshaper's tests (no kubelet)"}]},
     }
 
+# Product names and memory as nvidia-smi gives them for the fixtures' GPUs.
+PRODUCTS = {"H100": ("NVIDIA H100 80GB HBM3", "80Gi"), "A100": ("NVIDIA A100-SXM4-40GB", "40Gi"),
+            "L40S": ("NVIDIA L40S", "48Gi")}
+
+def device_class():
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+            "spec": {"selectors": [{"cel": {"expression":
+                "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}
+
+def resource_slice(n):
+    name = n["metadata"]["name"]
+    product, memory = PRODUCTS.get(n["metadata"]["labels"]["nvidia.com/gpu.product"], ("NVIDIA GPU", "80Gi"))
+    devices = []
+    for i in range(int(n["status"]["allocatable"]["nvidia.com/gpu"])):
+        uuid = hashlib.sha1(f"{name}/{i}".encode()).hexdigest()
+        devices.append({"name": f"gpu-{i}", "attributes": {
+            "type": {"string": "gpu"}, "index": {"int": i}, "minor": {"int": i}, "productName": {"string": product},
+            "uuid": {"string": f"GPU-{uuid[:8]}-{uuid[8:12]}-{uuid[12:16]}-{uuid[16:20]}-{uuid[20:32]}"}},
+            "capacity": {"memory": {"value": memory}}})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-gpu.nvidia.com"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+
 docs = [node(os.path.join(sys.argv[1], f)) for f in sorted(os.listdir(sys.argv[1])) if f.endswith(".topo-m.txt")]
+if sys.argv[2] == "--dra":
+    docs = [device_class()] + [resource_slice(n) for n in docs]
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=1))
 PY

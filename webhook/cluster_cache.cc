@@ -106,6 +106,8 @@ std::optional<nlohmann::json> ClusterCache::claimSpec(std::string_view ns, const
       kube::resourcePath(kResourceApi, isTemplate ? "resourceclaimtemplates" : "resourceclaims", ns, ref.name);
   auto got = missClient_.get(path);
   if (got) {
+    spdlog::info("cluster cache: {} {}/{} read from the API server (its watch event had not come yet)",
+                 kindName(ref.kind), ns, ref.name);
     nlohmann::json object = *got;
     object["kind"] = std::string(kindName(ref.kind));
     return claimSpecOf(object);

@@ -111,6 +111,7 @@ check "first 8-GPU pod is bound" wait_bound jobs big-0
 check "second 8-GPU pod is bound" wait_bound jobs big-1
 check "to two different nodes (the 8-GPU ones)" test "$(bound jobs big-0)" != "$(bound jobs big-1)"
 big_shm=$(kc -n jobs get pod big-0 -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')
+kc -n jobs get pod big-0 -o json > "$tmp/big-0.json"
 kc -n jobs delete pod --all --grace-period=0 --force >/dev/null 2>&1
 
 # Pods made by a controller: an Indexed Job of two 8-GPU workers, the opt-in label in its
@@ -136,6 +137,70 @@ done
 check "one job pod per node" test "$(for p in $(job_pods); do bound jobs "$p"; echo; done | grep . | sort -u | wc -l)" = 2
 kc -n jobs delete job train --cascade=orphan >/dev/null
 kc -n jobs delete pod --all --grace-period=0 --force >/dev/null 2>&1
+
+# GPUs through DRA: the GPU nodes publish their GPUs as NVIDIA's DRA driver does; a
+# pod asks 8 through a ResourceClaimTemplate (no nvidia.com/gpu). The webhook shapes it
+# as its nvidia.com/gpu twin, the resourceclaim controller makes its claim, and the
+# scheduler allocates 8 GPUs of one node: two such pods land on two nodes.
+bash "$root/scripts/gpu-nodes.sh" --dra | kc apply -f - >/dev/null
+namespace dra
+kc apply -f - >/dev/null <<'YAML'
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: eight-gpus, namespace: dra}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com, count: 8}
+YAML
+dra_pod() {  # dra_pod NAME TEMPLATE: the twin's manifest, its GPUs from a claim
+  pod "$1" dra 8 | python3 -c '
+import json, sys
+pod = json.load(sys.stdin)
+c = pod["spec"]["containers"][0]
+for f in ("limits", "requests"): del c["resources"][f]["nvidia.com/gpu"]
+c["resources"]["claims"] = [{"name": "gpus"}]
+pod["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": sys.argv[1]}]
+print(json.dumps(pod))' "$2"
+}
+# Created at once after its template: the webhook reads what its watch has not seen yet.
+dra_pod dra-0 eight-gpus | kc create -f - >/dev/null
+dra_pod dra-1 eight-gpus | kc create -f - >/dev/null
+kc -n dra get pod dra-0 -o json > "$tmp/dra-0.json"
+check "a DRA pod is shaped as its nvidia.com/gpu twin (shm, memory, hostIPC, IPC_LOCK, memlock, placement)" python3 -c '
+import json, sys
+def shaped(p):
+    c = p["spec"]["containers"][0]
+    res = {f: {k: v for k, v in c["resources"].get(f, {}).items() if k != "nvidia.com/gpu"} for f in ("limits", "requests")}
+    return {
+      "annotations": {k.replace("shaped-by", ""): v for k, v in p["metadata"]["annotations"].items()
+                      if "podshaper.io/" in k or "ulimits." in k},
+      "hostIPC": p["spec"].get("hostIPC"), "affinity": p["spec"].get("affinity"),
+      "volumes": [v for v in p["spec"].get("volumes", []) if v["name"] == "podshaper-dshm"],
+      "resources": res, "capabilities": c.get("securityContext", {}).get("capabilities"), "env": c.get("env"),
+      "mounts": [m for m in c.get("volumeMounts", []) if m["mountPath"] == "/dev/shm"]}
+a, b = (shaped(json.load(open(f))) for f in sys.argv[1:3])
+if a != b:
+    print(json.dumps(a, indent=1, sort_keys=True)); print(json.dumps(b, indent=1, sort_keys=True)); sys.exit(1)
+' "$tmp/dra-0.json" "$tmp/big-0.json"
+check "the DRA pod has the /dev/shm of its twin ($big_shm)"   test "$(kc -n dra get pod dra-0 -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')" = "$big_shm"
+check "the first DRA pod is bound" wait_bound dra dra-0
+check "the second DRA pod is bound" wait_bound dra dra-1
+check "to two different nodes" test "$(bound dra dra-0)" != "$(bound dra dra-1)"
+claim_of() { kc -n dra get pod "$1" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}'; }
+for p in dra-0 dra-1; do
+  check "$p: its claim holds 8 GPUs of the node it is bound to" bash -c "
+    kubectl --kubeconfig $kubeconfig -n dra get resourceclaim $(claim_of $p) -o json | python3 -c '
+import json, sys
+r = json.load(sys.stdin)[\"status\"][\"allocation\"][\"devices\"][\"results\"]
+assert len(r) == 8 and {d[\"pool\"] for d in r} == {sys.argv[1]}, r' $(bound dra $p)"
+done
+set +e; dra_pod dra-missing no-such-template | kc create -f - 2>"$tmp/err" >/dev/null; rc=$?; set -e
+check "a pod naming a template that does not exist is refused" test $rc -ne 0
+check "naming it" grep -q 'ResourceClaimTemplate "no-such-template" (spec.resourceClaims\["gpus"\]) was not found in namespace "dra"' "$tmp/err"
+kc -n dra delete pod --all --grace-period=0 --force >/dev/null 2>&1
 
 # Four 4-GPU node-exclusive pods on 8+8+4 GPUs: resources alone would fit two on an
 # 8-GPU node; the anti-affinity keeps one per node, so the fourth waits.

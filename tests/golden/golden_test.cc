@@ -1,6 +1,7 @@
 // Golden tests: an AdmissionReview in, the shaped pod out. Each directory under
-// cases/ holds review.json, optionally config.yaml and cluster.json (Namespaces
-// and Nodes as the API serves them), and expected.json: the decision and the
+// cases/ holds review.json, optionally config.yaml and cluster.json (Namespaces,
+// Nodes, and ResourceClaimTemplates and ResourceClaims under "resourceClaims", as
+// the API serves them), and expected.json: the decision and the
 // pod after applying the returned JSON Patch, as the API server would.
 // PODSHAPER_UPDATE_GOLDEN=1 rewrites expected.json; review the diff.
 
@@ -42,9 +43,14 @@ json outcome(const fs::path& dir) {
     if (parsed) config = *parsed;
   }
   std::optional<ClusterView> cluster;
-  if (fs::exists(dir / "cluster.json")) cluster = clusterFrom(json::parse(slurp(dir / "cluster.json")));
+  ClaimLookup claims;  // the cluster's resourceClaims (templates and claims), when it has a view
+  if (fs::exists(dir / "cluster.json")) {
+    json j = json::parse(slurp(dir / "cluster.json"));
+    cluster = clusterFrom(j);
+    claims = claimLookupOver(j.value("resourceClaims", json::array()));
+  }
   std::string body = slurp(dir / "review.json");
-  auto decision = admit(body, config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden");
+  auto decision = admit(body, config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden", claims);
   if (!decision) return {{"error", decision.error().message}};
   const json& response = decision->review["response"];
   json out = {{"allowed", decision->allowed}, {"warnings", response.value("warnings", json::array())}};
@@ -57,7 +63,7 @@ json outcome(const fs::path& dir) {
     // The patch must be a no-op on the shaped pod: reinvocation changes nothing.
     json again = json::parse(body);
     again["request"]["object"] = pod;
-    auto second = admit(again.dump(), config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden");
+    auto second = admit(again.dump(), config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden", claims);
     EXPECT_TRUE(second.ok() && !second->mutated) << dir << ": a second admission patched again";
   }
   out["pod"] = pod;
