@@ -2,23 +2,20 @@
 
 #include <optional>
 
+#include "base/json_util.h"
+
 namespace podshaper {
 namespace {
 
 using nlohmann::json;
 
-std::string stringAt(const json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_string()) return "";
-  return object[key].get<std::string>();
-}
-
 // One exact request (a request's `exactly`, or one subrequest of `firstAvailable`), when
 // it is for `deviceClass`; nothing when it is for another class.
 Result<std::optional<GpuRequest>> exactGpus(const json& exact, std::string_view deviceClass, const std::string& name) {
-  if (stringAt(exact, "deviceClassName") != deviceClass) return std::optional<GpuRequest>();
+  if (stringMember(exact, "deviceClassName") != deviceClass) return std::optional<GpuRequest>();
   GpuRequest r;
   r.name = name;
-  const std::string mode = stringAt(exact, "allocationMode");
+  const std::string mode = stringMember(exact, "allocationMode");
   if (mode == "All") {
     r.all = true;
     return std::optional<GpuRequest>(r);
@@ -45,7 +42,7 @@ Result<std::vector<GpuRequest>> gpuRequests(const json& claimSpec, std::string_v
   const json& requests = claimSpec["devices"].value("requests", json::array());
   if (!requests.is_array()) return makeError("spec.devices.requests: expected a list");
   for (const json& request : requests) {
-    const std::string name = stringAt(request, "name");
+    const std::string name = stringMember(request, "name");
     if (request.is_object() && request.contains("exactly")) {
       auto gpus = exactGpus(request["exactly"], deviceClass, name);
       if (!gpus) return gpus.error();
@@ -58,7 +55,7 @@ Result<std::vector<GpuRequest>> gpuRequests(const json& claimSpec, std::string_v
       auto gpus = exactGpus(first, deviceClass, name);
       if (!gpus) return gpus.error();
       if (*gpus) {
-        (*gpus)->chosen = stringAt(first, "name");
+        (*gpus)->chosen = stringMember(first, "name");
         out.push_back(**gpus);
       }
     }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,12 @@ inline const nlohmann::json& member(const nlohmann::json& object, std::string_vi
   if (!object.is_object()) return kNull;
   auto it = object.find(key);
   return it == object.end() ? kNull : *it;
+}
+
+// The member as a string, or "" when it is missing or not a string.
+inline std::string stringMember(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json& m = member(object, key);
+  return m.is_string() ? m.get<std::string>() : std::string();
 }
 
 // Whether JSON text nests objects and arrays deeper than maxDepth (strings

@@ -8,11 +8,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string stringAt(const json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_string()) return "";
-  return object[key].get<std::string>();
-}
-
 std::string inQuotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 }  // namespace
@@ -28,9 +23,9 @@ Result<std::vector<ClaimRef>> claimRefs(const json& pod) {
   if (!list.is_array()) return makeError("spec.resourceClaims: expected a list");
   for (const json& entry : list) {
     ClaimRef ref;
-    ref.podClaim = stringAt(entry, "name");
-    const std::string templateName = stringAt(entry, "resourceClaimTemplateName");
-    const std::string claimName = stringAt(entry, "resourceClaimName");
+    ref.podClaim = stringMember(entry, "name");
+    const std::string templateName = stringMember(entry, "resourceClaimTemplateName");
+    const std::string claimName = stringMember(entry, "resourceClaimName");
     if (templateName.empty() == claimName.empty()) {
       return makeError("spec.resourceClaims[" + inQuotes(ref.podClaim) +
                        "]: set exactly one of resourceClaimTemplateName and resourceClaimName");
@@ -52,7 +47,7 @@ ClaimLookup claimLookupOver(const std::vector<json>& objects) {
   std::map<std::string, json> specs;  // "kind/namespace/name"
   for (const json& o : objects) {
     const json& metadata = member(o, "metadata");
-    specs[stringAt(o, "kind") + "/" + stringAt(metadata, "namespace") + "/" + stringAt(metadata, "name")] =
+    specs[stringMember(o, "kind") + "/" + stringMember(metadata, "namespace") + "/" + stringMember(metadata, "name")] =
         claimSpecOf(o);
   }
   return [specs = std::move(specs)](std::string_view ns, const ClaimRef& ref) -> std::optional<json> {
@@ -93,11 +88,11 @@ Result<ContainerClaimGpus> containerClaimGpus(const json& container, const PodCl
   const json& list = member(member(container, "resources"), "claims");
   if (!list.is_array()) return out;
   for (const json& use : list) {
-    const std::string podClaim = stringAt(use, "name");
+    const std::string podClaim = stringMember(use, "name");
     auto claim = claims.byPodClaim.find(podClaim);
     if (claim == claims.byPodClaim.end()) continue;  // not a GPU claim
     // "request" or "request/subrequest"; unset: every request of the claim.
-    std::string request = stringAt(use, "request");
+    std::string request = stringMember(use, "request");
     request = request.substr(0, request.find('/'));
     for (const GpuRequest& r : claim->second) {
       if (!request.empty() && r.name != request) continue;
