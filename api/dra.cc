@@ -13,6 +13,8 @@ using nlohmann::json;
 // it is for `deviceClass`; nothing when it is for another class.
 Result<std::optional<GpuRequest>> exactGpus(const json& exact, std::string_view deviceClass, const std::string& name) {
   if (stringMember(exact, "deviceClassName") != deviceClass) return std::optional<GpuRequest>();
+  // Admin access (monitoring) sees devices that other claims hold: it gives the pod none.
+  if (member(exact, "adminAccess") == true) return std::optional<GpuRequest>();
   GpuRequest r;
   r.name = name;
   const std::string mode = stringMember(exact, "allocationMode");

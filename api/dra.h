@@ -23,7 +23,8 @@ struct GpuRequest {
 
 // The GPU requests of a ResourceClaimSpec (a claim's `spec`, a template's `spec.spec`):
 // those whose deviceClassName is `deviceClass`, or whose prioritized list's first choice
-// is. Requests for other devices are left out. An error names the request and says what
+// is. Requests for other devices, and those with adminAccess (which watch devices that
+// other claims hold), are left out. An error names the request and says what
 // is wrong (a count that is not a positive integer, an unknown allocationMode).
 Result<std::vector<GpuRequest>> gpuRequests(const nlohmann::json& claimSpec, std::string_view deviceClass);
 

@@ -50,10 +50,10 @@ ClaimLookup claimLookupOver(const std::vector<json>& objects) {
     specs[stringMember(o, "kind") + "/" + stringMember(metadata, "namespace") + "/" + stringMember(metadata, "name")] =
         claimSpecOf(o);
   }
-  return [specs = std::move(specs)](std::string_view ns, const ClaimRef& ref) -> std::optional<json> {
+  return [specs = std::move(specs)](std::string_view ns, const ClaimRef& ref) -> Result<std::optional<json>> {
     auto it = specs.find(std::string(kindName(ref.kind)) + "/" + std::string(ns) + "/" + ref.name);
-    if (it == specs.end()) return std::nullopt;
-    return it->second;
+    if (it == specs.end()) return std::optional<json>();
+    return std::optional<json>(it->second);
   };
 }
 
@@ -71,7 +71,9 @@ Result<PodClaimGpus> readPodClaimGpus(const json& pod, std::string_view ns, std:
   for (const ClaimRef& ref : *refs) {
     const std::string what = std::string(kindName(ref.kind)) + " " + inQuotes(ref.name) + " (spec.resourceClaims[" +
                              inQuotes(ref.podClaim) + "])";
-    std::optional<json> spec = lookup(ns, ref);
+    auto found = lookup(ns, ref);
+    if (!found) return makeError(what + " could not be read: " + found.error().message);
+    std::optional<json>& spec = *found;
     if (!spec) {
       return makeError(what + " was not found in namespace " + inQuotes(ns) +
                        ": create it before the pod, so that podshaper can count the GPUs it asks");
@@ -83,7 +85,8 @@ Result<PodClaimGpus> readPodClaimGpus(const json& pod, std::string_view ns, std:
   return out;
 }
 
-Result<ContainerClaimGpus> containerClaimGpus(const json& container, const PodClaimGpus& claims) {
+Result<ContainerClaimGpus> containerClaimGpus(const json& container, const PodClaimGpus& claims,
+                                              std::set<std::string>& taken) {
   ContainerClaimGpus out;
   const json& list = member(member(container, "resources"), "claims");
   if (!list.is_array()) return out;
@@ -92,11 +95,20 @@ Result<ContainerClaimGpus> containerClaimGpus(const json& container, const PodCl
     auto claim = claims.byPodClaim.find(podClaim);
     if (claim == claims.byPodClaim.end()) continue;  // not a GPU claim
     // "request" or "request/subrequest"; unset: every request of the claim.
-    std::string request = stringMember(use, "request");
-    request = request.substr(0, request.find('/'));
+    const std::string named = stringMember(use, "request");
+    const std::size_t slash = named.find('/');
+    const std::string request = named.substr(0, slash);
+    const std::string subrequest = slash == std::string::npos ? "" : named.substr(slash + 1);
     for (const GpuRequest& r : claim->second) {
       if (!request.empty() && r.name != request) continue;
-      if (!out.requests.insert(podClaim + "/" + r.name).second) continue;
+      // The scheduler's first choice, the one counted: another subrequest gets no devices then.
+      if (!subrequest.empty() && subrequest != r.chosen) continue;
+      const std::string id = podClaim + "/" + r.name;
+      if (!taken.insert(id).second) {
+        out.shared.push_back("request " + inQuotes(r.name) + " of resource claim " + inQuotes(podClaim));
+        continue;
+      }
+      out.counted = true;
       if (r.all) {
         out.all = true;
         continue;

@@ -34,8 +34,10 @@ struct ClaimRef {
 Result<std::vector<ClaimRef>> claimRefs(const nlohmann::json& pod);
 
 // The claim spec (a ResourceClaim's spec, a ResourceClaimTemplate's spec.spec) of the
-// object `ref` names in namespace `ns`, or nullopt when there is no such object.
-using ClaimLookup = std::function<std::optional<nlohmann::json>(std::string_view ns, const ClaimRef& ref)>;
+// object `ref` names in namespace `ns`; nullopt when there is no such object; an error
+// when it could not be read.
+using ClaimLookup =
+    std::function<Result<std::optional<nlohmann::json>>(std::string_view ns, const ClaimRef& ref)>;
 
 // The claim spec of a whole ResourceClaim or ResourceClaimTemplate object.
 nlohmann::json claimSpecOf(const nlohmann::json& object);
@@ -57,12 +59,16 @@ struct PodClaimGpus {
 Result<PodClaimGpus> readPodClaimGpus(const nlohmann::json& pod, std::string_view ns, std::string_view deviceClass,
                                       const ClaimLookup& lookup);
 
-// What one container sees of its pod's claim GPUs (its resources.claims).
+// What one container gets of its pod's claim GPUs (its resources.claims). A request is
+// counted for the first container that uses it; `taken` holds the requests earlier
+// containers counted ("podClaim/request") and gains this container's.
 struct ContainerClaimGpus {
-  uint64_t count = 0;   // the exact counts it sees
-  bool all = false;     // it sees a request of allocationMode All (every GPU of the node)
-  std::set<std::string> requests;  // "podClaim/request" of each GPU request it sees
+  uint64_t count = 0;   // the exact counts of the requests it counts
+  bool all = false;     // it counts a request of allocationMode All (every GPU of the node)
+  bool counted = false; // it counts at least one GPU request
+  std::vector<std::string> shared;  // GPU requests it uses that an earlier container counted
 };
-Result<ContainerClaimGpus> containerClaimGpus(const nlohmann::json& container, const PodClaimGpus& claims);
+Result<ContainerClaimGpus> containerClaimGpus(const nlohmann::json& container, const PodClaimGpus& claims,
+                                              std::set<std::string>& taken);
 
 }  // namespace podshaper

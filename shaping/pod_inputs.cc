@@ -110,38 +110,6 @@ Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings)
   return makeError("the pod does not say how large a DataLoader batch is: " + both);
 }
 
-// The pod's GPUs counted once per claim request, however many containers use it; a
-// request of allocationMode All must be the pod's only GPUs.
-Result<bool> countClaimGpus(PodInputs& in, const std::set<std::string>& used, const PodClaimGpus& claims) {
-  std::string all;
-  uint64_t exact = 0;
-  for (const auto& [podClaim, requests] : claims.byPodClaim) {
-    for (const GpuRequest& r : requests) {
-      if (!used.contains(podClaim + "/" + r.name)) continue;
-      if (r.all) {
-        if (!all.empty()) all += ", ";
-        all += "request " + inQuotes(r.name) + " of resource claim " + inQuotes(podClaim);
-        continue;
-      }
-      auto sum = checkedAdd(exact, r.count);
-      if (!sum) return makeError("resource claim " + inQuotes(podClaim) + " takes the pod's GPUs past 64 bits");
-      exact = *sum;
-    }
-  }
-  if (all.empty()) {
-    auto sum = checkedAdd(in.podGpus, exact);
-    if (!sum) return makeError("the pod's GPUs from resource claims take it past 64 bits");
-    in.podGpus = *sum;
-    return true;
-  }
-  if (all.find(", ") != std::string::npos || exact > 0 || in.podGpus > 0) {
-    return makeError(all + " asks every GPU of the node (allocationMode All) beside other GPUs, which no node can "
-                     "give: ask All alone, or exact counts (exactly.count)");
-  }
-  in.allGpus = true;
-  return true;
-}
-
 }  // namespace
 
 std::optional<std::string> annotation(const json& pod, std::string_view key) {
@@ -160,18 +128,23 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
     return makeError("the object is not a Pod: spec.containers is missing");
   }
   const json* podSecurity = member(*spec, "securityContext");
-  std::set<std::string> claimRequests;  // "podClaim/request" of every GPU request a container uses
-  uint64_t containerSum = 0;
+  std::set<std::string> taken;  // claim requests counted by a container already
+  std::vector<std::string> allRequests;  // the containers using a request of allocationMode All
+  in.warnings = claims.warnings;
   for (std::size_t i = 0; i < containers->size(); ++i) {
     const json& c = (*containers)[i];
     std::string name = c.is_object() ? c.value("name", std::string()) : std::string();
     auto gpus = containerGpus(c, name);
     if (!gpus) return gpus.error();
-    auto fromClaims = containerClaimGpus(c, claims);
+    auto fromClaims = containerClaimGpus(c, claims, taken);
     if (!fromClaims) return makeError("container " + inQuotes(name) + ": " + fromClaims.error().message);
-    if (*gpus == 0 && fromClaims->requests.empty()) continue;
-    if (!fromClaims->requests.empty()) in.gpusFromClaims = true;
-    claimRequests.insert(fromClaims->requests.begin(), fromClaims->requests.end());
+    for (const std::string& shared : fromClaims->shared) {
+      in.warnings.push_back("container " + inQuotes(name) + " uses the GPUs of " + shared +
+                            ", counted for an earlier container: it gets no /dev/shm, memory or ranks for them");
+    }
+    if (*gpus == 0 && !fromClaims->counted) continue;
+    if (fromClaims->counted) in.gpusFromClaims = true;
+    if (fromClaims->all) allRequests.push_back(name);
     // A wrapped sum read as a small pod (0 GPUs: 0 ranks, a 0-byte /dev/shm).
     auto podGpus = checkedAdd(in.podGpus, *gpus);
     if (!podGpus) {
@@ -179,22 +152,25 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
                        std::to_string(*gpus) + " takes the pod's GPUs past 64 bits");
     }
     auto own = checkedAdd(*gpus, fromClaims->count);
-    auto sum = own ? checkedAdd(containerSum, *own) : std::nullopt;
-    if (!sum) return makeError("container " + inQuotes(name) + ": its GPUs take the pod's GPUs past 64 bits");
+    podGpus = own ? checkedAdd(*podGpus, fromClaims->count) : std::nullopt;
+    if (!podGpus) return makeError("container " + inQuotes(name) + ": its GPUs take the pod's GPUs past 64 bits");
     const json* user = securityField(podSecurity, c, "runAsUser");
     const json* nonRoot = securityField(podSecurity, c, "runAsNonRoot");
     in.gpuContainers.push_back(GpuContainer{
         i, name, *own, fromClaims->all, ownShmVolume(c),
         user && user->is_number_integer() ? std::optional<int64_t>(user->get<int64_t>()) : std::nullopt,
         nonRoot && nonRoot->is_boolean() && nonRoot->get<bool>()});
-    in.podGpus = *podGpus;  // nvidia.com/gpu here; claim GPUs below, once each
-    containerSum = *sum;
+    in.podGpus = *podGpus;
   }
   in.gpuWords = in.gpusFromClaims ? "GPUs" : std::string(names::kGpuResource);
-  if (auto counted = countClaimGpus(in, claimRequests, claims); !counted) return counted.error();
-  in.warnings = claims.warnings;
-  if (!in.allGpus && containerSum > in.podGpus) {
-    in.warnings.push_back("containers share the GPUs of a resource claim: each is shaped for all the GPUs it uses");
+  if (!allRequests.empty()) {
+    // Every GPU of the node: nothing else can be allocated beside it.
+    if (allRequests.size() > 1 || in.podGpus > 0) {
+      return makeError("container " + inQuotes(allRequests.front()) +
+                       " asks every GPU of the node (a resource claim request of allocationMode All) beside other "
+                       "GPUs of the pod, which no node can give: ask All alone, or exact counts (exactly.count)");
+    }
+    in.allGpus = true;
   }
   if (in.gpuContainers.empty()) return in;  // nothing to shape; the caller allows as is
 

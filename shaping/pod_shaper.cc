@@ -175,8 +175,8 @@ Result<bool> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Confi
   std::string asks = "the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
                      " but node-exclusive pods own whole " + std::to_string(G) + "-GPU nodes (" + nodeClass.source +
                      ")";
-  const std::string request = in.gpusFromClaims ? "set exactly.count to " + std::to_string(G) + " in its resource claim"
-                                                : "request " + std::to_string(G) + " GPUs";
+  const std::string request = "request " + std::to_string(G) + " GPUs" +
+                              (in.gpusFromClaims ? " in all (exactly.count in its resource claims)" : "");
   switch (config.partialNode) {
     case PartialNodePolicy::kDeny:
       return makeError(asks + ": " + request + " (one rank per GPU), or set " + key(names::kPlacement) +

@@ -15,9 +15,11 @@ namespace {
 // most this often however many events arrive.
 constexpr auto kCoalesce = std::chrono::milliseconds(200);
 
-// A GET on a watch miss: the API server waits for the whole admission
-// (the webhook's timeoutSeconds), so it must be short.
-constexpr auto kMissTimeout = std::chrono::seconds(2);
+// GETs on a watch miss: the API server waits for the whole admission (the
+// webhook's timeoutSeconds, 5 in the manifests), so each is short and one
+// admission spends at most kMissBudget starting them.
+constexpr auto kMissTimeout = std::chrono::seconds(1);
+constexpr auto kMissBudget = std::chrono::seconds(2);
 
 kube::ClientOptions missOptions(kube::ClientOptions options) {
   options.requestTimeout = std::min<std::chrono::milliseconds>(options.requestTimeout, kMissTimeout);
@@ -38,9 +40,10 @@ kube::InformerOptions keepClaimSpec(bool isTemplate) {
       if (m.contains(k)) kept["metadata"][k] = m[k];
     }
     const nlohmann::json& spec = isTemplate ? member(member(object, "spec"), "spec") : member(object, "spec");
-    if (const nlohmann::json& devices = member(spec, "devices"); !devices.is_null()) {
-      if (isTemplate) kept["spec"]["spec"]["devices"] = devices;
-      else kept["spec"]["devices"] = devices;
+    // Only the requests are read: not the driver's config, nor the constraints.
+    if (const nlohmann::json& requests = member(member(spec, "devices"), "requests"); !requests.is_null()) {
+      if (isTemplate) kept["spec"]["spec"]["devices"]["requests"] = requests;
+      else kept["spec"]["devices"]["requests"] = requests;
     }
     object = std::move(kept);
   };
@@ -95,27 +98,34 @@ std::shared_ptr<const ClusterView> ClusterCache::view() const {
 }
 
 ClaimLookup ClusterCache::claims() const {
-  return [this](std::string_view ns, const ClaimRef& ref) { return claimSpec(ns, ref); };
+  // One per admission: its GETs share the budget.
+  const auto deadline = std::chrono::steady_clock::now() + kMissBudget;
+  return [this, deadline](std::string_view ns, const ClaimRef& ref) { return claimSpec(ns, ref, deadline); };
 }
 
-std::optional<nlohmann::json> ClusterCache::claimSpec(std::string_view ns, const ClaimRef& ref) const {
+Result<std::optional<nlohmann::json>> ClusterCache::claimSpec(std::string_view ns, const ClaimRef& ref,
+                                                             std::chrono::steady_clock::time_point deadline) const {
   const bool isTemplate = ref.kind == ClaimKind::kTemplate;
   const kube::Informer& watched = isTemplate ? claimTemplates_ : resourceClaims_;
-  if (auto object = watched.get(std::string(ns) + "/" + ref.name)) return claimSpecOf(*object);
+  if (auto object = watched.get(std::string(ns) + "/" + ref.name)) return std::optional(claimSpecOf(*object));
   const std::string path =
       kube::resourcePath(kResourceApi, isTemplate ? "resourceclaimtemplates" : "resourceclaims", ns, ref.name);
+  if (std::chrono::steady_clock::now() >= deadline) {
+    return makeError("not in the webhook's watch yet, and its time to read claims from the API server is spent");
+  }
   auto got = missClient_.get(path);
   if (got) {
     spdlog::info("cluster cache: {} {}/{} read from the API server (its watch event had not come yet)",
                  kindName(ref.kind), ns, ref.name);
     nlohmann::json object = *got;
     object["kind"] = std::string(kindName(ref.kind));
-    return claimSpecOf(object);
+    return std::optional(claimSpecOf(object));
   }
-  if (got.error().code != 404) {
-    spdlog::warn("cluster cache: GET {}: {}", path, got.error().message);
-  }
-  return std::nullopt;
+  // The object is missing (a Status NotFound); a 404 without one means the API server
+  // does not serve resource.k8s.io/v1.
+  if (got.error().code == 404 && got.error().reason == "NotFound") return std::optional<nlohmann::json>();
+  spdlog::warn("cluster cache: GET {}: {}", path, got.error().message);
+  return makeError("GET " + path + ": " + got.error().message);
 }
 
 void ClusterCache::rebuildLoop() {

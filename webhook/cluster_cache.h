@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -31,12 +32,15 @@ class ClusterCache {
   bool synced() const { return view() != nullptr; }
   // Null until both watches have synced: decide from annotations and config meanwhile.
   std::shared_ptr<const ClusterView> view() const;
-  // Reads the claims a pod names: watched, else one GET. Valid while the cache lives.
+  // Reads the claims one admission's pod names: watched, else a GET (within a budget
+  // of about 2 s for the admission). Valid while the cache lives: serve's cache
+  // outlives its HTTPS server, whose handlers call it.
   ClaimLookup claims() const;
 
  private:
   void rebuildLoop();
-  std::optional<nlohmann::json> claimSpec(std::string_view ns, const ClaimRef& ref) const;
+  Result<std::optional<nlohmann::json>> claimSpec(std::string_view ns, const ClaimRef& ref,
+                                                  std::chrono::steady_clock::time_point deadline) const;
 
   kube::Client missClient_;  // GETs on a watch miss: short timeout, no resending
   kube::Informer namespaces_;

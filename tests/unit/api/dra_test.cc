@@ -57,5 +57,13 @@ TEST(Dra, BadRequestsAreClearErrors) {
   EXPECT_FALSE(gpuRequests(json{{"devices", {{"requests", "x"}}}}, "gpu.nvidia.com"));
 }
 
+TEST(Dra, AdminAccessGivesThePodNoGpus) {
+  auto r = gpuRequests(claimSpec(json::parse(R"([{"name": "watch", "exactly":
+      {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All", "adminAccess": true}}])")),
+                       "gpu.nvidia.com");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->empty());
+}
+
 }  // namespace
 }  // namespace podshaper

@@ -188,7 +188,7 @@ TEST(PodClaims, EachContainerGetsTheShareOfTheRequestItNames) {
   EXPECT_EQ(out.pod["spec"]["containers"][1]["env"][0]["value"], "4");
 }
 
-TEST(PodClaims, ContainersSharingARequestCountItOnce) {
+TEST(PodClaims, ARequestSharedByContainersIsCountedForTheFirst) {
   ClusterView cluster = eightGpuNodes();
   TrainingPod pod = draPod();
   json monitor = {{"name", "monitor"}, {"image", "dcgm"}, {"resources", {{"claims", json::array({{{"name", "gpus"}}})}}}};
@@ -196,7 +196,43 @@ TEST(PodClaims, ContainersSharingARequestCountItOnce) {
   auto out = shapeWithClaims(pod, &cluster, {claimTemplate("eight-gpus", json::array({exactly("gpu", 8)}))});
   ASSERT_TRUE(out.allowed) << out.message;
   EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");  // 8 GPUs, not 16
-  EXPECT_TRUE(hasWarning(out, "containers share the GPUs of a resource claim")) << json(out.warnings);
+  EXPECT_EQ(out.pod["spec"]["containers"][0]["env"][0]["value"], "8");
+  EXPECT_EQ(out.pod["spec"]["containers"][1], monitor);  // no /dev/shm, memory, ranks or IPC_LOCK of its own
+  EXPECT_TRUE(hasWarning(out, "container \"monitor\" uses the GPUs of request \"gpu\" of resource claim \"gpus\", "
+                              "counted for an earlier container"))
+      << json(out.warnings);
+}
+
+TEST(PodClaims, AContainerNamingAnotherSubrequestThanTheFirstGetsNone) {
+  ClusterView cluster = eightGpuNodes();
+  json request = {{"name", "gpu"},
+                  {"firstAvailable", json::array({{{"name", "eight"}, {"deviceClassName", "gpu.nvidia.com"}, {"count", 8}},
+                                                  {{"name", "four"}, {"deviceClassName", "gpu.nvidia.com"}, {"count", 4}}})}};
+  TrainingPod first = draPod("flexible");
+  first.at("/spec/containers/0/resources/claims/0/request", "gpu/eight");
+  auto out = shapeWithClaims(first, &cluster, {claimTemplate("flexible", json::array({request}))});
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  TrainingPod second = draPod("flexible");
+  second.at("/spec/containers/0/resources/claims/0/request", "gpu/four");
+  out = shapeWithClaims(second, &cluster, {claimTemplate("flexible", json::array({request}))});
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod, second.json());  // the scheduler allocates "eight": this container sees none
+}
+
+TEST(PodClaims, AClaimThatCouldNotBeReadIsDeniedWithWhy) {
+  ClusterView cluster = eightGpuNodes();
+  AdmissionContext ctx;
+  ctx.namespaceName = "ml";
+  ctx.cluster = &cluster;
+  ctx.claims = [](std::string_view, const ClaimRef&) -> Result<std::optional<json>> {
+    return makeError("GET /apis/resource.k8s.io/v1/namespaces/ml/resourceclaimtemplates/eight-gpus: 403 Forbidden");
+  };
+  auto out = shapePod(draPod(), Config{}, ctx);
+  ASSERT_FALSE(out.allowed);
+  EXPECT_EQ(out.message,
+            "podshaper: ResourceClaimTemplate \"eight-gpus\" (spec.resourceClaims[\"gpus\"]) could not be read: GET "
+            "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaimtemplates/eight-gpus: 403 Forbidden");
 }
 
 TEST(PodClaims, APartialNodeIsDeniedWithTheClaimToChange) {
@@ -205,8 +241,8 @@ TEST(PodClaims, APartialNodeIsDeniedWithTheClaimToChange) {
   ASSERT_FALSE(out.allowed);
   EXPECT_EQ(out.message,
             "podshaper: the pod asks 4 GPUs but node-exclusive pods own whole 8-GPU nodes (from the cluster's "
-            "validated nodes): set exactly.count to 8 in its resource claim (one rank per GPU), or set "
-            "podshaper.io/placement: shared to share the node");
+            "validated nodes): request 8 GPUs in all (exactly.count in its resource claims) (one rank per GPU), or "
+            "set podshaper.io/placement: shared to share the node");
 }
 
 TEST(PodClaims, ExpandDoesNotRewriteAClaimItWarns) {
@@ -226,10 +262,9 @@ TEST(PodClaims, AllBesideOtherGpusIsDenied) {
   auto out = shapeWithClaims(draPod("mixed"), &cluster,
                              {claimTemplate("mixed", json::array({allOf("node"), exactly("more", 2)}))});
   ASSERT_FALSE(out.allowed);
-  EXPECT_NE(out.message.find("request \"node\" of resource claim \"gpus\" asks every GPU of the node (allocationMode "
-                             "All) beside other GPUs"),
-            std::string::npos)
-      << out.message;
+  EXPECT_EQ(out.message,
+            "podshaper: container \"trainer\" asks every GPU of the node (a resource claim request of allocationMode "
+            "All) beside other GPUs of the pod, which no node can give: ask All alone, or exact counts (exactly.count)");
 }
 
 TEST(PodClaims, AnEntryNamingNeitherTemplateNorClaimIsDenied) {
@@ -255,15 +290,21 @@ TEST(PodClaims, NvidiaGpuLimitsAndClaimsAddUp) {
 TEST(PodClaims, ContainerClaimGpusReadsRequestAndSubrequest) {
   PodClaimGpus claims;
   claims.byPodClaim["gpus"] = {GpuRequest{"a", false, 2, ""}, GpuRequest{"b", false, 6, "six"}};
-  auto both = containerClaimGpus(json{{"resources", {{"claims", json::array({{{"name", "gpus"}}})}}}}, claims);
+  auto uses = [](json claimsOfContainer) { return json{{"resources", {{"claims", std::move(claimsOfContainer)}}}}; };
+  std::set<std::string> taken;
+  auto both = containerClaimGpus(uses(json::array({{{"name", "gpus"}}})), claims, taken);
   ASSERT_TRUE(both);
   EXPECT_EQ(both->count, 8u);
-  auto sub = containerClaimGpus(
-      json{{"resources", {{"claims", json::array({{{"name", "gpus"}, {"request", "b/six"}}})}}}}, claims);
+  EXPECT_EQ(taken, (std::set<std::string>{"gpus/a", "gpus/b"}));
+  taken.clear();
+  auto sub = containerClaimGpus(uses(json::array({{{"name", "gpus"}, {"request", "b/six"}}})), claims, taken);
   ASSERT_TRUE(sub);
   EXPECT_EQ(sub->count, 6u);
-  EXPECT_EQ(sub->requests, (std::set<std::string>{"gpus/b"}));
-  auto other = containerClaimGpus(json{{"resources", {{"claims", json::array({{{"name", "nics"}}})}}}}, claims);
+  auto again = containerClaimGpus(uses(json::array({{{"name", "gpus"}, {"request", "b"}}})), claims, taken);
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(again->counted);
+  EXPECT_EQ(again->shared, (std::vector<std::string>{"request \"b\" of resource claim \"gpus\""}));
+  auto other = containerClaimGpus(uses(json::array({{{"name", "nics"}}})), claims, taken);
   ASSERT_TRUE(other);
   EXPECT_EQ(other->count, 0u);
 }
