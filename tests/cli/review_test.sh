@@ -27,6 +27,16 @@ python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps({"
   "$cases/seed-8xh100-validated-p2p/cluster.json" > "$tmp/cluster.json"
 pod=$("$bin" review --cluster "$tmp/cluster.json" --output pod < "$cases/seed-8xh100-validated-p2p/review.json" 2>/dev/null)
 check "--cluster decides as serve would on that cluster (validated P2P: 6520Mi)" contains "$pod" '"podshaper.io/shm-size": "6520Mi"'
+# Pods asking GPUs through DRA: --cluster also takes the ResourceClaimTemplates and ResourceClaims.
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps({"apiVersion":"v1","kind":"List","items":c["namespaces"]+c["nodes"]+c["resourceClaims"]}))' \
+  "$cases/dra-template-8-gpus/cluster.json" > "$tmp/dra-cluster.json"
+pod=$("$bin" review --cluster "$tmp/dra-cluster.json" --output pod < "$cases/dra-template-8-gpus/review.json" 2>/dev/null)
+check "--cluster reads the templates a DRA pod names (8 GPUs: 6520Mi)" contains "$pod" '"podshaper.io/shm-size": "6520Mi"'
+"$bin" review --cluster "$tmp/cluster.json" --output pod < "$cases/dra-template-8-gpus/review.json" >/dev/null 2>"$tmp/err"
+check "a DRA pod whose template --cluster lacks is denied, naming it" \
+  contains "$(cat "$tmp/err")" 'Error: denied: podshaper: ResourceClaimTemplate "eight-h100" (spec.resourceClaims["gpus"]) was not found'
+"$bin" review --output pod < "$cases/dra-template-8-gpus/review.json" >/dev/null 2>"$tmp/err"
+check "without --cluster its claims are not read, and it says so" contains "$(cat "$tmp/err")" 'resource claims were not read'
 echo '{"kind":"Pod"}' > "$tmp/notalist.json"
 set +e; "$bin" review --cluster "$tmp/notalist.json" < "$cases/seed-8xh100-validated-p2p/review.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
 check "a --cluster file that is not a List exits 2" test $rc -eq 2
