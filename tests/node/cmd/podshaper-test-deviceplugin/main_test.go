@@ -215,7 +215,9 @@ func TestAgainstFakeKubelet(t *testing.T) {
 	}
 
 	// kubelet restarts: it goes away, deletes the sockets in its directory, and
-	// comes back with a new kubelet.sock.
+	// comes back with a new kubelet.sock. (First let the plugin see the Register
+	// reply: Stop would cut it off, and a loaded machine can be that slow.)
+	waitRegistrations(t, &logs, 1, c.poll)
 	kubelet.server.Stop()
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -232,14 +234,8 @@ func TestAgainstFakeKubelet(t *testing.T) {
 		t.Errorf("want the plugin to have noticed its socket was removed; its log:\n%s", logs.String())
 	}
 
-	// kubelet.sock recreated while our socket survived: register again. (First let
-	// the plugin see the Register reply: Stop would cut it off.)
-	for deadline := time.Now().Add(3 * time.Second); strings.Count(logs.String(), "registered nvidia.com/gpu") < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the plugin did not log its second registration; its log:\n%s", logs.String())
-		}
-		time.Sleep(c.poll)
-	}
+	// kubelet.sock recreated while our socket survived: register again.
+	waitRegistrations(t, &logs, 2, c.poll)
 	kubelet.server.Stop()
 	os.Remove(filepath.Join(dir, kubeletSocketName))
 	kubelet = startFakeKubelet(t, dir)
@@ -256,5 +252,17 @@ func TestAgainstFakeKubelet(t *testing.T) {
 	done <- nil
 	if _, err := os.Stat(filepath.Join(dir, c.endpoint)); !os.IsNotExist(err) {
 		t.Errorf("the plugin's socket is still there after it stopped (%v)", err)
+	}
+}
+
+// waitRegistrations waits (up to 3 s) until the plugin has logged n registrations: the
+// plugin has then read kubelet's Register reply.
+func waitRegistrations(t *testing.T, logs *syncbuf.Buffer, n int, poll time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); strings.Count(logs.String(), "registered nvidia.com/gpu") < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the plugin did not log registration %d; its log:\n%s", n, logs.String())
+		}
+		time.Sleep(poll)
 	}
 }
