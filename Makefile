@@ -20,9 +20,11 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 controlplane:
 	@bash scripts/controlplane-build.sh
 
-# The oldest supported release (tests/controlplane-v1.35), for the end-to-end run against it.
+# The oldest supported release (tests/controlplane-v1.35), for the end-to-end run against it
+# (no real node there: no kubelet, a cold build the shorter).
 controlplane-oldest:
-	@PODSHAPER_CONTROLPLANE_MODULE=$(CURDIR)/tests/controlplane-v1.35 \
+	@PODSHAPER_CONTROLPLANE_BINARIES="etcd kube-apiserver kube-scheduler kube-controller-manager kubectl" \
+	  PODSHAPER_CONTROLPLANE_MODULE=$(CURDIR)/tests/controlplane-v1.35 \
 	  PODSHAPER_CONTROLPLANE_BIN=$(CURDIR)/build/controlplane-v1.35 bash scripts/controlplane-build.sh
 
 # The real test node's parts: containerd, the NRI ulimit and test device plugins
@@ -33,8 +35,11 @@ node: deps controlplane
 	@bash scripts/node-images.sh >/dev/null
 
 # Unit, golden and CLI tests, then the end-to-end tests against a real control plane
-# and a real node.
+# and a real node. A cluster of this checkout left running (make demo's, make cluster-up's,
+# a killed test's) is stopped first, with a line saying so: the tests start real nodes of
+# their own, and a machine runs one at a time.
 test: build controlplane controlplane-oldest node
+	@bash scripts/cluster.sh down-all
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The unit, golden, CLI, fuzz-replay and hardening tests again, built with AddressSanitizer
@@ -80,5 +85,5 @@ bench: controlplane
 	@bash scripts/bench/run.sh
 
 clean:
-	-@bash scripts/cluster.sh down
+	-@bash scripts/cluster.sh down-all
 	rm -rf $(BUILD_DIR) .cluster

@@ -10,6 +10,10 @@
 #   scripts/cluster.sh up      start (idempotent: does nothing while up)
 #   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
 #   scripts/cluster.sh status
+#   scripts/cluster.sh down-all [EXCEPT]
+#                      every cluster of this checkout that runs (.cluster, build/*/), but the
+#                      one in EXCEPT, stopped with a line each (make test first; the real-node
+#                      tests and scripts/node.sh, as a machine runs one real node at a time)
 #   scripts/cluster.sh install  podshaper installed as pods on the real node, as an admin does
 #                      (make cluster-up, make demo, the real-node tests; after `up` with
 #                      PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no)
@@ -339,6 +343,42 @@ install() {
   log "podshaper installed in $((SECONDS - t0)) s (images, kubectl apply -k, every rollout)"
 }
 
+# Every cluster of this checkout that runs, but the one in $1: the demo's (.cluster), one a
+# `make cluster-up` left, a test's that was killed (build/*/). A line for each, and its down's
+# output only when that fails. Clusters of other checkouts, and everything else on the
+# machine, are left alone: only processes a cluster dir here recorded are signalled.
+down_all() {
+  local except holder d out
+  except=$( [[ -n ${1:-} && -d $1 ]] && cd "$1" && pwd || true)
+  local dirs=("$root/.cluster" "$root"/build/*/)
+  # The machine's one real node, wherever in this checkout (a BUILD_DIR of its own).
+  holder=$(dirname "$(cat /run/podshaper-node.lock 2>/dev/null)" 2>/dev/null || true)
+  [[ $holder == "$root"/* ]] && dirs+=("$holder")
+  for d in "${dirs[@]}"; do
+    [[ -d $d ]] || continue
+    d=$(cd "$d" && pwd)
+    [[ $d != "$except" ]] || continue
+    runs_in "$d" || [[ -d $d/node/pids ]] || continue
+    if [[ $d == "$root/.cluster" ]]; then
+      log "stopping the cluster make demo or make cluster-up left running in .cluster (one real node per machine; make cluster-up starts it again)"
+    else
+      log "stopping the cluster an earlier run left running in ${d#"$root"/} (one real node per machine)"
+    fi
+    out=$(PODSHAPER_CLUSTER_DIR=$d bash "$root/scripts/cluster.sh" down 2>&1) ||
+      { echo "$out" >&2; die "could not stop the cluster in $d"; }
+  done
+}
+
+# runs_in DIR: a process DIR recorded (its control plane's, its real node's) is alive and ours.
+runs_in() {
+  local f
+  for f in "$1"/pids/*.pid "$1"/node/pids/*.pid; do
+    [[ -f $f ]] || continue
+    (procs_dir=${f%/pids/*}; running "$(basename "$f" .pid)") && return 0
+  done
+  return 1
+}
+
 status() {
   [[ -d $dir/node ]] && bash "$root/scripts/node.sh" status
   statuses etcd kube-apiserver kube-scheduler kube-controller-manager podshaper-webhook podshaper-operator
@@ -347,6 +387,7 @@ status() {
 case ${1:-} in
   up) up ;;
   down) down ;;
+  down-all) down_all "${2:-}" ;;
   status) status ;;
   restart-webhook) source "$dir/env"; start_webhook; wait_shaping ;;
   install) install ;;
@@ -354,5 +395,5 @@ case ${1:-} in
   stop-apiserver) stop_one kube-apiserver "${2:-TERM}" ;;
   start-apiserver) source "$dir/env"; running kube-apiserver || start_apiserver ;;
   restart-apiserver) source "$dir/env"; stop_one kube-apiserver; start_apiserver ;;
-  *) echo "usage: $0 up|down|status|install|restart-webhook|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|down-all [EXCEPT]|status|install|restart-webhook|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
 esac

@@ -17,7 +17,8 @@
 #
 # Everything lives in $PODSHAPER_CLUSTER_DIR/node/ (cluster.sh's dir), but for kubelet's
 # device-plugin socket, whose directory is fixed (/var/lib/kubelet/device-plugins): one
-# real node per machine at a time (/run/podshaper-node.lock says whose). The bridge, subnet
+# real node per machine at a time (/run/podshaper-node.lock says whose; `up` stops another
+# cluster of this checkout that holds it, saying so, and refuses one of elsewhere). The bridge, subnet
 # and cgroup root are derived from the dir. What these machines do not allow, and how the
 # node lives with it:
 #  - no process has CAP_SYS_RESOURCE: containerd runs with restrict_oom_score_adj (kubelet
@@ -214,8 +215,12 @@ up() {
   if ip -o route show | grep -q "^${subnet%/*}/" && ! ip link show "$bridge" >/dev/null 2>&1; then
     die "$subnet is already routed on this machine; set PODSHAPER_CLUSTER_DIR elsewhere"
   fi
-  if [[ -f $lock && $(cat "$lock") != "$node_dir" ]] && pgrep -f -- "--root-dir $(cat "$lock")/kubelet" >/dev/null; then
-    die "a real node of $(dirname "$(cat "$lock")") runs (kubelet's device-plugin directory is one per machine): stop it first (PODSHAPER_CLUSTER_DIR=$(dirname "$(cat "$lock")") scripts/cluster.sh down)"
+  if other_node_runs; then
+    # This checkout's (the demo's, a killed test's): the newest command wins, and says so.
+    [[ $(cat "$lock") == "$root"/* ]] && bash "$root/scripts/cluster.sh" down-all "$dir"
+    if other_node_runs; then
+      die "a real node of $(dirname "$(cat "$lock")") runs (kubelet's device-plugin directory is one per machine): stop it first (PODSHAPER_CLUSTER_DIR=$(dirname "$(cat "$lock")") scripts/cluster.sh down)"
+    fi
   fi
   echo "$node_dir" >"$lock"
   local images t0=$SECONDS
@@ -273,6 +278,11 @@ up() {
     --plugin-dir "$device_plugins" --node "$node_name"
   wait_for 60 kubelet node_has_gpus
   log "up: $node_name Ready with $(kc get node "$node_name" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') GPUs in $((SECONDS - t0)) s"
+}
+
+# The machine's one real node is another cluster's, and its kubelet runs.
+other_node_runs() {
+  [[ -f $lock && $(cat "$lock") != "$node_dir" ]] && pgrep -f -- "--root-dir $(cat "$lock")/kubelet" >/dev/null
 }
 
 node_has_gpus() {
