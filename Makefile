@@ -39,7 +39,7 @@ node: deps controlplane
 # a killed test's) is stopped first, with a line saying so: the tests start real nodes of
 # their own, and a machine runs one at a time.
 test: build controlplane controlplane-oldest node
-	@bash scripts/cluster.sh down-all
+	@PODSHAPER_BUILD_DIR=$(BUILD_DIR) bash scripts/cluster.sh down-all
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The unit, golden, CLI, fuzz-replay and hardening tests again, built with AddressSanitizer
@@ -85,5 +85,5 @@ bench: controlplane
 	@bash scripts/bench/run.sh
 
 clean:
-	-@bash scripts/cluster.sh down-all
+	-@PODSHAPER_BUILD_DIR=$(BUILD_DIR) bash scripts/cluster.sh down-all
 	rm -rf $(BUILD_DIR) .cluster

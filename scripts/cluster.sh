@@ -10,10 +10,13 @@
 #   scripts/cluster.sh up      start (idempotent: does nothing while up)
 #   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
 #   scripts/cluster.sh status
-#   scripts/cluster.sh down-all [EXCEPT]
-#                      every cluster of this checkout that runs (.cluster, build/*/), but the
-#                      one in EXCEPT, stopped with a line each (make test first; the real-node
-#                      tests and scripts/node.sh, as a machine runs one real node at a time)
+#   scripts/cluster.sh down-all
+#                      every cluster of this checkout that runs (.cluster, build/*/), stopped
+#                      with a line each: make test does it first, make demo, make clean and
+#                      the real-node tests too (a machine runs one real node at a time)
+#   scripts/cluster.sh down-other DIR
+#                      the cluster in DIR, if this checkout's, the same way (scripts/node.sh,
+#                      before it takes the machine's real node from it)
 #   scripts/cluster.sh install  podshaper installed as pods on the real node, as an admin does
 #                      (make cluster-up, make demo, the real-node tests; after `up` with
 #                      PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no)
@@ -343,30 +346,72 @@ install() {
   log "podshaper installed in $((SECONDS - t0)) s (images, kubectl apply -k, every rollout)"
 }
 
-# Every cluster of this checkout that runs, but the one in $1: the demo's (.cluster), one a
-# `make cluster-up` left, a test's that was killed (build/*/). A line for each, and its down's
-# output only when that fails. Clusters of other checkouts, and everything else on the
-# machine, are left alone: only processes a cluster dir here recorded are signalled.
-down_all() {
-  local except holder d out
-  except=$( [[ -n ${1:-} && -d $1 ]] && cd "$1" && pwd || true)
-  local dirs=("$root/.cluster" "$root"/build/*/)
-  # The machine's one real node, wherever in this checkout (a BUILD_DIR of its own).
-  holder=$(dirname "$(cat /run/podshaper-node.lock 2>/dev/null)" 2>/dev/null || true)
-  [[ $holder == "$root"/* ]] && dirs+=("$holder")
-  for d in "${dirs[@]}"; do
-    [[ -d $d ]] || continue
-    d=$(cd "$d" && pwd)
-    [[ $d != "$except" ]] || continue
-    runs_in "$d" || [[ -d $d/node/pids ]] || continue
-    if [[ $d == "$root/.cluster" ]]; then
-      log "stopping the cluster make demo or make cluster-up left running in .cluster (one real node per machine; make cluster-up starts it again)"
-    else
-      log "stopping the cluster an earlier run left running in ${d#"$root"/} (one real node per machine)"
-    fi
-    out=$(PODSHAPER_CLUSTER_DIR=$d bash "$root/scripts/cluster.sh" down 2>&1) ||
-      { echo "$out" >&2; die "could not stop the cluster in $d"; }
+# This checkout, as the kernel spells it: a cluster dir is compared by its physical path.
+here=$(cd "$root" && pwd -P)
+node_lock=${PODSHAPER_NODE_LOCK:-/run/podshaper-node.lock}  # scripts/node.sh's
+
+# ours DIR: DIR is a cluster dir of this checkout: inside it, not inside another checkout
+# nested in it (a worktree, a clone), or inside the build dir the Makefile names.
+ours() {
+  local d
+  [[ -n $1 ]] && d=$(cd "$1" 2>/dev/null && pwd -P) || return 1
+  if [[ -n ${PODSHAPER_BUILD_DIR:-} && -d $PODSHAPER_BUILD_DIR && $(dirname "$d") == "$(cd "$PODSHAPER_BUILD_DIR" && pwd -P)" ]]; then
+    return 0
+  fi
+  [[ $d == "$here"/* ]] || return 1
+  while d=$(dirname "$d"); [[ $d != "$here" ]]; do
+    [[ ! -e $d/.git ]] || return 1
   done
+}
+
+# down_leftover DIR: the cluster in DIR (physical, this checkout's) stopped when anything of
+# it runs, saying so in one line; its down's output only when that fails.
+down_leftover() {
+  local d=$1 what out
+  runs_in "$d" || [[ -d $d/node/pids ]] || return 0
+  if [[ $d == "$here/.cluster" ]]; then
+    what="the cluster make demo or make cluster-up left running in .cluster ("
+    [[ -d $d/node ]] && what+="one real node per machine; "
+    what+="make cluster-up starts it again)"
+  else
+    what="the cluster an earlier run left running in ${d#"$here"/}"
+    [[ -d $d/node ]] && what+=" (one real node per machine)"
+  fi
+  log "stopping $what"
+  out=$(PODSHAPER_CLUSTER_DIR=$d bash "$root/scripts/cluster.sh" down 2>&1) ||
+    { echo "$out" >&2; log "error: could not stop the cluster in $d"; return 1; }
+}
+
+# Every cluster of this checkout that runs: the demo's (.cluster), one a `make cluster-up`
+# left, a killed test's (build/*/, the Makefile's BUILD_DIR), the one holding the machine's
+# real node. Clusters of other checkouts, and everything else on the machine, are left
+# alone: only processes a cluster dir here recorded, and still running as named, are signalled.
+down_all() {
+  local dirs=("$here/.cluster" "$here"/build/*/) d seen=" " failed=0
+  [[ -n ${PODSHAPER_BUILD_DIR:-} ]] && dirs+=("$PODSHAPER_BUILD_DIR"/*/)
+  dirs+=("$(lock_holder)")
+  for d in "${dirs[@]}"; do
+    ours "$d" || continue
+    d=$(cd "$d" && pwd -P)
+    [[ $seen != *" $d "* ]] || continue
+    seen+="$d "
+    down_leftover "$d" || failed=1
+  done
+  [[ $failed == 0 ]] || die "a cluster of this checkout could not be stopped (above)"
+}
+
+# down-other DIR: the one cluster in DIR, if it is this checkout's (scripts/node.sh, before
+# it takes the machine's real node from it).
+down_other() {
+  ours "$1" || { log "the cluster in $1 is not this checkout's: left alone"; return 1; }
+  down_leftover "$(cd "$1" && pwd -P)"
+}
+
+# The cluster dir whose real node holds the machine's one (scripts/node.sh's lock), if any.
+lock_holder() {
+  local n
+  n=$(cat "$node_lock" 2>/dev/null) || return 0
+  [[ -z $n ]] || dirname "$n"
 }
 
 # runs_in DIR: a process DIR recorded (its control plane's, its real node's) is alive and ours.
@@ -387,7 +432,8 @@ status() {
 case ${1:-} in
   up) up ;;
   down) down ;;
-  down-all) down_all "${2:-}" ;;
+  down-all) down_all ;;
+  down-other) down_other "${2:?usage: $0 down-other DIR}" ;;
   status) status ;;
   restart-webhook) source "$dir/env"; start_webhook; wait_shaping ;;
   install) install ;;
@@ -395,5 +441,5 @@ case ${1:-} in
   stop-apiserver) stop_one kube-apiserver "${2:-TERM}" ;;
   start-apiserver) source "$dir/env"; running kube-apiserver || start_apiserver ;;
   restart-apiserver) source "$dir/env"; stop_one kube-apiserver; start_apiserver ;;
-  *) echo "usage: $0 up|down|down-all [EXCEPT]|status|install|restart-webhook|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|down-all|down-other DIR|status|install|restart-webhook|stop-webhook|stop-apiserver [SIGNAL]|start-apiserver|restart-apiserver" >&2; exit 2 ;;
 esac

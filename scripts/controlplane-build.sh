@@ -34,10 +34,12 @@ if ! have_all "$cache"; then
   # The module proxy does not serve the checksum database here; go.sum, committed,
   # pins every module's hash instead.
   export GOSUMDB=off GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local CGO_ENABLED=0
-  packages=()
-  for b in "${binaries[@]}"; do [[ $b == etcd ]] || packages+=("k8s.io/kubernetes/cmd/$b"); done
+  packages=() etcd=no
+  for b in "${binaries[@]}"; do
+    if [[ $b == etcd ]]; then etcd=yes; else packages+=("k8s.io/kubernetes/cmd/$b"); fi
+  done
   (cd "$module" &&
-    go build -trimpath -o "$cache.tmp/etcd" go.etcd.io/etcd/server/v3 &&
+    { [[ $etcd == no ]] || go build -trimpath -o "$cache.tmp/etcd" go.etcd.io/etcd/server/v3; } &&
     go build -trimpath -ldflags "$(version_ldflags)" -o "$cache.tmp/" "${packages[@]}")
   rm -rf "$cache"
   mv "$cache.tmp" "$cache"

@@ -168,9 +168,12 @@ kc apply -f "$examples/training.yaml" >/dev/null 2>&1
 for _ in $(seq 600); do done_ dataloader-shaped && break; sleep 0.5; done
 echo "  shaped (examples/real-node/training.yaml: 4 GPUs, node-exclusive, /dev/shm $(kc -n ml get pod dataloader-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}'), bound to $(kc -n ml get pod dataloader-shaped -o jsonpath='{.spec.nodeName}') by kube-scheduler), $(kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase}'):"
 kc -n ml logs dataloader-shaped 2>&1 | sed 's/^/    /'
-shm=$(kc -n ml get pod inspect-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')
+shm=$(kc -n ml get pod inspect-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}' 2>/dev/null) || true
+shm_bytes="(podshaper.io/shm-size ${shm:-missing})"
+[[ $shm =~ ^([0-9]+)Mi$ ]] && shm_bytes=$(( BASH_REMATCH[1] << 20 ))
+[[ $shm =~ ^([0-9]+)Gi$ ]] && shm_bytes=$(( BASH_REMATCH[1] << 30 ))
 told "inspect-shaped's /dev/shm is its ${shm:-?} (statfs)" \
-  test "$(sed -n 's/^shm_bytes=//p' "$dir/demo-inspect-shaped.log")" = "$(( ${shm%Mi} << 20 ))"
+  test "$(sed -n 's/^shm_bytes=//p' "$dir/demo-inspect-shaped.log")" = "$shm_bytes"
 told "inspect-unshaped's /dev/shm is the runtime's 64 MiB" \
   test "$(sed -n 's/^shm_bytes=//p' "$dir/demo-inspect-unshaped.log")" = $((64 << 20))
 told "the unshaped DataLoader failed of a Bus error" \

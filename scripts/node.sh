@@ -35,6 +35,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${PODSHAPER_CLUSTER_DIR:-$root/.cluster}
+# As the kernel spells it (mounts, the lock): one dir has one node, whatever path named it.
+[[ -d $dir ]] && dir=$(cd "$dir" && pwd -P)
 node_dir=$dir/node
 kubeconfig=$dir/kubeconfig
 cpbin=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
@@ -55,7 +57,7 @@ node_ip=10.213.$octet.1
 cgroup_root=/podshaper-node-$id
 # kubelet's, not configurable (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath)
 device_plugins=/var/lib/kubelet/device-plugins
-lock=/run/podshaper-node.lock
+lock=${PODSHAPER_NODE_LOCK:-/run/podshaper-node.lock}
 # cluster.sh's Service range, the one route pods have beyond their subnet (through the
 # node: no default route), and the `kubernetes` Service's ClusterIP in it.
 service_cidr=10.0.0.0/24
@@ -212,15 +214,15 @@ up() {
   [[ -x $runc && -x $cni_bin/bridge && -x $cni_bin/host-local && -x $cni_bin/loopback ]] ||
     die "runc or the CNI plugins are missing: run scripts/deps.sh (make deps)"
   [[ -f $dir/env ]] || die "the control plane is not up (scripts/cluster.sh up)"
-  if ip -o route show | grep -q "^${subnet%/*}/" && ! ip link show "$bridge" >/dev/null 2>&1; then
-    die "$subnet is already routed on this machine; set PODSHAPER_CLUSTER_DIR elsewhere"
-  fi
   if other_node_runs; then
     # This checkout's (the demo's, a killed test's): the newest command wins, and says so.
-    [[ $(cat "$lock") == "$root"/* ]] && bash "$root/scripts/cluster.sh" down-all "$dir"
+    bash "$root/scripts/cluster.sh" down-other "$(dirname "$(cat "$lock")")" || true
     if other_node_runs; then
       die "a real node of $(dirname "$(cat "$lock")") runs (kubelet's device-plugin directory is one per machine): stop it first (PODSHAPER_CLUSTER_DIR=$(dirname "$(cat "$lock")") scripts/cluster.sh down)"
     fi
+  fi
+  if ip -o route show | grep -q "^${subnet%/*}/" && ! ip link show "$bridge" >/dev/null 2>&1; then
+    die "$subnet is already routed on this machine; set PODSHAPER_CLUSTER_DIR elsewhere"
   fi
   echo "$node_dir" >"$lock"
   local images t0=$SECONDS
