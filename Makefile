@@ -20,11 +20,9 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 controlplane:
 	@bash scripts/controlplane-build.sh
 
-# The oldest supported release (tests/controlplane-v1.35), for the end-to-end run against it
-# (no real node there: no kubelet, a cold build the shorter).
+# The oldest supported release (tests/controlplane-v1.35), for the end-to-end run against it.
 controlplane-oldest:
-	@PODSHAPER_CONTROLPLANE_BINARIES="etcd kube-apiserver kube-scheduler kube-controller-manager kubectl" \
-	  PODSHAPER_CONTROLPLANE_MODULE=$(CURDIR)/tests/controlplane-v1.35 \
+	@PODSHAPER_CONTROLPLANE_MODULE=$(CURDIR)/tests/controlplane-v1.35 \
 	  PODSHAPER_CONTROLPLANE_BIN=$(CURDIR)/build/controlplane-v1.35 bash scripts/controlplane-build.sh
 
 # The real test node's parts: containerd, the NRI ulimit and test device plugins

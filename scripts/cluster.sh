@@ -350,11 +350,13 @@ install() {
 here=$(cd "$root" && pwd -P)
 node_lock=${PODSHAPER_NODE_LOCK:-/run/podshaper-node.lock}  # scripts/node.sh's
 
-# ours DIR: DIR is a cluster dir of this checkout: inside it, not inside another checkout
-# nested in it (a worktree, a clone), or inside the build dir the Makefile names.
+# ours DIR: DIR is a cluster dir of this checkout: the one this command names
+# (PODSHAPER_CLUSTER_DIR), one inside the checkout but not inside another checkout nested
+# in it (a worktree, a clone), or one inside the build dir the Makefile names.
 ours() {
   local d
   [[ -n $1 ]] && d=$(cd "$1" 2>/dev/null && pwd -P) || return 1
+  [[ -d $dir && $d == "$(cd "$dir" && pwd -P)" ]] && return 0
   if [[ -n ${PODSHAPER_BUILD_DIR:-} && -d $PODSHAPER_BUILD_DIR && $(dirname "$d") == "$(cd "$PODSHAPER_BUILD_DIR" && pwd -P)" ]]; then
     return 0
   fi
@@ -384,10 +386,10 @@ down_leftover() {
 
 # Every cluster of this checkout that runs: the demo's (.cluster), one a `make cluster-up`
 # left, a killed test's (build/*/, the Makefile's BUILD_DIR), the one holding the machine's
-# real node. Clusters of other checkouts, and everything else on the machine, are left
+# real node, and the one PODSHAPER_CLUSTER_DIR names (a test's own, wherever it is). Clusters of other checkouts, and everything else on the machine, are left
 # alone: only processes a cluster dir here recorded, and still running as named, are signalled.
 down_all() {
-  local dirs=("$here/.cluster" "$here"/build/*/) d seen=" " failed=0
+  local dirs=("$dir" "$here/.cluster" "$here"/build/*/) d seen=" " failed=0
   [[ -n ${PODSHAPER_BUILD_DIR:-} ]] && dirs+=("$PODSHAPER_BUILD_DIR"/*/)
   dirs+=("$(lock_holder)")
   for d in "${dirs[@]}"; do

@@ -12,8 +12,7 @@ module=${PODSHAPER_CONTROLPLANE_MODULE:-$root/tests/controlplane}
 out=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}
 stamp=$(cat "$module/go.mod" "$module/go.sum" | sha256sum | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/podshaper/controlplane-$stamp
-# PODSHAPER_CONTROLPLANE_BINARIES: fewer of them (the oldest release runs no real node: no kubelet).
-read -ra binaries <<<"${PODSHAPER_CONTROLPLANE_BINARIES:-etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl}"
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl)
 export PATH=$PATH:/usr/local/go/bin
 
 # The release's own version in the binaries (a module build would say v0.0.0-master, and
@@ -34,13 +33,11 @@ if ! have_all "$cache"; then
   # The module proxy does not serve the checksum database here; go.sum, committed,
   # pins every module's hash instead.
   export GOSUMDB=off GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local CGO_ENABLED=0
-  packages=() etcd=no
-  for b in "${binaries[@]}"; do
-    if [[ $b == etcd ]]; then etcd=yes; else packages+=("k8s.io/kubernetes/cmd/$b"); fi
-  done
   (cd "$module" &&
-    { [[ $etcd == no ]] || go build -trimpath -o "$cache.tmp/etcd" go.etcd.io/etcd/server/v3; } &&
-    go build -trimpath -ldflags "$(version_ldflags)" -o "$cache.tmp/" "${packages[@]}")
+    go build -trimpath -o "$cache.tmp/etcd" go.etcd.io/etcd/server/v3 &&
+    go build -trimpath -ldflags "$(version_ldflags)" -o "$cache.tmp/" k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl)
   rm -rf "$cache"
   mv "$cache.tmp" "$cache"
 fi

@@ -23,7 +23,6 @@ say "A control plane on loopback and one real node (scripts/cluster.sh, scripts/
 # The one an earlier demo left, or any other of this checkout's (one real node per machine),
 # is stopped first, a line each.
 bash "$root/scripts/cluster.sh" down-all 2>&1 | sed 's/^/  /'
-bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true  # a PODSHAPER_CLUSTER_DIR elsewhere
 PODSHAPER_WITH_NODE=yes PODSHAPER_WITH_WEBHOOK=no PODSHAPER_WITH_CRDS=no bash "$root/scripts/cluster.sh" up 2>&1 | sed 's/^/  /'
 
 say "Installing podshaper as README says: its images into the node's containerd, kubectl apply -k"
@@ -176,9 +175,11 @@ told "inspect-shaped's /dev/shm is its ${shm:-?} (statfs)" \
   test "$(sed -n 's/^shm_bytes=//p' "$dir/demo-inspect-shaped.log")" = "$shm_bytes"
 told "inspect-unshaped's /dev/shm is the runtime's 64 MiB" \
   test "$(sed -n 's/^shm_bytes=//p' "$dir/demo-inspect-unshaped.log")" = $((64 << 20))
-told "the unshaped DataLoader failed of a Bus error" \
-  bash -c "[[ \$(kubectl --kubeconfig '$kubeconfig' -n ml get pod dataloader-unshaped -o jsonpath='{.status.phase}') == Failed ]] &&
-           kubectl --kubeconfig '$kubeconfig' -n ml logs dataloader-unshaped 2>&1 | grep -aqi 'bus error'"
+unshaped_died() {
+  [[ $(kc -n ml get pod dataloader-unshaped -o jsonpath='{.status.phase}') == Failed ]] &&
+    kc -n ml logs dataloader-unshaped 2>&1 | grep -aqi 'bus error'
+}
+told "the unshaped DataLoader failed of a Bus error" unshaped_died
 told "the shaped DataLoader succeeded" test "$(kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase}')" = Succeeded
 
 say "Explore"

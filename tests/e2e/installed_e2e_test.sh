@@ -34,8 +34,7 @@ trap 'rc=$?; [[ -n $loop ]] && kill "$loop" 2>/dev/null; node_test_cleanup $rc' 
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
 helm_bin=$(bash "$root/scripts/helm.sh")  # built from the module proxy on a cold cache
-bash "$root/scripts/cluster.sh" down-all  # this checkout's others, as make test does (one real node per machine)
-bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true  # its own, wherever it is
+bash "$root/scripts/cluster.sh" down-all  # this checkout's, its own too, as make test does (one real node per machine)
 bash "$root/scripts/cluster.sh" up
 source "$dir/node/env"
 

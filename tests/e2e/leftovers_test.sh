@@ -37,7 +37,7 @@ fake_cluster() {
 # alive DIR NAME: the stand-in DIR recorded for NAME still runs
 alive() { kill -0 "$(cat "$1/logs/$2.pid")" 2>/dev/null; }
 stopped() { ! alive "$@" && [[ ! -e $1/pids/$2.pid ]]; }
-# down_all [VERB ARGS...]: the output of cluster.sh VERB in this test's checkout, rc in $rc
+# run_here VERB [ARGS...]: cluster.sh VERB in this test's checkout; its output in $out, status in $rc
 run_here() { rc=0; out=$(bash "$here/scripts/cluster.sh" "$@" 2>&1) || rc=$?; echo "$out" | sed 's/^/    /'; }
 
 fake_cluster "$here/.cluster" etcd kube-apiserver       # as make demo leaves it
@@ -91,4 +91,11 @@ fake_cluster "$tmp/custom-build/e2e-cluster" etcd
 PODSHAPER_BUILD_DIR=$tmp/custom-build run_here down-all
 check "the Makefile's BUILD_DIR: its clusters are this checkout's too" stopped "$tmp/custom-build/e2e-cluster" etcd
 check "... .cluster stopped with it, two lines" test "$rc:$(grep -c . <<<"$out")" = "0:2"
+
+# The cluster the command names (a test's own, PODSHAPER_CLUSTER_DIR), wherever it is.
+fake_cluster "$tmp/own-cluster" etcd
+PODSHAPER_CLUSTER_DIR=$tmp/own-cluster run_here down-all
+check "the cluster PODSHAPER_CLUSTER_DIR names is stopped too, in one line" test "$rc:$(grep -c . <<<"$out")" = "0:1"
+check "... and that one" stopped "$tmp/own-cluster" etcd
+check "... another checkout's still runs" alive "$other/.cluster" etcd
 finish

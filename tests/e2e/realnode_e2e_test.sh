@@ -23,10 +23,9 @@ kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 # The webhook asks 4 MiB of locked memory (examples/real-node/install's config): what this
 # machine's runtime can grant, as no process here may raise RLIMIT_MEMLOCK past 8 MiB.
 # `unlimited` is proven apart, below.
-# A cluster of this checkout left running (make demo's, a killed run's) is stopped first, as
-# `make test` does: its real node's veths and sysctls are not this test's to count.
+# A cluster of this checkout left running (make demo's, a killed run's, this test's own) is
+# stopped first, as `make test` does: its real node's veths and sysctls are not this test's to count.
 bash "$root/scripts/cluster.sh" down-all
-bash "$root/scripts/cluster.sh" down >/dev/null 2>&1 || true  # its own, wherever it is
 veths_before=$(ip -o link show type veth | wc -l)
 netns_before=$(ip netns list 2>/dev/null | wc -l)
 sysctls_before=$(sysctl -n vm.overcommit_memory kernel.panic kernel.panic_on_oops | tr '\n' ' ')
