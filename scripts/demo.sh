@@ -175,9 +175,9 @@ told "inspect-shaped's /dev/shm is its ${shm:-?} (statfs)" \
   test "$(sed -n 's/^shm_bytes=//p' "$dir/demo-inspect-shaped.log")" = "$shm_bytes"
 told "inspect-unshaped's /dev/shm is the runtime's 64 MiB" \
   test "$(sed -n 's/^shm_bytes=//p' "$dir/demo-inspect-unshaped.log")" = $((64 << 20))
-unshaped_died() {
+unshaped_died() {  # (the log read whole first: grep -q would end kubectl with SIGPIPE, a failed pipe)
   [[ $(kc -n ml get pod dataloader-unshaped -o jsonpath='{.status.phase}') == Failed ]] &&
-    kc -n ml logs dataloader-unshaped 2>&1 | grep -aqi 'bus error'
+    grep -aqi 'bus error' <<<"$(kc -n ml logs dataloader-unshaped 2>&1)"
 }
 told "the unshaped DataLoader failed of a Bus error" unshaped_died
 told "the shaped DataLoader succeeded" test "$(kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase}')" = Succeeded
