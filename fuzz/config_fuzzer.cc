@@ -28,6 +28,7 @@ std::string toYaml(const Config& c) {
   y += "partialNode: " + std::string(podshaper::toString(c.partialNode)) + "\n";
   y += "podSecurity: " + std::string(podshaper::toString(c.podSecurity)) + "\n";
   y += "memlock: " + c.memlock.text() + "\n";
+  y += "gpuDeviceClass: " + c.gpuDeviceClass + "\n";  // a DNS subdomain: plain YAML
   return y;
 }
 
