@@ -22,6 +22,7 @@ inline constexpr std::string_view kBatchShape = "podshaper.io/batch-shape";
 inline constexpr std::string_view kBatchDtype = "podshaper.io/batch-dtype";
 inline constexpr std::string_view kRanksPerPod = "podshaper.io/ranks-per-pod";
 inline constexpr std::string_view kPlacement = "podshaper.io/placement";
+inline constexpr std::string_view kNcclCommunicators = "podshaper.io/nccl-communicators";
 
 // Pod annotations written by the webhook.
 inline constexpr std::string_view kShmSize = "podshaper.io/shm-size";
@@ -58,6 +59,11 @@ inline constexpr std::string_view kMemlockNotGranted = "not-granted";
 // Pod spec pieces.
 inline constexpr std::string_view kShmVolume = "podshaper-dshm";
 inline constexpr std::string_view kShmMountPath = "/dev/shm";
+// torchrun's node count: its --nnodes flag, else this environment variable (Kubeflow's
+// PyTorchJob and Trainer set it); --standalone is one node.
+inline constexpr std::string_view kNnodesEnv = "PET_NNODES";
+inline constexpr std::string_view kNnodesFlag = "--nnodes";
+inline constexpr std::string_view kStandaloneFlag = "--standalone";
 inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 inline constexpr std::string_view kNprocEnv = "PET_NPROC_PER_NODE";
 inline constexpr std::string_view kIpcLock = "IPC_LOCK";

@@ -114,10 +114,10 @@ const std::vector<Setting>& fuzzSettings() {
     other.podSecurity = PodSecurityAction::kWarn;
     other.nodeMemory = 512LL << 30;
     other.headroomPercent = 0;
+    other.ncclShmPerCommunicator = {1, 2, 3};
     Config warn;
     warn.partialNode = PartialNodePolicy::kWarn;
-    warn.ncclShmReservePerRank = 0;
-    warn.ncclShmReservePerRankWithP2P = 0;
+    warn.ncclCommunicators = 0;
     warn.memlock = MemlockLimit{4 << 20};
     return std::vector<Setting>{{Config{}, &validated}, {warn, nullptr}, {other, &unvalidated}};
   }();

@@ -11,6 +11,8 @@
 //   4 podshaper.io/batch-dtype         11 the namespace (ml, baseline, opted-out, ...; default ml)
 //   5 podshaper.io/ranks-per-pod       12 the setting: 1 or 2 for fuzzSettings()[1|2], else [0]
 //   6 podshaper.io/placement           13 ulimits.noderesource.dev/container.trainer (NRI ulimits, YAML)
+//                                      14 podshaper.io/nccl-communicators
+//                                      15 container "trainer" env PET_NNODES
 
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +35,7 @@ using nlohmann::json;
 using podshaper::Config;
 namespace names = podshaper::names;
 
-constexpr std::size_t kFields = 14;
+constexpr std::size_t kFields = 16;
 
 std::vector<std::optional<std::string>> split(std::string_view text) {
   std::vector<std::optional<std::string>> fields(kFields);
@@ -70,9 +72,11 @@ json buildPod(const std::vector<std::optional<std::string>>& f) {
     }
     annotations[std::string(names::kUlimitAnnotationPrefix) + "trainer"] = ulimits;
   }
+  if (f[14]) annotations[std::string(names::kNcclCommunicators)] = *f[14];
   json trainer = {{"name", "trainer"}, {"image", "pytorch"}, {"resources", {{"limits", json::object()}}}};
   if (f[7]) trainer["resources"]["limits"][std::string(names::kGpuResource)] = *f[7];
   if (f[10]) trainer["resources"]["limits"]["memory"] = *f[10];
+  if (f[15]) trainer["env"] = json::array({{{"name", std::string(names::kNnodesEnv)}, {"value", *f[15]}}});
   json containers = json::array({trainer});
   if (f[8]) {
     containers.push_back({{"name", "sidecar"},
@@ -125,6 +129,7 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
   FUZZ_CHECK(in.ranks.has_value() == f[5].has_value() && (!in.ranks || *in.ranks >= 1), describe(f));
   FUZZ_CHECK(in.nodeExclusive == (!f[6] || *f[6] == names::kNodeExclusive), describe(f));
   FUZZ_CHECK(in.requestedNodeGpus.has_value() == f[9].has_value(), describe(f));
+  FUZZ_CHECK(in.ncclCommunicators == (f[14] ? *podshaper::parseCount(*f[14]) : config.ncclCommunicators), describe(f));
 
   // The next step: the /dev/shm size from these inputs is a plan or an overflow error.
   podshaper::ShmInputs shm;
@@ -133,7 +138,11 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
   shm.prefetchFactor = in.prefetchFactor;
   shm.batch = in.batch;
   shm.headroomPercent = config.headroomPercent;
-  shm.ncclReservePerRank = static_cast<uint64_t>(config.ncclShmReservePerRank);
+  shm.nccl = podshaper::planNcclReserve({shm.ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span, false,
+                                         config.ncclShmPerCommunicator});
+  FUZZ_CHECK(shm.nccl.transport.empty() == (in.ncclCommunicators == 0 ||
+                                            (in.span.kind == podshaper::JobSpan::kOneNode && shm.ranks <= 1)),
+             describe(f));
   auto plan = podshaper::planShm(shm);
   if (plan) {
     FUZZ_CHECK(plan->shmBytes % (1024 * 1024) == 0 && plan->shmBytes >= plan->withHeadroomBytes, describe(f));

@@ -20,10 +20,11 @@ std::string toYaml(const Config& c) {
   y += "  workers: " + std::to_string(c.workers) + "\n";
   y += "  prefetchFactor: " + std::to_string(c.prefetchFactor) + "\n";
   y += "  headroomPercent: " + std::to_string(c.headroomPercent) + "\n";
-  y += "  ncclShmReservePerRankWithP2P: " + std::to_string(c.ncclShmReservePerRankWithP2P) + "\n";
-  y += "  ncclShmReservePerRank: " + std::to_string(c.ncclShmReservePerRank) + "\n";
+  y += "  ncclCommunicators: " + std::to_string(c.ncclCommunicators) + "\n";
   y += "  gpusPerNode: " + std::to_string(c.gpusPerNode) + "\n";
   if (c.nodeMemory) y += "  nodeMemory: " + std::to_string(*c.nodeMemory) + "\n";
+  y += "ncclShmPerCommunicator:\n  net: " + std::to_string(c.ncclShmPerCommunicator.net) + "\n  p2p: " +
+       std::to_string(c.ncclShmPerCommunicator.p2p) + "\n  shm: " + std::to_string(c.ncclShmPerCommunicator.shm) + "\n";
   y += "limits:\n  maxShmPercentOfNodeMemory: " + std::to_string(c.maxShmPercentOfNodeMemory) + "\n";
   y += "partialNode: " + std::string(podshaper::toString(c.partialNode)) + "\n";
   y += "podSecurity: " + std::string(podshaper::toString(c.podSecurity)) + "\n";
@@ -45,7 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(c.workers <= 1024, text);
   FUZZ_CHECK(c.prefetchFactor >= 1 && c.prefetchFactor <= 1024, text);
   FUZZ_CHECK(c.headroomPercent <= 1000, text);
-  FUZZ_CHECK(c.ncclShmReservePerRank >= 0 && c.ncclShmReservePerRankWithP2P >= 0, text);
+  FUZZ_CHECK(c.ncclCommunicators <= 1024, text);
+  FUZZ_CHECK(c.ncclShmPerCommunicator.net >= 0 && c.ncclShmPerCommunicator.p2p >= 0 && c.ncclShmPerCommunicator.shm >= 0,
+             text);
   FUZZ_CHECK(c.gpusPerNode >= 1 && c.gpusPerNode <= 1024, text);
   FUZZ_CHECK(!c.nodeMemory || *c.nodeMemory >= 0, text);
   FUZZ_CHECK(c.maxShmPercentOfNodeMemory >= 1 && c.maxShmPercentOfNodeMemory <= 100, text);

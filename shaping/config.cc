@@ -93,8 +93,10 @@ std::string Config::hash() const {
   std::string canonical = "workers=" + std::to_string(workers) +
                           ";prefetchFactor=" + std::to_string(prefetchFactor) +
                           ";headroomPercent=" + std::to_string(headroomPercent) +
-                          ";ncclShmReservePerRankWithP2P=" + std::to_string(ncclShmReservePerRankWithP2P) +
-                          ";ncclShmReservePerRank=" + std::to_string(ncclShmReservePerRank) +
+                          ";ncclCommunicators=" + std::to_string(ncclCommunicators) +
+                          ";ncclShmPerCommunicator=net:" + std::to_string(ncclShmPerCommunicator.net) +
+                          ",p2p:" + std::to_string(ncclShmPerCommunicator.p2p) +
+                          ",shm:" + std::to_string(ncclShmPerCommunicator.shm) +
                           ";gpusPerNode=" + std::to_string(gpusPerNode) +
                           ";nodeMemory=" + (nodeMemory ? std::to_string(*nodeMemory) : "") +
                           ";maxShmPercentOfNodeMemory=" + std::to_string(maxShmPercentOfNodeMemory) +
@@ -133,6 +135,13 @@ Result<Config> parseConfig(std::string_view yamlText) {
       return true;
     };
   };
+  // A key podshaper no longer reads: an error that names what replaced it.
+  auto replaced = [](const std::string& key) -> Handler {
+    return [key](const YAML::Node&) -> Result<bool> {
+      return keyError(key, "replaced by defaults.ncclCommunicators and ncclShmPerCommunicator (net, p2p, shm): "
+                           "NCCL's /dev/shm is per rank per communicator, by transport (docs/webhook.md)");
+    };
+  };
   auto setQuantity = [](auto& field, const std::string& key) -> Handler {
     return [&field, key](const YAML::Node& n) -> Result<bool> {
       auto v = quantity(n, key);
@@ -146,11 +155,16 @@ Result<Config> parseConfig(std::string_view yamlText) {
       {"workers", setCount(config.workers, "defaults.workers", 0, 1024)},
       {"prefetchFactor", setCount(config.prefetchFactor, "defaults.prefetchFactor", 1, 1024)},
       {"headroomPercent", setCount(config.headroomPercent, "defaults.headroomPercent", 0, 1000)},
-      {"ncclShmReservePerRankWithP2P",
-       setQuantity(config.ncclShmReservePerRankWithP2P, "defaults.ncclShmReservePerRankWithP2P")},
-      {"ncclShmReservePerRank", setQuantity(config.ncclShmReservePerRank, "defaults.ncclShmReservePerRank")},
+      {"ncclCommunicators", setCount(config.ncclCommunicators, "defaults.ncclCommunicators", 0, 1024)},
+      {"ncclShmReservePerRankWithP2P", replaced("defaults.ncclShmReservePerRankWithP2P")},
+      {"ncclShmReservePerRank", replaced("defaults.ncclShmReservePerRank")},
       {"gpusPerNode", setCount(config.gpusPerNode, "defaults.gpusPerNode", 1, 1024)},
       {"nodeMemory", setQuantity(config.nodeMemory, "defaults.nodeMemory")},
+  };
+  std::map<std::string, Handler> ncclCosts{
+      {"net", setQuantity(config.ncclShmPerCommunicator.net, "ncclShmPerCommunicator.net")},
+      {"p2p", setQuantity(config.ncclShmPerCommunicator.p2p, "ncclShmPerCommunicator.p2p")},
+      {"shm", setQuantity(config.ncclShmPerCommunicator.shm, "ncclShmPerCommunicator.shm")},
   };
   std::map<std::string, Handler> limits{
       {"maxShmPercentOfNodeMemory",
@@ -159,6 +173,8 @@ Result<Config> parseConfig(std::string_view yamlText) {
   std::map<std::string, Handler> top{
       {"defaults", [&](const YAML::Node& n) { return forEachKey(n, "defaults", defaults); }},
       {"limits", [&](const YAML::Node& n) { return forEachKey(n, "limits", limits); }},
+      {"ncclShmPerCommunicator",
+       [&](const YAML::Node& n) { return forEachKey(n, "ncclShmPerCommunicator", ncclCosts); }},
       {"partialNode",
        [&](const YAML::Node& n) -> Result<bool> {
          auto v = scalar(n, "partialNode");

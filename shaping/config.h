@@ -7,6 +7,7 @@
 
 #include "api/memlock.h"
 #include "base/result.h"
+#include "shaping/nccl.h"
 
 namespace podshaper {
 
@@ -23,11 +24,11 @@ struct Config {
   uint64_t workers = 4;
   uint64_t prefetchFactor = 2;
   uint64_t headroomPercent = 20;
-  // /dev/shm kept for NCCL per rank of every shaped pod: on target nodes validated with
-  // P2P between all GPU pairs (its proxy and network buffers), and elsewhere (its SHM
-  // transport as well). 0 and 0 turn the reserve off. docs/webhook.md says why.
-  int64_t ncclShmReservePerRankWithP2P = 64LL * 1024 * 1024;
-  int64_t ncclShmReservePerRank = 128LL * 1024 * 1024;
+  // NCCL communicators (process groups) each rank makes, where the pod does not say
+  // (podshaper.io/nccl-communicators): 4 covers a DP × TP mesh (3) and one more.
+  uint64_t ncclCommunicators = 4;
+  // /dev/shm NCCL keeps per rank per communicator, by transport: docs/webhook.md.
+  NcclShmCosts ncclShmPerCommunicator;
   uint64_t gpusPerNode = 8;
   // Memory of a GPU node when the cluster does not say (no --kubeconfig, or no
   // matching Node); unset means the shm cap is checked only against known nodes.

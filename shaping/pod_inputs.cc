@@ -156,6 +156,7 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
     if (!podGpus) return makeError("container " + inQuotes(name) + ": its GPUs take the pod's GPUs past 64 bits");
     const json* user = securityField(podSecurity, c, "runAsUser");
     const json* nonRoot = securityField(podSecurity, c, "runAsNonRoot");
+    in.span = in.gpuContainers.empty() ? readJobSpan(c, name) : combineJobSpans(in.span, readJobSpan(c, name));
     in.gpuContainers.push_back(GpuContainer{
         i, name, *own, fromClaims->all, ownShmVolume(c),
         user && user->is_number_integer() ? std::optional<int64_t>(user->get<int64_t>()) : std::nullopt,
@@ -191,6 +192,17 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
     if (*value == 0) return annotationError(names::kRanksPerPod, "\"0\" must be at least 1", hint);
     in.ranks = *value;
   }
+
+  const bool communicatorsSet = annotation(pod, names::kNcclCommunicators).has_value();
+  auto communicators = countAnnotation(
+      pod, names::kNcclCommunicators, config.ncclCommunicators, "config defaults.ncclCommunicators", 0,
+      "set it to the process groups each rank makes (1 for DDP, 3 for a data × tensor parallel mesh), or \"0\" "
+      "for a pod that runs no NCCL",
+      w);
+  if (!communicators) return communicators.error();
+  in.ncclCommunicators = *communicators;
+  in.ncclCommunicatorsFrom =
+      communicatorsSet ? std::string(names::kNcclCommunicators) : "config defaults.ncclCommunicators";
 
   // With no workers no batch goes through /dev/shm: its size is needed only when given.
   if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {

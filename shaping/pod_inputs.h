@@ -10,6 +10,7 @@
 
 #include "base/result.h"
 #include "shaping/config.h"
+#include "shaping/nccl.h"
 #include "shaping/pod_claims.h"
 #include "shaping/shm.h"
 
@@ -39,6 +40,9 @@ struct PodInputs {
   uint64_t workers = 0;
   uint64_t prefetchFactor = 0;
   std::optional<uint64_t> ranks;  // unset: the pod's GPUs (after any expansion)
+  uint64_t ncclCommunicators = 0;
+  std::string ncclCommunicatorsFrom;  // the annotation, or the config key it defaulted to
+  JobSpan span;                       // whether the ranks talk to other nodes' ranks
   BatchSize batch;
   bool nodeExclusive = true;
   std::optional<uint64_t> requestedNodeGpus;  // the pod's nodeSelector podshaper.io/gpu-count

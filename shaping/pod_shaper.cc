@@ -226,21 +226,10 @@ ShmInputs shmInputsFor(const PodInputs& in, uint64_t ranks, const NodeClass& nod
   shmIn.prefetchFactor = in.prefetchFactor;
   shmIn.batch = in.batch;
   shmIn.headroomPercent = config.headroomPercent;
-  // NCCL keeps segments in /dev/shm even with P2P between every GPU pair (its proxy and
-  // network buffers), and more where P2P is missing (its SHM transport): docs/webhook.md.
-  const std::string reserveKey =
-      nodeClass.p2pAllPairs ? "defaults.ncclShmReservePerRankWithP2P" : "defaults.ncclShmReservePerRank";
-  shmIn.ncclReservePerRank = static_cast<uint64_t>(
-      nodeClass.p2pAllPairs ? config.ncclShmReservePerRankWithP2P : config.ncclShmReservePerRank);
-  if (shmIn.ncclReservePerRank == 0) {
-    shmIn.ncclReserveWhy = "config " + reserveKey + " is 0";
-  } else if (nodeClass.p2pAllPairs) {
-    shmIn.ncclReserveWhy = "target nodes validated with P2P between all GPU pairs: config " + reserveKey;
-  } else {
-    shmIn.ncclReserveWhy =
-        "P2P between all GPU pairs not validated on the target nodes, so NCCL may use its SHM transport: config " +
-        reserveKey;
-  }
+  // NCCL's segments per rank per communicator, by the transport the ranks will use:
+  // docs/webhook.md "The NCCL reserve".
+  shmIn.nccl = planNcclReserve(NcclReserveInputs{ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span,
+                                                 nodeClass.p2pAllPairs, config.ncclShmPerCommunicator});
   return shmIn;
 }
 
@@ -256,7 +245,8 @@ Result<bool> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, const 
     return makeError("/dev/shm would be " + formatBytes(static_cast<int64_t>(plan.shmBytes)) +
                      ", above limits.maxShmPercentOfNodeMemory (" + std::to_string(config.maxShmPercentOfNodeMemory) +
                      "%) of the node's " + formatBytes(*nodeClass.memoryBytes) + ": lower " + key(names::kWorkers) +
-                     ", " + key(names::kPrefetchFactor) + " or the batch size (" + plan.formula + ")");
+                     ", " + key(names::kPrefetchFactor) + ", the batch size or " + key(names::kNcclCommunicators) +
+                     " (" + plan.formula + ")");
   }
   return true;
 }

@@ -14,7 +14,7 @@ namespace podshaper {
 struct AdmissionContext {
   std::string namespaceName;
   // Null: decide from annotations and config alone (review, or serve without
-  // --kubeconfig); the larger NCCL reserve then applies since P2P is unknown.
+  // --kubeconfig); P2P is then unknown, and the NCCL reserve counts on its SHM transport.
   const ClusterView* cluster = nullptr;
   // Reads the ResourceClaimTemplates and ResourceClaims the pod names. Empty: they are
   // not read, and GPUs asked through them are not counted (with a warning).

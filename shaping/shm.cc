@@ -48,9 +48,9 @@ std::string dtypeNames() {
   return names;
 }
 
-Error overflow(std::string_view what) {
-  return makeError("the /dev/shm size overflows 64 bits at " + std::string(what) +
-                   "; check the batch size, workers, prefetch factor and ranks");
+Error overflow(std::string_view what,
+              std::string_view check = "the batch size, workers, prefetch factor and ranks") {
+  return makeError("the /dev/shm size overflows 64 bits at " + std::string(what) + "; check " + std::string(check));
 }
 
 std::string bytesText(uint64_t b) { return formatBytes(static_cast<int64_t>(b)); }
@@ -107,8 +107,9 @@ Result<ShmPlan> planShm(const ShmInputs& in) {
   auto scaled = checkedMul(*payload, 100 + in.headroomPercent);
   if (!scaled) return overflow("headroom");
   uint64_t withHeadroom = *scaled / 100 + (*scaled % 100 != 0 ? 1 : 0);
-  auto reserve = checkedMul(in.ranks, in.ncclReservePerRank);
-  if (!reserve) return overflow("NCCL reserve");
+  auto reserve = checkedMul(in.ranks, in.nccl.communicators);
+  if (reserve) reserve = checkedMul(*reserve, in.nccl.perCommunicatorBytes);
+  if (!reserve) return overflow("the NCCL reserve", std::string(names::kNcclCommunicators) + " and the ranks");
   auto totalMiB = checkedAdd(ceilMiB(withHeadroom), ceilMiB(*reserve));
   if (!totalMiB) return overflow("total");
   auto shm = checkedMul(std::max(*totalMiB, kMinShmBytes / kMiB), kMiB);
@@ -134,13 +135,14 @@ Result<ShmPlan> planShm(const ShmInputs& in) {
          std::to_string(in.headroomPercent) + "% headroom = " + std::to_string(plan.withHeadroomBytes) + " B";
   }
   f += " → " + std::to_string(ceilMiB(withHeadroom)) + "Mi";
-  if (in.ncclReservePerRank == 0) {
-    f += "; no NCCL shm reserve";
+  if (in.nccl.transport.empty()) {
+    f += "; no NCCL reserve";
   } else {
-    f += "; + NCCL shm reserve " + std::to_string(in.ranks) + " × " + bytesText(in.ncclReservePerRank) + " = " +
-         std::to_string(ceilMiB(*reserve)) + "Mi";
+    f += "; + NCCL reserve " + std::to_string(in.ranks) + " ranks × " + std::to_string(in.nccl.communicators) +
+         " communicators (" + in.nccl.communicatorsFrom + ") × " + bytesText(in.nccl.perCommunicatorBytes) +
+         " per rank per communicator = " + std::to_string(ceilMiB(*reserve)) + "Mi";
   }
-  if (!in.ncclReserveWhy.empty()) f += " (" + in.ncclReserveWhy + ")";
+  if (!in.nccl.why.empty()) f += " (" + in.nccl.why + ")";
   f += "; /dev/shm = " + bytesText(plan.shmBytes);
   if (*totalMiB * kMiB < kMinShmBytes) f += " (at least " + bytesText(kMinShmBytes) + ", the container runtime's default)";
   plan.formula = std::move(f);

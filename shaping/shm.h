@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "shaping/nccl.h"
 
 namespace podshaper {
 
@@ -35,19 +36,18 @@ struct ShmInputs {
   uint64_t prefetchFactor = 2;
   BatchSize batch;
   uint64_t headroomPercent = 20;
-  uint64_t ncclReservePerRank = 0;  // bytes
-  std::string ncclReserveWhy;       // which reserve and why, in words, for the formula
+  NcclReserve nccl;  // communicators per rank, the bytes of each, and why
 };
 
 // docs/webhook.md "The /dev/shm formula":
 //   per_rank = (workers × prefetch + 2) × batch_bytes + 1Mi      (0 with no workers)
 //   shm      = max(64Mi, ceil_MiB(ceil(ranks × per_rank × (100 + headroom) / 100))
-//                        + ceil_MiB(ranks × reserve))
+//                        + ceil_MiB(ranks × communicators × per_communicator))
 struct ShmPlan {
   uint64_t perRankBytes = 0;
   uint64_t payloadBytes = 0;      // ranks × per_rank
   uint64_t withHeadroomBytes = 0;
-  uint64_t ncclReserveBytes = 0;  // ranks × reserve per rank, before rounding
+  uint64_t ncclReserveBytes = 0;  // ranks × communicators × per communicator, before rounding
   uint64_t shmBytes = 0;          // a whole number of MiB
   std::string formula;            // the numbers above in words
 };

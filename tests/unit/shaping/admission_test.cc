@@ -45,7 +45,7 @@ TEST(Admission, PodCreateIsPatchedAndThePatchReproducesTheShapedPod) {
   EXPECT_EQ(r["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
   EXPECT_EQ(r["patchType"], "JSONPatch");
   json shaped = applyPatch(pod, r);
-  EXPECT_EQ(shaped["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
+  EXPECT_EQ(shaped["metadata"]["annotations"]["podshaper.io/shm-size"], "8231Mi");
   EXPECT_TRUE(r["warnings"].is_array());
 }
 

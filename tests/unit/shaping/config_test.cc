@@ -11,8 +11,10 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_EQ(c->workers, 4u);
   EXPECT_EQ(c->prefetchFactor, 2u);
   EXPECT_EQ(c->headroomPercent, 20u);
-  EXPECT_EQ(c->ncclShmReservePerRankWithP2P, 64 * 1024 * 1024);
-  EXPECT_EQ(c->ncclShmReservePerRank, 128 * 1024 * 1024);
+  EXPECT_EQ(c->ncclCommunicators, 4u);
+  EXPECT_EQ(c->ncclShmPerCommunicator.net, 34213888);  // NCCL 2.28's proxy pool, in pages
+  EXPECT_EQ(c->ncclShmPerCommunicator.p2p, 0);
+  EXPECT_EQ(c->ncclShmPerCommunicator.shm, 72814592);
   EXPECT_EQ(c->gpusPerNode, 8u);
   EXPECT_EQ(c->maxShmPercentOfNodeMemory, 50u);
   EXPECT_EQ(c->partialNode, PartialNodePolicy::kDeny);
@@ -27,10 +29,13 @@ defaults:
   workers: 8
   prefetchFactor: 4
   headroomPercent: 0
-  ncclShmReservePerRankWithP2P: 0
-  ncclShmReservePerRank: 256Mi
+  ncclCommunicators: 0
   gpusPerNode: 4
   nodeMemory: 2Ti
+ncclShmPerCommunicator:
+  net: 31108Ki
+  p2p: 32260Ki
+  shm: 96Mi
 limits:
   maxShmPercentOfNodeMemory: 25
 partialNode: expand
@@ -41,8 +46,10 @@ memlock: 4Mi
   EXPECT_EQ(c->workers, 8u);
   EXPECT_EQ(c->prefetchFactor, 4u);
   EXPECT_EQ(c->headroomPercent, 0u);
-  EXPECT_EQ(c->ncclShmReservePerRankWithP2P, 0);
-  EXPECT_EQ(c->ncclShmReservePerRank, 256 * 1024 * 1024);
+  EXPECT_EQ(c->ncclCommunicators, 0u);
+  EXPECT_EQ(c->ncclShmPerCommunicator.net, 31108 * 1024);
+  EXPECT_EQ(c->ncclShmPerCommunicator.p2p, 32260 * 1024);
+  EXPECT_EQ(c->ncclShmPerCommunicator.shm, 96 * 1024 * 1024);
   EXPECT_EQ(c->gpusPerNode, 4u);
   EXPECT_EQ(*c->nodeMemory, 2LL << 40);
   EXPECT_EQ(c->maxShmPercentOfNodeMemory, 25u);
@@ -63,6 +70,10 @@ TEST(Config, HashChangesWithSettings) {
   c.memlock = MemlockLimit{4194304};
   EXPECT_NE(a.hash(), c.hash());
   EXPECT_EQ(c.hash(), parseConfig("memlock: 4Mi\n")->hash());
+  EXPECT_NE(a.hash(), parseConfig("defaults:\n  ncclCommunicators: 3\n")->hash());
+  EXPECT_NE(a.hash(), parseConfig("ncclShmPerCommunicator:\n  net: 32260Ki\n")->hash());
+  EXPECT_NE(parseConfig("ncclShmPerCommunicator:\n  p2p: 1Mi\n")->hash(),
+            parseConfig("ncclShmPerCommunicator:\n  shm: 1Mi\n")->hash());
   // A setting added later keeps the hash of configs that leave it at its default.
   EXPECT_EQ(a.hash(), parseConfig("gpuDeviceClass: gpu.nvidia.com\n")->hash());
   EXPECT_NE(a.hash(), parseConfig("gpuDeviceClass: gpu.example.com\n")->hash());
@@ -90,9 +101,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"defaults:\n  workers: -1\n", "defaults.workers: \"-1\" is negative"},
         BadConfig{"defaults:\n  workers: four\n", "defaults.workers"},
         BadConfig{"defaults:\n  prefetchFactor: 0\n", "defaults.prefetchFactor: 0 is out of range"},
-        BadConfig{"defaults:\n  ncclShmReservePerRank: 64MB\n", "defaults.ncclShmReservePerRank: \"64MB\" is not a quantity"},
-        BadConfig{"defaults:\n  ncclShmReservePerRankWithP2P: -64Mi\n", "defaults.ncclShmReservePerRankWithP2P: "},
-        BadConfig{"defaults:\n  ncclShmReservePerRankWithp2p: 64Mi\n", "defaults.ncclShmReservePerRankWithp2p: unknown key"},
+        BadConfig{"ncclShmPerCommunicator:\n  net: 32MB\n", "ncclShmPerCommunicator.net: \"32MB\" is not a quantity"},
+        BadConfig{"ncclShmPerCommunicator:\n  shm: -64Mi\n", "ncclShmPerCommunicator.shm: "},
+        BadConfig{"ncclShmPerCommunicator:\n  nvls: 64Mi\n", "ncclShmPerCommunicator.nvls: unknown key (known here: net, p2p, shm)"},
+        BadConfig{"ncclShmPerCommunicator: 64Mi\n", "ncclShmPerCommunicator: expected a mapping"},
+        BadConfig{"defaults:\n  ncclCommunicators: -1\n", "defaults.ncclCommunicators: "},
+        BadConfig{"defaults:\n  ncclCommunicators: 1025\n", "defaults.ncclCommunicators: 1025 is out of range 0..1024"},
+        BadConfig{"defaults:\n  ncclShmReservePerRank: 128Mi\n",
+                  "defaults.ncclShmReservePerRank: replaced by defaults.ncclCommunicators and ncclShmPerCommunicator"},
+        BadConfig{"defaults:\n  ncclShmReservePerRankWithP2P: 64Mi\n",
+                  "defaults.ncclShmReservePerRankWithP2P: replaced by"},
         BadConfig{"defaults:\n  gpusPerNode: [8]\n", "defaults.gpusPerNode: expected a single value"},
         BadConfig{"limits:\n  maxShmPercentOfNodeMemory: 101\n", "out of range 1..100"},
         BadConfig{"partialNode: maybe\n", "partialNode: \"maybe\" is not one of deny, warn, expand"},

@@ -83,7 +83,7 @@ TEST(PodClaims, AnEightGpuTemplatePodIsShapedAsItsNvidiaGpuTwin) {
   auto twin = shapeWithClaims(TrainingPod(), &cluster, {});
   ASSERT_TRUE(dra.allowed) << dra.message;
   ASSERT_TRUE(twin.allowed) << twin.message;
-  EXPECT_EQ(dra.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(dra.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");
   EXPECT_EQ(shapedParts(dra.pod), shapedParts(twin.pod));
   EXPECT_EQ(dra.pod["spec"]["resourceClaims"], draPod().json()["spec"]["resourceClaims"]);  // kept
   EXPECT_TRUE(hasWarning(dra, "podshaper.io/ranks-per-pod not set: using 8, the pod's GPUs")) << json(dra.warnings);
@@ -95,14 +95,14 @@ TEST(PodClaims, AResourceClaimCountsAsATemplateDoes) {
   pod.at("/spec/resourceClaims/0", json{{"name", "gpus"}, {"resourceClaimName", "shared-eight"}});
   auto out = shapeWithClaims(pod, &cluster, {resourceClaim("shared-eight", json::array({exactly("gpu", 8)}))});
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");
 }
 
 TEST(PodClaims, AllocationModeAllIsEveryGpuOfTheNodeClass) {
   ClusterView cluster = eightGpuNodes();
   auto out = shapeWithClaims(draPod("whole-node"), &cluster, {claimTemplate("whole-node", json::array({allOf("gpu")}))});
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");
   EXPECT_TRUE(hasWarning(out, "allocationMode All): counted as 8")) << json(out.warnings);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["env"][0], (json{{"name", "PET_NPROC_PER_NODE"}, {"value", "8"}}));
 }
@@ -169,7 +169,7 @@ TEST(PodClaims, TheGpuDeviceClassIsConfigurable) {
   auto out = shapeWithClaims(draPod(), &cluster,
                              {claimTemplate("eight-gpus", json::array({exactly("gpu", 8, "gpu.example.com")}))}, *config);
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");
 }
 
 TEST(PodClaims, EachContainerGetsTheShareOfTheRequestItNames) {
@@ -182,9 +182,9 @@ TEST(PodClaims, EachContainerGetsTheShareOfTheRequestItNames) {
   auto out = shapeWithClaims(pod, &cluster,
                              {claimTemplate("two-halves", json::array({exactly("a", 4), exactly("b", 4)}))});
   ASSERT_TRUE(out.allowed) << out.message;
-  // 6520Mi in all, half each on top of 100Gi.
-  EXPECT_EQ(out.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "105660Mi");
-  EXPECT_EQ(out.pod["spec"]["containers"][1]["resources"]["limits"]["memory"], "105660Mi");
+  // 7053Mi in all, half each (rounded up to MiB) on top of 100Gi.
+  EXPECT_EQ(out.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "105927Mi");
+  EXPECT_EQ(out.pod["spec"]["containers"][1]["resources"]["limits"]["memory"], "105927Mi");
   EXPECT_EQ(out.pod["spec"]["containers"][1]["env"][0]["value"], "4");
 }
 
@@ -195,7 +195,7 @@ TEST(PodClaims, ARequestSharedByContainersIsCountedForTheFirst) {
   pod.withContainer(monitor);
   auto out = shapeWithClaims(pod, &cluster, {claimTemplate("eight-gpus", json::array({exactly("gpu", 8)}))});
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");  // 8 GPUs, not 16
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");  // 8 GPUs, not 16
   EXPECT_EQ(out.pod["spec"]["containers"][0]["env"][0]["value"], "8");
   EXPECT_EQ(out.pod["spec"]["containers"][1], monitor);  // no /dev/shm, memory, ranks or IPC_LOCK of its own
   EXPECT_TRUE(hasWarning(out, "container \"monitor\" uses the GPUs of request \"gpu\" of resource claim \"gpus\", "
@@ -212,7 +212,7 @@ TEST(PodClaims, AContainerNamingAnotherSubrequestThanTheFirstGetsNone) {
   first.at("/spec/containers/0/resources/claims/0/request", "gpu/eight");
   auto out = shapeWithClaims(first, &cluster, {claimTemplate("flexible", json::array({request}))});
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");
   TrainingPod second = draPod("flexible");
   second.at("/spec/containers/0/resources/claims/0/request", "gpu/four");
   out = shapeWithClaims(second, &cluster, {claimTemplate("flexible", json::array({request}))});
@@ -284,7 +284,7 @@ TEST(PodClaims, NvidiaGpuLimitsAndClaimsAddUp) {
   pod.at("/spec/containers/0/resources/limits/nvidia.com~1gpu", "4");
   auto out = shapeWithClaims(pod, &cluster, {claimTemplate("four", json::array({exactly("gpu", 4)}))});
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");
 }
 
 TEST(PodClaims, ContainerClaimGpusReadsRequestAndSubrequest) {

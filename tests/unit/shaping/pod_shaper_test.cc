@@ -34,19 +34,19 @@ bool hasWarning(const ShapeOutcome& out, const std::string& part) {
   return false;
 }
 
-TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs6520Mi) {
+TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs7053Mi) {
   ClusterView cluster;
   cluster.nodes = {gpuNode("h100-a", 8), gpuNode("h100-b", 8)};
   auto out = shapeWith(TrainingPod(), cluster);
   ASSERT_TRUE(out.allowed) << out.message;
   const json& pod = out.pod;
-  EXPECT_EQ(pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");
   EXPECT_EQ(pod["spec"]["volumes"][0],
-            json({{"name", "podshaper-dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "6520Mi"}}}}));
+            json({{"name", "podshaper-dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "7053Mi"}}}}));
   const json& c = pod["spec"]["containers"][0];
   EXPECT_EQ(c["volumeMounts"][0], json({{"name", "podshaper-dshm"}, {"mountPath", "/dev/shm"}}));
-  EXPECT_EQ(c["resources"]["limits"]["memory"], "108920Mi");  // 100Gi + 6520Mi
-  EXPECT_EQ(c["resources"]["requests"]["memory"], "108920Mi");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "109453Mi");  // 100Gi + 7053Mi
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "109453Mi");
   EXPECT_EQ(c["securityContext"]["capabilities"]["add"], json({"IPC_LOCK"}));
   EXPECT_EQ(c["env"], json({{{"name", "PET_NPROC_PER_NODE"}, {"value", "8"}}}));
   EXPECT_EQ(pod["spec"]["hostIPC"], true);
@@ -68,26 +68,29 @@ TEST(PodShaper, SeedExampleOnValidatedP2PNodesIs6520Mi) {
                          "the training step) × 19267584 B (32x3x224x224 float32) + 1Mi for the "
                          "DataLoader's semaphores) = 5249171456 B; +20% headroom = 6299005748 B → 6008Mi"),
             std::string::npos) << formula;
-  EXPECT_NE(formula.find("+ NCCL shm reserve 8 × 64Mi = 512Mi (target nodes validated with P2P between all GPU "
-                         "pairs: config defaults.ncclShmReservePerRankWithP2P); /dev/shm = 6520Mi"),
+  EXPECT_NE(formula.find("; + NCCL reserve 8 ranks × 4 communicators (config defaults.ncclCommunicators) × 33412Ki "
+                         "per rank per communicator = 1045Mi (NET: the job may span nodes (no torchrun --nnodes or "
+                         "PET_NNODES in container \"trainer\"; set torchrun --nnodes or PET_NNODES to 1 for a "
+                         "one-node job), and NCCL's proxy keeps a pool per rank per communicator for its network "
+                         "connections: config ncclShmPerCommunicator.net); /dev/shm = 7053Mi"),
             std::string::npos) << formula;
   std::string shapedBy = pod["metadata"]["annotations"]["podshaper.io/shaped-by"];
   EXPECT_EQ(shapedBy, "podshaper-webhook/dev config=" + Config().hash());
 }
 
-TEST(PodShaper, WithoutClusterTheNcclReserveApplies) {
+TEST(PodShaper, WithoutClusterTheNcclReserveCountsOnSHM) {
   auto out = shapeNoCluster(TrainingPod());
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");  // 6008 + 8×128: P2P is not known
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "8231Mi");  // 6008 + 8 × 4 × 71108Ki: P2P is not known (SHM)
   EXPECT_TRUE(hasWarning(out, "node memory unknown"));
 }
 
-TEST(PodShaper, PartialP2PNodesGetTheLargerNcclReserve) {
+TEST(PodShaper, PartialP2PNodesGetTheSHMReserve) {
   ClusterView cluster;
   cluster.nodes = {gpuNode("a", 8, "all"), gpuNode("b", 8, "partial")};
   auto out = shapeWith(TrainingPod(), cluster);
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "8231Mi");
 }
 
 TEST(PodShaper, ShapingAShapedPodChangesNothing) {
@@ -132,14 +135,14 @@ TEST(PodShaper, ContainerWithoutMemoryLimitKeepsNone) {
 }
 
 TEST(PodShaper, MemoryShareFollowsEachContainersGpus) {
-  // 6 + 2 GPUs: shares are ceil_MiB(shm × 6/8) and ceil_MiB(shm × 2/8) of 7032Mi.
+  // 6 + 2 GPUs: shares are ceil_MiB(shm × 6/8) and ceil_MiB(shm × 2/8) of 8231Mi.
   json second = {{"name", "eval"},
                  {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"memory", "10Gi"}}}}}};
   auto out = shapeNoCluster(TrainingPod().withGpus(6).withContainer(second));
   ASSERT_TRUE(out.allowed) << out.message;
   const json& cs = out.pod["spec"]["containers"];
-  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "107674Mi");  // 102400 + 7032×6/8
-  EXPECT_EQ(cs[1]["resources"]["limits"]["memory"], "11998Mi");   // 10240 + 7032×2/8
+  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "108574Mi");  // 102400 + 8231×6/8
+  EXPECT_EQ(cs[1]["resources"]["limits"]["memory"], "12298Mi");   // 10240 + 8231×2/8
   EXPECT_EQ(cs[1]["volumeMounts"][0]["mountPath"], "/dev/shm");
   EXPECT_EQ(cs[0]["env"][0]["value"], "6");  // each torchrun starts its share of the 8 ranks
   EXPECT_EQ(cs[1]["env"][0]["value"], "2");
@@ -156,7 +159,7 @@ TEST(PodShaper, UsersOwnShmMountIsKeptWithAWarningWhenSmall) {
   EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["volumeMounts"].size(), 1u);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "100Gi");
-  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm volume \"shm\" of 1Gi, smaller than the 7032Mi"));
+  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm volume \"shm\" of 1Gi, smaller than the 8231Mi"));
   // Large enough: no warning.
   pod.at("/spec/volumes/0/emptyDir/sizeLimit", "64Gi");
   EXPECT_FALSE(hasWarning(shapeNoCluster(pod), "own /dev/shm"));
@@ -353,7 +356,7 @@ TEST(PodShaper, SharedPlacementHasNoAntiAffinityNorGpuCount) {
   EXPECT_FALSE(out.pod["metadata"]["labels"].contains("podshaper.io/placement"));
   const json& exprs = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"];
   EXPECT_EQ(exprs.size(), 2u);
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1758Mi");  // 2 ranks: 1502 + 2 × 128
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "2058Mi");  // 2 ranks: 1502 + 2 × 4 × 71108Ki (SHM)
 }
 
 TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
@@ -361,10 +364,10 @@ TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
   cluster.nodes = {gpuNode("l40s", 4, "all", true, 384LL << 30), gpuNode("a100", 8, "partial")};
   auto two = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
   ASSERT_TRUE(two.allowed) << two.message;
-  EXPECT_EQ(two.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1758Mi");  // a100 lacks P2P: the larger reserve
+  EXPECT_EQ(two.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "2058Mi");  // a100 lacks P2P: SHM
   cluster.nodes[1].labels["podshaper.io/p2p"] = "all";
   auto allP2P = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
-  EXPECT_EQ(allP2P.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1630Mi");  // 1502 + 2 × 64
+  EXPECT_EQ(allP2P.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1764Mi");  // 1502 + 2 × 4 × 33412Ki (NET: the job may span nodes)
   // Too big for the smallest node it may land on (384Gi: cap 192Gi).
   auto huge = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared")
                             .annotate("podshaper.io/dataloader-workers", "64").annotate("podshaper.io/prefetch-factor", "128"), cluster);
@@ -375,19 +378,138 @@ TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
 TEST(PodShaper, SingleRankKeepsTheNcclReserve) {
   auto out = shapeNoCluster(TrainingPod().withGpus(1).annotate("podshaper.io/placement", "shared"));
   ASSERT_TRUE(out.allowed) << out.message;
-  // 656146432 × 1.2 → 751Mi, + 1 × 128Mi: a rank of a multi-node job still talks through NCCL.
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "879Mi");
+  // 656146432 × 1.2 → 751Mi, + 1 × 4 × 33412Ki: a rank of a multi-node job talks to the others over NET.
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "882Mi");
 }
 
 TEST(PodShaper, TheNcclReserveCanBeTurnedOff) {
   Config config;
-  config.ncclShmReservePerRank = 0;
-  config.ncclShmReservePerRankWithP2P = 0;
+  config.ncclCommunicators = 0;
   auto out = shapeNoCluster(TrainingPod(), config);
   ASSERT_TRUE(out.allowed) << out.message;
   EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6008Mi");
   std::string formula = out.pod["metadata"]["annotations"]["podshaper.io/shm-formula"];
-  EXPECT_NE(formula.find("no NCCL shm reserve"), std::string::npos) << formula;
+  EXPECT_NE(formula.find("; no NCCL reserve (config defaults.ncclCommunicators is 0: the pod runs no NCCL)"),
+            std::string::npos) << formula;
+}
+
+// The NCCL reserve: ranks × communicators × what NCCL keeps per rank per communicator over
+// the transport its ranks use (docs/webhook.md "The NCCL reserve").
+std::string formulaOf(const ShapeOutcome& out) {
+  return out.pod["metadata"]["annotations"].value("podshaper.io/shm-formula", std::string());
+}
+std::string shmOf(const ShapeOutcome& out) {
+  return out.pod["metadata"]["annotations"].value("podshaper.io/shm-size", std::string());
+}
+TrainingPod withNnodes(const std::string& value) {
+  return TrainingPod().at("/spec/containers/0/env", json::array({{{"name", "PET_NNODES"}, {"value", value}}}));
+}
+
+TEST(PodShaper, OneNodeWithP2PBetweenAllPairsKeepsNoNcclReserve) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto out = shapeWith(withNnodes("1"), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(shmOf(out), "6008Mi");
+  EXPECT_NE(formulaOf(out).find("; + NCCL reserve 8 ranks × 4 communicators (config defaults.ncclCommunicators) × 0 "
+                                "per rank per communicator = 0Mi (P2P on one node (PET_NNODES=1 in container "
+                                "\"trainer\"): the pod's ranks read each other's GPUs directly"),
+            std::string::npos) << formulaOf(out);
+  // torchrun's own flags say it too, and win over the environment, as in torchrun.
+  for (json command : {json::array({"torchrun", "--standalone", "--nproc-per-node=8", "train.py"}),
+                       json::array({"bash", "-c", "torchrun --nnodes=1 train.py"}),
+                       json::array({"torchrun", "--nnodes", "1:1", "train.py"})}) {
+    auto flagged = shapeWith(withNnodes("4").at("/spec/containers/0/command", command), cluster);
+    ASSERT_TRUE(flagged.allowed) << flagged.message;
+    EXPECT_EQ(shmOf(flagged), "6008Mi") << command.dump() << ": " << formulaOf(flagged);
+  }
+}
+
+TEST(PodShaper, RanksOfAJobAcrossNodesKeepTheNetPool) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  for (const char* nnodes : {"4", "1:4"}) {
+    auto out = shapeWith(withNnodes(nnodes), cluster);
+    ASSERT_TRUE(out.allowed) << out.message;
+    EXPECT_EQ(shmOf(out), "7053Mi") << nnodes;  // 6008 + 8 × 4 × 33412Ki → 1045Mi
+    EXPECT_NE(formulaOf(out).find("(NET: the job spans nodes (PET_NNODES=" + std::string(nnodes) +
+                                  " in container \"trainer\"), and NCCL's proxy keeps a pool"),
+              std::string::npos) << formulaOf(out);
+  }
+  // A value the webhook cannot read is not one node.
+  auto unknown = shapeWith(withNnodes("$(NNODES)"), cluster);
+  ASSERT_TRUE(unknown.allowed) << unknown.message;
+  EXPECT_EQ(shmOf(unknown), "7053Mi");
+  EXPECT_NE(formulaOf(unknown).find("PET_NNODES=$(NNODES) in container \"trainer\" is not a node count"),
+            std::string::npos) << formulaOf(unknown);
+  TrainingPod fromField = TrainingPod().at(
+      "/spec/containers/0/env",
+      json::array({{{"name", "PET_NNODES"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.labels['n']"}}}}}}}));
+  EXPECT_NE(formulaOf(shapeWith(fromField, cluster)).find("PET_NNODES from valueFrom"), std::string::npos);
+}
+
+TEST(PodShaper, OneNodeWithoutP2PKeepsTheShmTransportsSegments) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8, "partial")};
+  auto out = shapeWith(withNnodes("1"), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(shmOf(out), "8231Mi");  // 6008 + 8 × 4 × 71108Ki → 2223Mi
+  EXPECT_NE(formulaOf(out).find("× 71108Ki per rank per communicator = 2223Mi (SHM on one node (PET_NNODES=1 in "
+                                "container \"trainer\"): P2P between all GPU pairs is not validated"),
+            std::string::npos) << formulaOf(out);
+  // One rank alone on one node talks to nobody.
+  auto alone = shapeNoCluster(withNnodes("1").withGpus(1).annotate("podshaper.io/placement", "shared"));
+  ASSERT_TRUE(alone.allowed) << alone.message;
+  EXPECT_EQ(shmOf(alone), "751Mi");
+  EXPECT_NE(formulaOf(alone).find("; no NCCL reserve (one rank on one node (PET_NNODES=1 in container \"trainer\"): "
+                                  "NCCL connects to no peer)"),
+            std::string::npos) << formulaOf(alone);
+}
+
+TEST(PodShaper, TheCommunicatorsAnnotationScalesTheReserve) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto ddp = shapeWith(TrainingPod().annotate("podshaper.io/nccl-communicators", "1"), cluster);
+  ASSERT_TRUE(ddp.allowed) << ddp.message;
+  EXPECT_EQ(shmOf(ddp), "6270Mi");  // 6008 + 8 × 1 × 33412Ki → 262Mi
+  EXPECT_NE(formulaOf(ddp).find("8 ranks × 1 communicators (podshaper.io/nccl-communicators) × 33412Ki"),
+            std::string::npos) << formulaOf(ddp);
+  EXPECT_FALSE(hasWarning(ddp, "podshaper.io/nccl-communicators not set"));
+  auto megatron = shapeWith(TrainingPod().annotate("podshaper.io/nccl-communicators", "12"), cluster);
+  EXPECT_EQ(shmOf(megatron), "9141Mi");  // 6008 + 8 × 12 × 33412Ki → 3133Mi
+  auto none = shapeWith(TrainingPod().annotate("podshaper.io/nccl-communicators", "0"), cluster);
+  EXPECT_EQ(shmOf(none), "6008Mi");
+  EXPECT_NE(formulaOf(none).find("no NCCL reserve (podshaper.io/nccl-communicators is 0: the pod runs no NCCL)"),
+            std::string::npos) << formulaOf(none);
+  auto defaulted = shapeWith(TrainingPod(), cluster);
+  EXPECT_TRUE(hasWarning(defaulted, "podshaper.io/nccl-communicators not set: using 4 from config "
+                                    "defaults.ncclCommunicators"));
+  // The admin's costs, for an older NCCL.
+  Config older;
+  older.ncclShmPerCommunicator.net = 31108 * 1024;  // NCCL 2.25's pool
+  EXPECT_EQ(shmOf(shapeWith(TrainingPod(), cluster, older)), "6981Mi");  // 6008 + 8 × 4 × 31108Ki → 973Mi
+}
+
+TEST(PodShaper, ABadCommunicatorsAnnotationIsDeniedByName) {
+  for (const char* bad : {"-1", "four", "1.5", "", "99999999999999999999999"}) {
+    auto out = shapeNoCluster(TrainingPod().annotate("podshaper.io/nccl-communicators", bad));
+    EXPECT_FALSE(out.allowed) << bad;
+    EXPECT_NE(out.message.find("annotation podshaper.io/nccl-communicators: "), std::string::npos) << out.message;
+    EXPECT_NE(out.message.find("1 for DDP, 3 for a data × tensor parallel mesh"), std::string::npos) << out.message;
+  }
+  // A count that fits 64 bits but not the reserve: an overflow that names it, not a wrapped size.
+  auto overflow = shapeNoCluster(TrainingPod().annotate("podshaper.io/nccl-communicators", "18446744073709551615"));
+  EXPECT_FALSE(overflow.allowed);
+  EXPECT_NE(overflow.message.find("overflows 64 bits at the NCCL reserve; check podshaper.io/nccl-communicators"),
+            std::string::npos) << overflow.message;
+  // A large one that fits is held to the node's memory.
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto huge = shapeWith(TrainingPod().annotate("podshaper.io/nccl-communicators", "100000"), cluster);
+  EXPECT_FALSE(huge.allowed);
+  EXPECT_NE(huge.message.find("lower podshaper.io/dataloader-workers, podshaper.io/prefetch-factor, the batch size or "
+                              "podshaper.io/nccl-communicators"),
+            std::string::npos) << huge.message;
 }
 
 TEST(PodShaper, NoWorkersMeansNoBatchesInShm) {
@@ -395,9 +517,9 @@ TEST(PodShaper, NoWorkersMeansNoBatchesInShm) {
   // and never below the runtime's 64Mi.
   auto out = shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "0"));
   ASSERT_TRUE(out.allowed) << out.message;
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1Gi");  // 8 × 128Mi
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "2223Mi");  // 8 × 4 × 71108Ki
   Config config;
-  config.ncclShmReservePerRank = 0;
+  config.ncclCommunicators = 0;
   auto bare = shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "0"), config);
   ASSERT_TRUE(bare.allowed) << bare.message;
   EXPECT_EQ(bare.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "64Mi");
@@ -407,7 +529,7 @@ TEST(PodShaper, NoWorkersMeansNoBatchesInShm) {
   noBatch.withoutAnnotation("podshaper.io/batch-shape").withoutAnnotation("podshaper.io/batch-dtype");
   auto unsized = shapeNoCluster(noBatch);
   ASSERT_TRUE(unsized.allowed) << unsized.message;
-  EXPECT_EQ(unsized.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1Gi");
+  EXPECT_EQ(unsized.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "2223Mi");
   EXPECT_FALSE(shapeNoCluster(noBatch.annotate("podshaper.io/batch-bytes", "lots")).allowed);
   EXPECT_FALSE(
       shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "1").withoutAnnotation("podshaper.io/batch-shape"))
@@ -422,7 +544,7 @@ TEST(PodShaper, ClusterWithoutPodshaperLabelsLeavesNodeAffinityOut) {
   EXPECT_FALSE(out.pod["spec"]["affinity"].contains("nodeAffinity"));
   EXPECT_TRUE(out.pod["spec"]["affinity"].contains("podAntiAffinity"));
   EXPECT_TRUE(hasWarning(out, "no node carries podshaper.io/topology-validated yet"));
-  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "8231Mi");
 }
 
 TEST(PodShaper, GpuCountComesFromTheClustersNodeClasses) {
@@ -463,7 +585,7 @@ TEST(PodShaper, PartialNodePolicies) {
   EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "8");
   EXPECT_FALSE(c["resources"]["requests"].contains("nvidia.com/gpu"));
   EXPECT_EQ(c["env"][0]["value"], "8");
-  EXPECT_EQ(expanded.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7032Mi");
+  EXPECT_EQ(expanded.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "8231Mi");
 }
 
 TEST(PodShaper, PodSecurityBaselineDeniesOrWarns) {
@@ -481,7 +603,7 @@ TEST(PodShaper, PodSecurityBaselineDeniesOrWarns) {
   ASSERT_TRUE(warned.allowed);
   EXPECT_FALSE(warned.pod["spec"].contains("hostIPC"));
   EXPECT_FALSE(warned.pod["spec"]["containers"][0].contains("securityContext"));
-  EXPECT_EQ(warned.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6520Mi");
+  EXPECT_EQ(warned.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "7053Mi");
   EXPECT_TRUE(hasWarning(warned, "hostIPC and IPC_LOCK left out"));
 
   cluster.namespaceLabels["ml"] = {{"pod-security.kubernetes.io/enforce", "privileged"}};
@@ -501,7 +623,7 @@ TEST(PodShaper, ShmAboveTheNodeCapIsDenied) {
   cluster.nodes = {gpuNode("small", 8, "all", true, 8LL << 30)};  // 8Gi: cap 4Gi
   auto out = shapeWith(TrainingPod(), cluster);
   EXPECT_FALSE(out.allowed);
-  EXPECT_NE(out.message.find("/dev/shm would be 6520Mi, above limits.maxShmPercentOfNodeMemory (50%) of the node's 8Gi"),
+  EXPECT_NE(out.message.find("/dev/shm would be 7053Mi, above limits.maxShmPercentOfNodeMemory (50%) of the node's 8Gi"),
             std::string::npos) << out.message;
   Config config;
   config.nodeMemory = 8LL << 30;

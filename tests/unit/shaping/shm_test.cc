@@ -7,33 +7,40 @@ namespace {
 
 constexpr uint64_t kMi = 1024 * 1024;
 
+// One communicator per rank of `bytes` over NET; none() is no NCCL.
+NcclReserve net(uint64_t bytes, uint64_t communicators = 1) {
+  return {communicators, "config defaults.ncclCommunicators", bytes, "NET", "because"};
+}
+NcclReserve none() { return {}; }
+
 TEST(Shm, SeedExampleIs6008MiWithoutReserve) {
   // 8 ranks, 8 workers, prefetch 4, batch 32×3×224×224 float32, headroom 20, no reserve.
   auto batch = shapeBytes("32x3x224x224", "float32");
   ASSERT_TRUE(batch.ok());
   EXPECT_EQ(*batch, 19267584u);
-  ShmInputs in{8, 8, 4, {*batch, "32x3x224x224 float32"}, 20, 0, ""};
+  ShmInputs in{8, 8, 4, {*batch, "32x3x224x224 float32"}, 20, none()};
   auto plan = planShm(in);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_EQ(plan->perRankBytes, (8 * 4 + 2) * 19267584u + kMi);  // 656146432
   EXPECT_EQ(plan->withHeadroomBytes, 6299005748u);
   EXPECT_EQ(plan->shmBytes, 6008 * kMi);
   EXPECT_NE(plan->formula.find("/dev/shm = 6008Mi"), std::string::npos) << plan->formula;
-  EXPECT_NE(plan->formula.find("no NCCL shm reserve"), std::string::npos) << plan->formula;
+  EXPECT_NE(plan->formula.find("; no NCCL reserve;"), std::string::npos) << plan->formula;
 }
 
 TEST(Shm, TheFormulaSaysWhichReserveAndWhy) {
-  ShmInputs in{2, 2, 2, {32 * kMi, "batch-bytes 32Mi"}, 0, 64 * kMi, "because"};
+  ShmInputs in{2, 2, 2, {32 * kMi, "batch-bytes 32Mi"}, 0, net(32 * kMi, 2)};
   auto plan = planShm(in);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->formula,
             "2 ranks × ((2 workers × prefetch 2 + 2 held: the batch being handed over and the one in the training "
             "step) × 33554432 B (batch-bytes 32Mi) + 1Mi for the DataLoader's semaphores) = 404750336 B; +0% "
-            "headroom = 404750336 B → 386Mi; + NCCL shm reserve 2 × 64Mi = 128Mi (because); /dev/shm = 514Mi");
+            "headroom = 404750336 B → 386Mi; + NCCL reserve 2 ranks × 2 communicators (config "
+            "defaults.ncclCommunicators) × 32Mi per rank per communicator = 128Mi (because); /dev/shm = 514Mi");
 }
 
 TEST(Shm, NoWorkersPutNoBatchesInShmAndTheFloorIsTheRuntimesDefault) {
-  auto plan = planShm({4, 0, 2, {32 * kMi, "batch-bytes 32Mi"}, 20, 0, ""});
+  auto plan = planShm({4, 0, 2, {32 * kMi, "batch-bytes 32Mi"}, 20, none()});
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->payloadBytes, 0u);
   EXPECT_EQ(plan->shmBytes, 64 * kMi);
@@ -67,20 +74,25 @@ INSTANTIATE_TEST_SUITE_P(
     Table, ShmTable,
     testing::Values(
         // ((4×2+2)×1Mi + 1Mi)×1 = 11Mi, +20% = 13.2Mi → 14Mi, + 64Mi reserve
-        ShmCase{"one rank with NCCL reserve", {1, 4, 2, {kMi, "1Mi"}, 20, 64 * kMi, ""}, 14 + 64},
-        ShmCase{"no workers and no reserve is the floor", {2, 0, 2, {kMi, "1Mi"}, 0, 0, ""}, 64},
-        ShmCase{"no workers is the reserve alone", {2, 0, 2, {kMi, "1Mi"}, 0, 100 * kMi, ""}, 200},
-        ShmCase{"small batches are lifted to the floor", {1, 1, 1, {kMi, "1Mi"}, 0, 0, ""}, 64},
-        ShmCase{"zero headroom exact", {1, 1, 1, {32 * kMi, "32Mi"}, 0, 0, ""}, 97},
-        ShmCase{"one byte over rounds up", {1, 1, 1, {32 * kMi + 1, "x"}, 0, 0, ""}, 98},
-        ShmCase{"reserve not a MiB multiple rounds up", {3, 1, 1, {32 * kMi, "32Mi"}, 0, 1000, ""}, 291 + 1},
-        ShmCase{"8 ranks reserve", {8, 8, 4, {19267584, "seed"}, 20, 64 * kMi, ""}, 6008 + 512},
-        ShmCase{"overflow in workers × prefetch", {1, UINT64_MAX, 2, {1, "x"}, 20, 0, ""}, 0},
-        ShmCase{"overflow in the held batches", {1, UINT64_MAX, 1, {1, "x"}, 20, 0, ""}, 0},
-        ShmCase{"overflow in batch product", {8, 8, 4, {UINT64_MAX / 2, "x"}, 20, 0, ""}, 0},
-        ShmCase{"overflow in headroom", {1, 1, 1, {UINT64_MAX / 50, "x"}, 20, 0, ""}, 0},
-        ShmCase{"overflow beyond int64 total", {1, 0, 1, {1, "x"}, 0, 1ULL << 63, ""}, 0},
-        ShmCase{"overflow in reserve", {UINT64_MAX, 0, 1, {1, "x"}, 0, 2, ""}, 0}),
+        ShmCase{"one rank with NCCL reserve", {1, 4, 2, {kMi, "1Mi"}, 20, net(64 * kMi)}, 14 + 64},
+        ShmCase{"no workers and no reserve is the floor", {2, 0, 2, {kMi, "1Mi"}, 0, none()}, 64},
+        ShmCase{"no workers is the reserve alone", {2, 0, 2, {kMi, "1Mi"}, 0, net(100 * kMi)}, 200},
+        ShmCase{"small batches are lifted to the floor", {1, 1, 1, {kMi, "1Mi"}, 0, none()}, 64},
+        ShmCase{"zero headroom exact", {1, 1, 1, {32 * kMi, "32Mi"}, 0, none()}, 97},
+        ShmCase{"one byte over rounds up", {1, 1, 1, {32 * kMi + 1, "x"}, 0, none()}, 98},
+        ShmCase{"reserve not a MiB multiple rounds up", {3, 1, 1, {32 * kMi, "32Mi"}, 0, net(1000)}, 291 + 1},
+        ShmCase{"8 ranks reserve", {8, 8, 4, {19267584, "seed"}, 20, net(64 * kMi)}, 6008 + 512},
+        ShmCase{"overflow in workers × prefetch", {1, UINT64_MAX, 2, {1, "x"}, 20, none()}, 0},
+        ShmCase{"overflow in the held batches", {1, UINT64_MAX, 1, {1, "x"}, 20, none()}, 0},
+        ShmCase{"overflow in batch product", {8, 8, 4, {UINT64_MAX / 2, "x"}, 20, none()}, 0},
+        ShmCase{"overflow in headroom", {1, 1, 1, {UINT64_MAX / 50, "x"}, 20, none()}, 0},
+        ShmCase{"overflow beyond int64 total", {1, 0, 1, {1, "x"}, 0, net(1ULL << 63)}, 0},
+        ShmCase{"overflow in reserve", {UINT64_MAX, 0, 1, {1, "x"}, 0, net(2)}, 0},
+        ShmCase{"overflow in ranks × communicators", {1ULL << 40, 0, 1, {1, "x"}, 0, net(1, 1ULL << 40)}, 0},
+        ShmCase{"overflow in communicators × bytes", {1, 0, 1, {1, "x"}, 0, net(1ULL << 40, 1ULL << 40)}, 0},
+        // 2 NET ranks × 6 communicators × 33412Ki = 391.5Mi → 392Mi beside the DataLoader's 149Mi.
+        ShmCase{"the note's job over NET, 6 communicators",
+                {2, 3, 2, {9633792, "16x3x224x224 float32"}, 0, net(34213888, 6)}, 149 + 392}),
     [](const auto& info) {
       std::string name = info.param.description;
       for (char& ch : name) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace podshaper {
+
+// What NCCL keeps in /dev/shm for each rank and each communicator (one per process
+// group), by the transport its ranks use (docs/webhook.md "The NCCL reserve"; measured
+// with NCCL 2.28 on x86-64). Config ncclShmPerCommunicator.
+struct NcclShmCosts {
+  // NET (every rank of a job that spans nodes): NCCL's proxy ops pool, 34,210,176 B,
+  // a tmpfs takes 8,353 pages of it.
+  int64_t net = 34213888;
+  // P2P between the GPUs of one node, through cuMem (NCCL >= 2.19): nothing.
+  int64_t p2p = 0;
+  // SHM (P2P missing) with its buffers in /dev/shm: the pool and 4 segments of about 9.6 MB
+  // (receive buffers of 9,637,888 B and their headers), 72,814,592 B measured on 2 ranks.
+  int64_t shm = 72814592;
+};
+
+// Whether the pod's ranks talk to ranks on other nodes, as the pod tells it.
+struct JobSpan {
+  enum Kind { kUnknown, kOneNode, kManyNodes } kind = kUnknown;
+  std::string source;  // "PET_NNODES=1 in container \"trainer\"", or why unknown
+};
+
+// torchrun's node count in one container: --standalone or --nnodes in its command and
+// args (the flag wins, as in torchrun), else its env PET_NNODES ("N" or "MIN:MAX").
+JobSpan readJobSpan(const nlohmann::json& container, const std::string& name);
+// The pod's span over its GPU containers: many if any says so, one if all say one.
+JobSpan combineJobSpans(const JobSpan& a, const JobSpan& b);
+
+struct NcclReserveInputs {
+  uint64_t ranks = 1;
+  uint64_t communicators = 0;
+  std::string communicatorsFrom;  // "podshaper.io/nccl-communicators" or the config key
+  JobSpan span;
+  bool p2pAllPairs = false;  // the target nodes are validated with P2P between all GPU pairs
+  NcclShmCosts costs;
+};
+
+struct NcclReserve {
+  uint64_t communicators = 0;
+  std::string communicatorsFrom;
+  uint64_t perCommunicatorBytes = 0;  // per rank
+  std::string transport;              // "NET", "SHM", "P2P", or "" with no NCCL
+  std::string why;                    // the transport and why, for the formula
+};
+
+// The transport NCCL will use, of those the ranks may use the one that costs most.
+NcclReserve planNcclReserve(const NcclReserveInputs& in);
+
+}  // namespace podshaper
