@@ -113,6 +113,13 @@ def annotations(revs):
                                 "- type: memlock\\n  soft: 1024\\n  hard: 1024\\n"],
         "ulimits-not-a-list": ["8", "4", "18Mi", None, None, None, None, "8", None, None, None, "ml", "2",
                                "memlock=-1"],
+        # fields 14 and 15: podshaper.io/nccl-communicators and the trainer's PET_NNODES
+        "nccl-one-node": ["8", "4", "18Mi", None, None, None, None, "8", None, None, None, "ml", "0", None, "4", "1"],
+        "nccl-many-nodes": ["8", "4", "18Mi", None, None, None, None, "8", None, None, None, "ml", "2", None, "12",
+                            "1:16"],
+        "nccl-none": ["8", "4", "18Mi", None, None, None, None, "8", None, None, None, "ml", "1", None, "0", "x"],
+        "nccl-overflow": ["8", "4", "18Mi", None, None, "1024", None, "8", None, None, None, "ml", "0", None,
+                          "18446744073709551615", "$(N)"],
     }.items():
         t.add(name + ".txt", "\n".join(field(v) for v in fields))
 

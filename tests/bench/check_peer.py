@@ -315,7 +315,8 @@ def variants(cases_dir, out_dir):
     make("node-memory-cap-denied", config="defaults:\n  nodeMemory: 8Gi\n")
     make("node-memory-cap-ok", config="defaults:\n  nodeMemory: 2Ti\nlimits:\n  maxShmPercentOfNodeMemory: 10\n")
     make("config-defaults", drop=("podshaper.io/dataloader-workers", "podshaper.io/prefetch-factor"),
-         config="defaults:\n  workers: 2\n  prefetchFactor: 3\n  headroomPercent: 0\n  ncclShmReservePerRank: 100Mi\n  gpusPerNode: 8\n")
+         config="defaults:\n  workers: 2\n  prefetchFactor: 3\n  headroomPercent: 0\n  ncclCommunicators: 3\n"
+                                             "  gpusPerNode: 8\nncclShmPerCommunicator:\n  shm: 100Mi\n")
     # As the API server sends a pod: its own encoding of the typed object already has
     # the zero values Go writes, so the peer's patch must carry none of its own.
     def apiserver_form(pod):

@@ -11,10 +11,10 @@ check "response is an AdmissionReview with a JSON patch" \
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])["response"]; assert r["allowed"] and r["patchType"]=="JSONPatch" and r["patch"]' "$out"
 
 pod=$("$bin" review --output pod < "$cases/seed-no-cluster-nccl-reserve/review.json" 2>"$tmp/err")
-check "--output pod prints the shaped pod" contains "$pod" '"podshaper.io/shm-size": "7032Mi"'
+check "--output pod prints the shaped pod" contains "$pod" '"podshaper.io/shm-size": "8231Mi"'
 check "--output pod prints warnings like kubectl" contains "$(cat "$tmp/err")" "Warning: podshaper: podshaper.io/ranks-per-pod not set"
 
-printf 'defaults:\n  ncclShmReservePerRank: 0\n' > "$tmp/config.yaml"
+printf 'defaults:\n  ncclCommunicators: 0\n' > "$tmp/config.yaml"
 pod=$("$bin" review --config "$tmp/config.yaml" --output pod < "$cases/seed-no-cluster-nccl-reserve/review.json" 2>/dev/null)
 check "the seed example with no reserve is 6008Mi" contains "$pod" '"podshaper.io/shm-size": "6008Mi"'
 
@@ -26,12 +26,12 @@ check "a denial says allowed false and why" \
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps({"apiVersion":"v1","kind":"List","items":c["namespaces"]+c["nodes"]}))' \
   "$cases/seed-8xh100-validated-p2p/cluster.json" > "$tmp/cluster.json"
 pod=$("$bin" review --cluster "$tmp/cluster.json" --output pod < "$cases/seed-8xh100-validated-p2p/review.json" 2>/dev/null)
-check "--cluster decides as serve would on that cluster (validated P2P: 6520Mi)" contains "$pod" '"podshaper.io/shm-size": "6520Mi"'
+check "--cluster decides as serve would on that cluster (validated P2P, torchrun --nnodes=2: NET, 7053Mi)" contains "$pod" '"podshaper.io/shm-size": "7053Mi"'
 # Pods asking GPUs through DRA: --cluster also takes the ResourceClaimTemplates and ResourceClaims.
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps({"apiVersion":"v1","kind":"List","items":c["namespaces"]+c["nodes"]+c["resourceClaims"]}))' \
   "$cases/dra-template-8-gpus/cluster.json" > "$tmp/dra-cluster.json"
 pod=$("$bin" review --cluster "$tmp/dra-cluster.json" --output pod < "$cases/dra-template-8-gpus/review.json" 2>/dev/null)
-check "--cluster reads the templates a DRA pod names (8 GPUs: 6520Mi)" contains "$pod" '"podshaper.io/shm-size": "6520Mi"'
+check "--cluster reads the templates a DRA pod names (8 GPUs: 7053Mi)" contains "$pod" '"podshaper.io/shm-size": "7053Mi"'
 "$bin" review --cluster "$tmp/cluster.json" --output pod < "$cases/dra-template-8-gpus/review.json" >/dev/null 2>"$tmp/err"
 check "a DRA pod whose template --cluster lacks is denied, naming it" \
   contains "$(cat "$tmp/err")" 'Error: denied: podshaper: ResourceClaimTemplate "eight-h100" (spec.resourceClaims["gpus"]) was not found'

@@ -76,8 +76,8 @@ if a != b:
     print(json.dumps(a, indent=1, sort_keys=True)); print(json.dumps(b, indent=1, sort_keys=True)); sys.exit(1)
 '
 check "the API server stores the pod exactly as review shapes it" python3 -c "$projection" "$tmp/stored.json" "$tmp/offline.json"
-check "shm is 7032Mi (no validated P2P yet: the larger NCCL reserve)" \
-  test "$(kc -n ml get pod trainer-0 -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')" = 7032Mi
+check "shm is 8231Mi (no validated P2P yet: the NCCL reserve counts on its SHM transport)" \
+  test "$(kc -n ml get pod trainer-0 -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')" = 8231Mi
 check "hostIPC is set" test "$(kc -n ml get pod trainer-0 -o jsonpath='{.spec.hostIPC}')" = true
 check "kubectl shows the webhook's warnings" grep -q "Warning: podshaper: no node carries podshaper.io/topology-validated yet" "$tmp/warnings"
 check "kubectl describe shows the explanation" bash -c "kubectl --kubeconfig $kubeconfig -n ml describe pod trainer-0 | grep -A1 'podshaper.io/shm-formula' | grep -q '8 ranks × ((8 workers × prefetch 4 + 2 held'"

@@ -105,7 +105,7 @@ check "the operator validated the node: 4 GPUs, NVLink, P2P all, memlock 4 MiB" 
 # --- 5. a training pod, shaped by the installed webhook, runs on the node
 kc -n ml create configmap podshaper-examples --from-file "$examples/container_facts.py" --from-file "$examples/dataloader.py" >/dev/null
 check "examples/real-node/training.yaml is accepted" quiet kc apply -f "$examples/training.yaml"
-check "shaped: /dev/shm 1143Mi, 4 ranks" test "$(kc -n ml get pod dataloader-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size} {.spec.containers[0].env[?(@.name=="PET_NPROC_PER_NODE")].value}')" = "1143Mi 4"
+check "shaped: /dev/shm 887Mi (one node with P2P: no NCCL reserve), 4 ranks" test "$(kc -n ml get pod dataloader-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size} {.spec.containers[0].env[?(@.name=="PET_NPROC_PER_NODE")].value}')" = "887Mi 4"
 check "it runs on the real node" eventually 120 "Running $node" kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase} {.spec.nodeName}'
 t_first=$(since "$t_apply")
 echo "    the first shaped pod running ${t_first} s after kubectl apply"

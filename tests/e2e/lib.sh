@@ -66,7 +66,9 @@ pod() {
 import json, os, sys
 name, gpus = sys.argv[1], sys.argv[2]
 res = {"nvidia.com/gpu": gpus, "memory": "64Gi", "cpu": "8"}
-spec = {"containers": [{"name": "trainer", "image": "pytorch:2", "resources": {"limits": res, "requests": res}}],
+# one node's job (torchrun's PET_NNODES=1): the NCCL reserve follows the node's P2P label
+spec = {"containers": [{"name": "trainer", "image": "pytorch:2", "resources": {"limits": res, "requests": res},
+                        "env": [{"name": "PET_NNODES", "value": "1"}]}],
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
 if os.environ.get("POD_SCHEDULER"): spec["schedulerName"] = os.environ["POD_SCHEDULER"]
 if len(sys.argv) > 3: spec["nodeSelector"] = {"podshaper.io/gpu-count": sys.argv[3]}
@@ -78,9 +80,9 @@ print(json.dumps({"apiVersion": "v1", "kind": "Pod",
 PY
 }
 # shaped NAME GPUS [SELECTOR]: how the webhook shapes the pod (a server-side dry run), in one line:
-# "validated=V gpu-count=G nccl=p2p|shm-transport|none" from its required node affinity and
-# its podshaper.io/shm-formula (which NCCL reserve: P2P between all pairs, or NCCL's SHM
-# transport), or "denied: MESSAGE"
+# "validated=V gpu-count=G nccl=p2p|shm-transport|net|none" from its required node affinity
+# and its podshaper.io/shm-formula (the transport its NCCL reserve is for: P2P between all
+# pairs, NCCL's SHM transport, or NET), or "denied: MESSAGE"
 shaped() {
   local out
   # stderr carries the webhook's warnings
@@ -94,8 +96,8 @@ req = {}
 for t in (aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []:
     for e in t.get("matchExpressions") or []:
         if e.get("operator") == "In": req[e["key"]] = ",".join(e.get("values") or [])
-nccl = ("none" if "no NCCL shm reserve" in f else "p2p" if "ncclShmReservePerRankWithP2P)" in f
-        else "shm-transport" if "ncclShmReservePerRank)" in f else "?(" + f + ")")
+nccl = ("none" if "; no NCCL reserve" in f else "p2p" if "(P2P " in f else "shm-transport" if "(SHM " in f
+        else "net" if "(NET" in f else "?(" + f + ")")
 print("validated=%s gpu-count=%s nccl=%s" % (req.get("podshaper.io/topology-validated", "-"),
       req.get("podshaper.io/gpu-count", "-"), nccl))' <<<"$out"
   else

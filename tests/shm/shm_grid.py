@@ -201,10 +201,9 @@ def main():
     tmpdir = tempfile.TemporaryDirectory(prefix="podshaper-shm-")
     tmp = tmpdir.name
     strict = os.path.join(tmp, "strict.yaml")
-    Path(strict).write_text("defaults:\n  headroomPercent: 0\n  ncclShmReservePerRankWithP2P: 0\n"
-                            "  ncclShmReservePerRank: 0\n")
+    Path(strict).write_text("defaults:\n  headroomPercent: 0\n  ncclCommunicators: 0\n")
     default = os.path.join(tmp, "default.yaml")
-    Path(default).write_text("defaults:\n  ncclShmReservePerRankWithP2P: 0\n  ncclShmReservePerRank: 0\n")
+    Path(default).write_text("defaults:\n  ncclCommunicators: 0\n")
     torch_version = subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                                    text=True, check=True).stdout.strip()
     failures, table = [], []

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -13,21 +14,36 @@ import (
 // Config is podshaper's webhook config file (README "Config"): every key optional,
 // unknown keys are errors.
 type Config struct {
-	Defaults    Defaults `json:"defaults"`
-	Limits      Limits   `json:"limits"`
-	PartialNode string   `json:"partialNode"` // deny | warn | expand
-	PodSecurity string   `json:"podSecurity"` // deny | warn
+	Defaults Defaults `json:"defaults"`
+	Limits   Limits   `json:"limits"`
+	// /dev/shm NCCL keeps per rank per communicator, by transport (podshaper's
+	// shaping/nccl.h NcclShmCosts).
+	NCCLShmPerCommunicator NCCLShmCosts `json:"ncclShmPerCommunicator"`
+	PartialNode            string       `json:"partialNode"` // deny | warn | expand
+	PodSecurity            string       `json:"podSecurity"` // deny | warn
+}
+
+// NCCLShmCosts is what NCCL keeps in /dev/shm for each rank and each communicator, by
+// the transport its ranks use: NET (the job spans nodes), P2P (through cuMem: nothing),
+// SHM (P2P missing).
+type NCCLShmCosts struct {
+	NET resource.Quantity `json:"net"`
+	P2P resource.Quantity `json:"p2p"`
+	SHM resource.Quantity `json:"shm"`
 }
 
 type Defaults struct {
 	Workers         uint64 `json:"workers"`
 	PrefetchFactor  uint64 `json:"prefetchFactor"`
 	HeadroomPercent uint64 `json:"headroomPercent"`
-	// NCCL's /dev/shm per rank on nodes with P2P between all GPU pairs, and elsewhere.
-	NCCLShmReservePerRankWithP2P resource.Quantity  `json:"ncclShmReservePerRankWithP2P"`
-	NCCLShmReservePerRank        resource.Quantity  `json:"ncclShmReservePerRank"`
-	GPUsPerNode                  uint64             `json:"gpusPerNode"`
-	NodeMemory                   *resource.Quantity `json:"nodeMemory,omitempty"` // nil: the shm cap is not checked
+	// NCCL communicators (process groups) each rank makes, where the pod does not say
+	// (podshaper.io/nccl-communicators).
+	NCCLCommunicators uint64 `json:"ncclCommunicators"`
+	// Keys podshaper no longer reads: set (to anything, null included), they are errors.
+	OldNCCLShmReservePerRankWithP2P json.RawMessage    `json:"ncclShmReservePerRankWithP2P,omitempty"`
+	OldNCCLShmReservePerRank        json.RawMessage    `json:"ncclShmReservePerRank,omitempty"`
+	GPUsPerNode                     uint64             `json:"gpusPerNode"`
+	NodeMemory                      *resource.Quantity `json:"nodeMemory,omitempty"` // nil: the shm cap is not checked
 }
 
 type Limits struct {
@@ -38,14 +54,19 @@ type Limits struct {
 func DefaultConfig() Config {
 	return Config{
 		Defaults: Defaults{
-			Workers:                      4,
-			PrefetchFactor:               2,
-			HeadroomPercent:              20,
-			NCCLShmReservePerRankWithP2P: resource.MustParse("64Mi"),
-			NCCLShmReservePerRank:        resource.MustParse("128Mi"),
-			GPUsPerNode:                  8,
+			Workers:           4,
+			PrefetchFactor:    2,
+			HeadroomPercent:   20,
+			NCCLCommunicators: 4,
+			GPUsPerNode:       8,
 		},
-		Limits:      Limits{MaxShmPercentOfNodeMemory: 50},
+		Limits: Limits{MaxShmPercentOfNodeMemory: 50},
+		// Measured with NCCL 2.28 on x86-64 (docs/webhook.md "The NCCL reserve").
+		NCCLShmPerCommunicator: NCCLShmCosts{
+			NET: *resource.NewQuantity(34213888, resource.DecimalSI),
+			P2P: *resource.NewQuantity(0, resource.DecimalSI),
+			SHM: *resource.NewQuantity(72814592, resource.DecimalSI),
+		},
 		PartialNode: "deny",
 		PodSecurity: "deny",
 	}
@@ -79,6 +100,7 @@ func (c *Config) validate() error {
 		{"defaults.workers", c.Defaults.Workers, 0, 1024},
 		{"defaults.prefetchFactor", c.Defaults.PrefetchFactor, 1, 1024},
 		{"defaults.headroomPercent", c.Defaults.HeadroomPercent, 0, 1000},
+		{"defaults.ncclCommunicators", c.Defaults.NCCLCommunicators, 0, 1024},
 		{"defaults.gpusPerNode", c.Defaults.GPUsPerNode, 1, 1024},
 		{"limits.maxShmPercentOfNodeMemory", c.Limits.MaxShmPercentOfNodeMemory, 1, 100},
 	}
@@ -87,11 +109,25 @@ func (c *Config) validate() error {
 			return fmt.Errorf("config: %s: %d is out of range %d..%d", r.key, r.value, r.min, r.max)
 		}
 	}
-	if c.Defaults.NCCLShmReservePerRankWithP2P.Sign() < 0 {
-		return fmt.Errorf("config: defaults.ncclShmReservePerRankWithP2P: %q is negative", c.Defaults.NCCLShmReservePerRankWithP2P.String())
+	const replaced = "replaced by defaults.ncclCommunicators and ncclShmPerCommunicator (net, p2p, shm): " +
+		"NCCL's /dev/shm is per rank per communicator, by transport (docs/webhook.md)"
+	if len(c.Defaults.OldNCCLShmReservePerRankWithP2P) > 0 {
+		return fmt.Errorf("config: defaults.ncclShmReservePerRankWithP2P: %s", replaced)
 	}
-	if c.Defaults.NCCLShmReservePerRank.Sign() < 0 {
-		return fmt.Errorf("config: defaults.ncclShmReservePerRank: %q is negative", c.Defaults.NCCLShmReservePerRank.String())
+	if len(c.Defaults.OldNCCLShmReservePerRank) > 0 {
+		return fmt.Errorf("config: defaults.ncclShmReservePerRank: %s", replaced)
+	}
+	for _, q := range []struct {
+		key   string
+		value *resource.Quantity
+	}{
+		{"ncclShmPerCommunicator.net", &c.NCCLShmPerCommunicator.NET},
+		{"ncclShmPerCommunicator.p2p", &c.NCCLShmPerCommunicator.P2P},
+		{"ncclShmPerCommunicator.shm", &c.NCCLShmPerCommunicator.SHM},
+	} {
+		if _, err := quantityBytes(*q.value); err != nil {
+			return fmt.Errorf("config: %s: %v", q.key, err)
+		}
 	}
 	if c.Defaults.NodeMemory != nil && c.Defaults.NodeMemory.Sign() < 0 {
 		return fmt.Errorf("config: defaults.nodeMemory: %q is negative", c.Defaults.NodeMemory.String())
@@ -118,10 +154,12 @@ func (c *Config) Hash() string {
 		nodeMemory = strconv.FormatInt(c.Defaults.NodeMemory.Value(), 10)
 	}
 	// The peer has no memlock key: it always asks unlimited, as podshaper's default.
-	canonical := fmt.Sprintf("workers=%d;prefetchFactor=%d;headroomPercent=%d;ncclShmReservePerRankWithP2P=%d;ncclShmReservePerRank=%d;"+
+	costs := &c.NCCLShmPerCommunicator
+	canonical := fmt.Sprintf("workers=%d;prefetchFactor=%d;headroomPercent=%d;ncclCommunicators=%d;"+
+		"ncclShmPerCommunicator=net:%d,p2p:%d,shm:%d;"+
 		"gpusPerNode=%d;nodeMemory=%s;maxShmPercentOfNodeMemory=%d;partialNode=%s;podSecurity=%s;memlock=unlimited",
-		c.Defaults.Workers, c.Defaults.PrefetchFactor, c.Defaults.HeadroomPercent,
-		c.Defaults.NCCLShmReservePerRankWithP2P.Value(), c.Defaults.NCCLShmReservePerRank.Value(), c.Defaults.GPUsPerNode, nodeMemory,
+		c.Defaults.Workers, c.Defaults.PrefetchFactor, c.Defaults.HeadroomPercent, c.Defaults.NCCLCommunicators,
+		costs.NET.Value(), costs.P2P.Value(), costs.SHM.Value(), c.Defaults.GPUsPerNode, nodeMemory,
 		c.Limits.MaxShmPercentOfNodeMemory, c.PartialNode, c.PodSecurity)
 	h := fnv.New64a()
 	h.Write([]byte(canonical))

@@ -30,6 +30,8 @@ const (
 	annRanks      = "podshaper.io/ranks-per-pod"
 	annPlacement  = "podshaper.io/placement"
 
+	annNCCLCommunicators = "podshaper.io/nccl-communicators"
+
 	annShmSize    = "podshaper.io/shm-size"
 	annShmFormula = "podshaper.io/shm-formula"
 	annShapedBy   = "podshaper.io/shaped-by"
@@ -106,7 +108,10 @@ type podInputs struct {
 	containers        []gpuContainer
 	podGPUs           uint64
 	workers, prefetch uint64
-	ranks             uint64 // 0: the pod's GPUs
+	ranks             uint64  // 0: the pod's GPUs
+	communicators     uint64  // NCCL communicators per rank
+	communicatorsFrom string  // the annotation, or the config key it defaulted to
+	span              jobSpan // whether the ranks talk to other nodes' ranks
 	batch             batchSize
 	nodeExclusive     bool
 	nodeSelectorGPUs  uint64 // the pod's nodeSelector podshaper.io/gpu-count, 0 if none
@@ -229,6 +234,11 @@ func (s *PodShaper) readInputs(pod *corev1.Pod) (podInputs, error) {
 		if gpus == 0 {
 			continue
 		}
+		if len(in.containers) == 0 {
+			in.span = readJobSpan(c)
+		} else {
+			in.span = combineJobSpans(in.span, readJobSpan(c))
+		}
 		in.containers = append(in.containers, gpuContainer{index: i, gpus: gpus, ownShmVol: ownShmVolume(c)})
 		in.podGPUs += gpus
 	}
@@ -255,6 +265,15 @@ func (s *PodShaper) readInputs(pod *corev1.Pod) (podInputs, error) {
 			return in, annotationError(annRanks, `"0" must be at least 1`, hint)
 		}
 		in.ranks = v
+	}
+	_, communicatorsSet := pod.Annotations[annNCCLCommunicators]
+	if in.communicators, err = countAnnotation(pod, annNCCLCommunicators, s.Config.Defaults.NCCLCommunicators, 0,
+		`set it to the process groups each rank makes (1 for DDP, 3 for a data × tensor parallel mesh), or "0" for a pod that runs no NCCL`); err != nil {
+		return in, err
+	}
+	in.communicatorsFrom = "config defaults.ncclCommunicators"
+	if communicatorsSet {
+		in.communicatorsFrom = annNCCLCommunicators
 	}
 	// With no workers no batch goes through /dev/shm: its size is needed only when given.
 	_, hasBytes := pod.Annotations[annBatchBytes]
@@ -319,16 +338,17 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 		ranks = in.podGPUs
 	}
 
+	// NCCL's segments per rank per communicator, by the transport the ranks will use.
 	// Without a cluster view P2P between all GPU pairs is unknown: NCCL may use its SHM
-	// transport, so the larger reserve applies.
-	reserve := uint64(cfg.Defaults.NCCLShmReservePerRank.Value())
-	why := "P2P between all GPU pairs not validated on the target nodes, so NCCL may use its SHM transport: config defaults.ncclShmReservePerRank"
-	if reserve == 0 {
-		why = "config defaults.ncclShmReservePerRank is 0"
-	}
+	// transport between the pod's ranks.
+	costs := &cfg.NCCLShmPerCommunicator
+	nccl := planNcclReserve(ncclReserveInputs{
+		ranks: ranks, communicators: in.communicators, communicatorsFrom: in.communicatorsFrom, span: in.span,
+		costs: ncclShmCosts{net: uint64(costs.NET.Value()), p2p: uint64(costs.P2P.Value()), shm: uint64(costs.SHM.Value())},
+	})
 	plan, err := planShm(shmInputs{
 		ranks: ranks, workers: in.workers, prefetch: in.prefetch, batch: in.batch,
-		headroomPercent: cfg.Defaults.HeadroomPercent, ncclReservePerRank: reserve, ncclReserveWhy: why,
+		headroomPercent: cfg.Defaults.HeadroomPercent, nccl: nccl,
 	})
 	if err != nil {
 		return err
@@ -336,8 +356,9 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 	if cfg.Defaults.NodeMemory != nil {
 		nodeMemory := uint64(cfg.Defaults.NodeMemory.Value())
 		if capBytes, ok := mul(nodeMemory, cfg.Limits.MaxShmPercentOfNodeMemory); ok && plan.bytes > capBytes/100 {
-			return fmt.Errorf("/dev/shm would be %s, above limits.maxShmPercentOfNodeMemory (%d%%) of the node's %s: lower %s, %s or the batch size (%s)",
-				formatBytes(plan.bytes), cfg.Limits.MaxShmPercentOfNodeMemory, formatBytes(nodeMemory), annWorkers, annPrefetch, plan.formula)
+			return fmt.Errorf("/dev/shm would be %s, above limits.maxShmPercentOfNodeMemory (%d%%) of the node's %s: lower %s, %s, the batch size or %s (%s)",
+				formatBytes(plan.bytes), cfg.Limits.MaxShmPercentOfNodeMemory, formatBytes(nodeMemory), annWorkers, annPrefetch,
+				annNCCLCommunicators, plan.formula)
 		}
 	}
 	shmSize := resource.NewQuantity(int64(plan.bytes), resource.BinarySI)

@@ -127,8 +127,7 @@ type shmInputs struct {
 	ranks, workers, prefetch uint64
 	batch                    batchSize
 	headroomPercent          uint64
-	ncclReservePerRank       uint64 // 0 when turned off
-	ncclReserveWhy           string // which reserve and why
+	nccl                     ncclReserve // communicators per rank, the bytes of each, and why
 }
 
 type shmPlan struct {
@@ -143,13 +142,18 @@ const (
 )
 
 func shmOverflow(what string) error {
-	return fmt.Errorf("the /dev/shm size overflows 64 bits at %s; check the batch size, workers, prefetch factor and ranks", what)
+	return shmOverflowCheck(what, "the batch size, workers, prefetch factor and ranks")
+}
+
+func shmOverflowCheck(what, check string) error {
+	return fmt.Errorf("the /dev/shm size overflows 64 bits at %s; check %s", what, check)
 }
 
 // planShm is podshaper's "/dev/shm formula" (docs/webhook.md):
 //
 //	per_rank = (workers × prefetch + 2) × batch_bytes + 1Mi      (0 with no workers)
-//	shm      = max(64Mi, ceil_MiB(ceil(ranks × per_rank × (100 + headroom) / 100)) + ceil_MiB(ranks × reserve))
+//	shm      = max(64Mi, ceil_MiB(ceil(ranks × per_rank × (100 + headroom) / 100))
+//	                     + ceil_MiB(ranks × communicators × per_communicator))
 func planShm(in shmInputs) (shmPlan, error) {
 	var perRank uint64
 	if in.workers > 0 {
@@ -178,9 +182,12 @@ func planShm(in shmInputs) (shmPlan, error) {
 		return shmPlan{}, shmOverflow("headroom")
 	}
 	withHeadroom := scaled/100 + min(scaled%100, 1)
-	reserve, ok := mul(in.ranks, in.ncclReservePerRank)
+	reserve, ok := mul(in.ranks, in.nccl.communicators)
+	if ok {
+		reserve, ok = mul(reserve, in.nccl.perCommunicatorBytes)
+	}
 	if !ok {
-		return shmPlan{}, shmOverflow("NCCL reserve")
+		return shmPlan{}, shmOverflowCheck("the NCCL reserve", annNCCLCommunicators+" and the ranks")
 	}
 	totalMiB, ok := add(ceilMiB(withHeadroom), ceilMiB(reserve))
 	if !ok {
@@ -201,13 +208,15 @@ func planShm(in shmInputs) (shmPlan, error) {
 			in.headroomPercent, withHeadroom)
 	}
 	fmt.Fprintf(&f, " → %dMi", ceilMiB(withHeadroom))
-	if in.ncclReservePerRank == 0 {
-		f.WriteString("; no NCCL shm reserve")
+	if in.nccl.transport == "" {
+		f.WriteString("; no NCCL reserve")
 	} else {
-		fmt.Fprintf(&f, "; + NCCL shm reserve %d × %s = %dMi", in.ranks, formatBytes(in.ncclReservePerRank), ceilMiB(reserve))
+		fmt.Fprintf(&f, "; + NCCL reserve %d ranks × %d communicators (%s) × %s per rank per communicator = %dMi",
+			in.ranks, in.nccl.communicators, in.nccl.communicatorsFrom, formatBytes(in.nccl.perCommunicatorBytes),
+			ceilMiB(reserve))
 	}
-	if in.ncclReserveWhy != "" {
-		fmt.Fprintf(&f, " (%s)", in.ncclReserveWhy)
+	if in.nccl.why != "" {
+		fmt.Fprintf(&f, " (%s)", in.nccl.why)
 	}
 	fmt.Fprintf(&f, "; /dev/shm = %s", formatBytes(shm))
 	if totalMiB*miB < minShm {

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// torchrun's node count: its --nnodes flag, else this environment variable (Kubeflow's
+// PyTorchJob and Trainer set it); --standalone is one node (api/names.h).
+const (
+	nnodesEnv      = "PET_NNODES"
+	nnodesFlag     = "--nnodes"
+	standaloneFlag = "--standalone"
+)
+
+type spanKind int
+
+const (
+	spanUnknown spanKind = iota
+	spanOneNode
+	spanManyNodes
+)
+
+// jobSpan is whether the pod's ranks talk to ranks on other nodes, as the pod tells it.
+type jobSpan struct {
+	kind   spanKind
+	source string // `PET_NNODES=1 in container "trainer"`, or why unknown
+}
+
+// spanOf reads torchrun's --nnodes: "N" or "MIN:MAX"; its maximum says how many nodes
+// the job may span.
+func spanOf(value, where string) jobSpan {
+	most := value
+	if i := strings.IndexByte(value, ':'); i >= 0 {
+		most = value[i+1:]
+	}
+	n, err := parseCount(most)
+	switch {
+	case err != nil || n == 0:
+		return jobSpan{spanUnknown, where + " is not a node count"}
+	case n == 1:
+		return jobSpan{spanOneNode, where}
+	}
+	return jobSpan{spanManyNodes, where}
+}
+
+// isSpace is the C locale's isspace, as podshaper's word split (an istringstream) uses.
+func isSpace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\v', '\f', '\r':
+		return true
+	}
+	return false
+}
+
+// words are the words of the container's command and args: a list, or a shell line in one string.
+func words(c *corev1.Container) []string {
+	var out []string
+	for _, list := range [][]string{c.Command, c.Args} {
+		for _, item := range list {
+			out = append(out, strings.FieldsFunc(item, isSpace)...)
+		}
+	}
+	return out
+}
+
+// readJobSpan is torchrun's node count in one container: --standalone or --nnodes in its
+// command and args (the flag wins, as in torchrun), else its env PET_NNODES ("N" or "MIN:MAX").
+func readJobSpan(c *corev1.Container) jobSpan {
+	in := ` in container "` + c.Name + `"`
+	w := words(c)
+	for i := range w {
+		switch {
+		case w[i] == standaloneFlag:
+			return jobSpan{spanOneNode, "torchrun " + w[i] + in}
+		case strings.HasPrefix(w[i], nnodesFlag+"="):
+			return spanOf(w[i][len(nnodesFlag)+1:], "torchrun "+w[i]+in)
+		case w[i] == nnodesFlag && i+1 < len(w):
+			return spanOf(w[i+1], "torchrun "+nnodesFlag+" "+w[i+1]+in)
+		}
+	}
+	for _, e := range c.Env {
+		if e.Name != nnodesEnv {
+			continue
+		}
+		// The typed pod cannot tell `"value": ""` from no value; the API server sends
+		// neither apart either (it omits an empty value), and podshaper reads no value so.
+		if e.Value == "" {
+			return jobSpan{spanUnknown, nnodesEnv + " from valueFrom" + in}
+		}
+		return spanOf(e.Value, nnodesEnv+"="+e.Value+in)
+	}
+	return jobSpan{spanUnknown, "no torchrun " + nnodesFlag + " or " + nnodesEnv + in}
+}
+
+// combineJobSpans is the pod's span over its GPU containers: many if any says so, one
+// if all say one.
+func combineJobSpans(a, b jobSpan) jobSpan {
+	switch {
+	case a.kind == spanManyNodes:
+		return a
+	case b.kind == spanManyNodes:
+		return b
+	case a.kind == spanUnknown:
+		return a
+	}
+	return b
+}
+
+type ncclReserveInputs struct {
+	ranks             uint64
+	communicators     uint64
+	communicatorsFrom string // "podshaper.io/nccl-communicators" or the config key
+	span              jobSpan
+	p2pAllPairs       bool // always false in the peer: it has no cluster view
+	costs             ncclShmCosts
+}
+
+// ncclShmCosts are the config's ncclShmPerCommunicator, in bytes.
+type ncclShmCosts struct{ net, p2p, shm uint64 }
+
+type ncclReserve struct {
+	communicators        uint64
+	communicatorsFrom    string
+	perCommunicatorBytes uint64 // per rank
+	transport            string // "NET", "SHM", "P2P", or "" with no NCCL
+	why                  string // the transport and why, for the formula
+}
+
+// planNcclReserve picks the transport NCCL will use: of those the ranks may use, the one
+// that costs most (podshaper's planNcclReserve, shaping/nccl.cc).
+func planNcclReserve(in ncclReserveInputs) ncclReserve {
+	r := ncclReserve{communicators: in.communicators, communicatorsFrom: in.communicatorsFrom}
+	if in.communicators == 0 {
+		r.why = in.communicatorsFrom + " is 0: the pod runs no NCCL"
+		return r
+	}
+	oneNode := in.span.kind == spanOneNode
+	if oneNode && in.ranks <= 1 {
+		r.why = "one rank on one node (" + in.span.source + "): NCCL connects to no peer"
+		return r
+	}
+	// A rank's proxy pool is one per communicator whichever transports need it, so the
+	// costs do not add up.
+	type option struct {
+		transport string
+		bytes     uint64
+		why       string
+	}
+	var options []option
+	if !oneNode {
+		where := "the job may span nodes (" + in.span.source + "; set torchrun " + nnodesFlag + " or " + nnodesEnv +
+			" to 1 for a one-node job)"
+		if in.span.kind == spanManyNodes {
+			where = "the job spans nodes (" + in.span.source + ")"
+		}
+		options = append(options, option{"NET", in.costs.net, where +
+			", and NCCL's proxy keeps a pool per rank per communicator for its network connections: config " +
+			"ncclShmPerCommunicator.net"})
+	}
+	if in.ranks > 1 && !in.p2pAllPairs {
+		options = append(options, option{"SHM", in.costs.shm,
+			"P2P between all GPU pairs is not validated on the target nodes, so NCCL may use its SHM " +
+				"transport between the pod's ranks, with its proxy pool and receive buffers in /dev/shm: " +
+				"config ncclShmPerCommunicator.shm"})
+	}
+	if in.ranks > 1 && in.p2pAllPairs {
+		options = append(options, option{"P2P", in.costs.p2p,
+			"the pod's ranks read each other's GPUs directly (target nodes validated with P2P between " +
+				"all GPU pairs), and NCCL's P2P over cuMem keeps nothing in /dev/shm: config " +
+				"ncclShmPerCommunicator.p2p"})
+	}
+	most := options[0]
+	for _, o := range options[1:] {
+		if o.bytes > most.bytes {
+			most = o
+		}
+	}
+	r.transport = most.transport
+	r.perCommunicatorBytes = most.bytes
+	if oneNode {
+		r.why = r.transport + " on one node (" + in.span.source + "): " + most.why
+	} else {
+		r.why = r.transport + ": " + most.why
+	}
+	return r
+}
