@@ -120,8 +120,9 @@ class Judge {
       c.reason = "P2PUnavailable";
       c.message = std::to_string(without.size()) + " of " + plural(n, "GPU pair") +
                   " cannot read each other's memory directly (no peer-to-peer access): " + pairList(without) +
-                  ". NCCL falls back to shared memory (/dev/shm) between those GPUs, which is slower, so "
-                  "training pods on this node need the larger NCCL /dev/shm reserve.";
+                  ". NCCL falls back to shared memory (/dev/shm) between those GPUs, which is slower, and "
+                  "its SHM transport keeps its buffers there, so training pods on this node get the "
+                  "SHM-transport NCCL /dev/shm reserve.";
       if (r_.requireP2PAllPairs) {
         failures.push_back({c.reason, std::to_string(without.size()) + " of " + plural(n, "GPU pair") +
                                           " lack peer-to-peer access (" + pairList(without, 4) + ")"});
