@@ -2,7 +2,8 @@
 # Packs the agent and the webhook for the device machine: build/bin/podshaper-agent,
 # build/bin/podshaper-webhook and every shared library they link that is not part of a
 # base glibc, into .devcarry/ (git-ignored). Then: device run with carry [".devcarry"] and
-# `bash scripts/gpu/capture.sh` (the agent) or `bash scripts/gpu/shm.sh` (the /dev/shm grid).
+# `bash scripts/gpu/capture.sh` (the agent), `bash scripts/gpu/shm.sh` (the /dev/shm grid) or, on
+# 2 GPUs, `bash scripts/gpu/nccl_shm.sh` (NCCL's /dev/shm by transport, and real DDP jobs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .devcarry && mkdir -p .devcarry/lib
