@@ -66,9 +66,11 @@ pod() {
 import json, os, sys
 name, gpus = sys.argv[1], sys.argv[2]
 res = {"nvidia.com/gpu": gpus, "memory": "64Gi", "cpu": "8"}
-# one node's job (torchrun's PET_NNODES=1): the NCCL reserve follows the node's P2P label
+# one node's job (torchrun's PET_NNODES=1; POD_NNODES for others): the NCCL reserve then
+# follows the node's P2P label
+nnodes = os.environ.get("POD_NNODES", "1")
 spec = {"containers": [{"name": "trainer", "image": "pytorch:2", "resources": {"limits": res, "requests": res},
-                        "env": [{"name": "PET_NNODES", "value": "1"}]}],
+                        "env": [{"name": "PET_NNODES", "value": nnodes}]}],
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
 if os.environ.get("POD_SCHEDULER"): spec["schedulerName"] = os.environ["POD_SCHEDULER"]
 if len(sys.argv) > 3: spec["nodeSelector"] = {"podshaper.io/gpu-count": sys.argv[3]}
@@ -79,6 +81,8 @@ print(json.dumps({"apiVersion": "v1", "kind": "Pod",
   "spec": spec}))
 PY
 }
+# shaped_across NODES NAME GPUS [SELECTOR]: shaped, for a job across NODES nodes (PET_NNODES)
+shaped_across() { POD_NNODES=$1 shaped "${@:2}"; }
 # shaped NAME GPUS [SELECTOR]: how the webhook shapes the pod (a server-side dry run), in one line:
 # "validated=V gpu-count=G nccl=p2p|shm-transport|net|none" from its required node affinity
 # and its podshaper.io/shm-formula (the transport its NCCL reserve is for: P2P between all

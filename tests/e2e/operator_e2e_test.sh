@@ -202,6 +202,8 @@ kc create namespace training >/dev/null
 check "namespace training has its default service account" until_ok 30 kc -n training get serviceaccount default
 check "an 8-GPU pod requires a validated 8-GPU node, with the P2P NCCL /dev/shm reserve (P2P everywhere)" \
   eventually 30 "validated=true gpu-count=8 nccl=p2p" shaped train-8 8
+check "an 8-GPU pod of a job across 4 nodes (PET_NNODES=4) gets the NET reserve (NCCL's proxy pool per rank per communicator)" \
+  eventually 30 "validated=true gpu-count=8 nccl=net" shaped_across 4 train-8 8
 check "a 4-GPU pod requires a validated 4-GPU node, with the P2P NCCL reserve" \
   eventually 30 "validated=true gpu-count=4 nccl=p2p" shaped train-4 4
 

@@ -21,6 +21,10 @@ type Config struct {
 	NCCLShmPerCommunicator NCCLShmCosts `json:"ncclShmPerCommunicator"`
 	PartialNode            string       `json:"partialNode"` // deny | warn | expand
 	PodSecurity            string       `json:"podSecurity"` // deny | warn
+	// RLIMIT_MEMLOCK asked of the NRI ulimit-adjuster: "unlimited" (absent) or a quantity
+	// of bytes ("4Mi"), which the node must grant (node label podshaper.io/memlock).
+	Memlock      json.RawMessage `json:"memlock,omitempty"`
+	memlockBytes uint64          // Memlock read by validate; 0: unlimited
 }
 
 // NCCLShmCosts is what NCCL keeps in /dev/shm for each rank and each communicator, by
@@ -132,6 +136,13 @@ func (c *Config) validate() error {
 	if c.Defaults.NodeMemory != nil && c.Defaults.NodeMemory.Sign() < 0 {
 		return fmt.Errorf("config: defaults.nodeMemory: %q is negative", c.Defaults.NodeMemory.String())
 	}
+	if len(c.Memlock) > 0 {
+		bytes, err := parseMemlock(c.Memlock)
+		if err != nil {
+			return fmt.Errorf("config: memlock: %v", err)
+		}
+		c.memlockBytes = bytes
+	}
 	switch c.PartialNode {
 	case "deny", "warn", "expand":
 	default:
@@ -145,6 +156,43 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// parseMemlock reads the memlock key as podshaper's parseMemlockLimit: "unlimited" (0),
+// or a quantity of at least one byte.
+func parseMemlock(raw json.RawMessage) (uint64, error) {
+	text := string(raw)
+	switch {
+	case raw[0] == '"':
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return 0, err
+		}
+	case raw[0] == '{' || raw[0] == '[' || text == "null":
+		return 0, fmt.Errorf("expected a single value")
+	}
+	if text == "unlimited" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(text)
+	if err == nil {
+		_, err = quantityBytes(q)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither unlimited nor a quantity of bytes (e.g. 4Mi, 64Gi)", text)
+	}
+	if q.IsZero() {
+		return 0, fmt.Errorf("%q is zero: a locked-memory limit is at least 1 byte", text)
+	}
+	return uint64(q.Value()), nil
+}
+
+// MemlockText is the memlock asked: "unlimited", or the bytes in decimal (the node
+// label podshaper.io/memlock's form, and the config hash's).
+func (c *Config) MemlockText() string {
+	if c.memlockBytes == 0 {
+		return "unlimited"
+	}
+	return strconv.FormatUint(c.memlockBytes, 10)
+}
+
 // Hash is a stable hash of the effective settings, shown in podshaper.io/shaped-by.
 // It hashes the same canonical text as podshaper's Config::hash (FNV-1a 64), so both
 // webhooks name one config alike.
@@ -153,14 +201,13 @@ func (c *Config) Hash() string {
 	if c.Defaults.NodeMemory != nil {
 		nodeMemory = strconv.FormatInt(c.Defaults.NodeMemory.Value(), 10)
 	}
-	// The peer has no memlock key: it always asks unlimited, as podshaper's default.
 	costs := &c.NCCLShmPerCommunicator
 	canonical := fmt.Sprintf("workers=%d;prefetchFactor=%d;headroomPercent=%d;ncclCommunicators=%d;"+
 		"ncclShmPerCommunicator=net:%d,p2p:%d,shm:%d;"+
-		"gpusPerNode=%d;nodeMemory=%s;maxShmPercentOfNodeMemory=%d;partialNode=%s;podSecurity=%s;memlock=unlimited",
+		"gpusPerNode=%d;nodeMemory=%s;maxShmPercentOfNodeMemory=%d;partialNode=%s;podSecurity=%s;memlock=%s",
 		c.Defaults.Workers, c.Defaults.PrefetchFactor, c.Defaults.HeadroomPercent, c.Defaults.NCCLCommunicators,
 		costs.NET.Value(), costs.P2P.Value(), costs.SHM.Value(), c.Defaults.GPUsPerNode, nodeMemory,
-		c.Limits.MaxShmPercentOfNodeMemory, c.PartialNode, c.PodSecurity)
+		c.Limits.MaxShmPercentOfNodeMemory, c.PartialNode, c.PodSecurity, c.MemlockText())
 	h := fnv.New64a()
 	h.Write([]byte(canonical))
 	return fmt.Sprintf("%016x", h.Sum64())

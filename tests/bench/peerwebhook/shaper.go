@@ -56,11 +56,11 @@ const (
 	ipcLock      = corev1.Capability("IPC_LOCK")
 
 	// RLIM_INFINITY: the NRI ulimit-adjuster parses soft/hard as uint64 ("-1" fails).
-	memlockEntry = "- type: RLIMIT_MEMLOCK\n  soft: 18446744073709551615\n  hard: 18446744073709551615\n"
+	rlimInfinity = "18446744073709551615"
 )
 
 // PodShaper shapes GPU training pods on CREATE: /dev/shm sized for the DataLoader,
-// memory raised to pay for it, hostIPC, IPC_LOCK, unlimited memlock and whole-node
+// memory raised to pay for it, hostIPC, IPC_LOCK, memlock (config memlock) and whole-node
 // placement. It decides from the pod's annotations and the config alone (no cluster view).
 type PodShaper struct {
 	Config   Config
@@ -414,7 +414,7 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 		if !slices.Contains(c.SecurityContext.Capabilities.Add, ipcLock) {
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, ipcLock)
 		}
-		setMemlock(ctx, pod, c.Name)
+		setMemlock(ctx, pod, c.Name, memlockEntry(cfg))
 
 		// torchrun in each container starts its share of the pod's ranks.
 		nprocs, ok := mulDivCeil(ranks, gc.gpus, in.podGPUs)
@@ -441,15 +441,20 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 	if pod.Spec.Affinity == nil {
 		pod.Spec.Affinity = &corev1.Affinity{}
 	}
-	requirements := []corev1.NodeSelectorRequirement{
-		inRequirement(labelTopologyValidated, "true"),
-		inRequirement(labelMemlock, "unlimited"),
-	}
 	if in.nodeExclusive {
 		requireOnePodPerNode(pod)
-		requirements = append(requirements, inRequirement(labelGPUCount, strconv.FormatUint(G, 10)))
 	}
-	requireNodeLabels(pod.Spec.Affinity, requirements)
+	// A node that grants the memlock asked: unlimited, or (for a number of bytes)
+	// unlimited or at least that many, one nodeSelectorTerm each.
+	var alternatives [][]corev1.NodeSelectorRequirement
+	for _, memlock := range memlockRequirements(cfg) {
+		requirements := []corev1.NodeSelectorRequirement{inRequirement(labelTopologyValidated, "true"), memlock}
+		if in.nodeExclusive {
+			requirements = append(requirements, inRequirement(labelGPUCount, strconv.FormatUint(G, 10)))
+		}
+		alternatives = append(alternatives, requirements)
+	}
+	requireNodeLabels(pod.Spec.Affinity, alternatives)
 
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
@@ -462,6 +467,26 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 
 func inRequirement(key, value string) corev1.NodeSelectorRequirement {
 	return corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}
+}
+
+// memlockRequirements are the node labels that grant the memlock asked: unlimited, or
+// a number of bytes at least the one asked (Gt one less).
+func memlockRequirements(cfg *Config) []corev1.NodeSelectorRequirement {
+	out := []corev1.NodeSelectorRequirement{inRequirement(labelMemlock, "unlimited")}
+	if cfg.memlockBytes != 0 {
+		out = append(out, corev1.NodeSelectorRequirement{Key: labelMemlock, Operator: corev1.NodeSelectorOpGt,
+			Values: []string{strconv.FormatUint(cfg.memlockBytes-1, 10)}})
+	}
+	return out
+}
+
+// memlockEntry is the one RLIMIT_MEMLOCK entry of a ulimit list, a block list item at column 0.
+func memlockEntry(cfg *Config) string {
+	value := rlimInfinity
+	if cfg.memlockBytes != 0 {
+		value = strconv.FormatUint(cfg.memlockBytes, 10)
+	}
+	return "- type: RLIMIT_MEMLOCK\n  soft: " + value + "\n  hard: " + value + "\n"
 }
 
 // requireOnePodPerNode labels the pod node-exclusive and keeps every other such pod,
@@ -489,9 +514,9 @@ func requireOnePodPerNode(pod *corev1.Pod) {
 	}
 }
 
-// requireNodeLabels adds the requirements to every nodeSelectorTerm (terms are ORed,
-// expressions within one ANDed), or makes the first term.
-func requireNodeLabels(a *corev1.Affinity, requirements []corev1.NodeSelectorRequirement) {
+// requireNodeLabels makes each nodeSelectorTerm (terms are ORed, expressions within one
+// ANDed; none is one empty term) into one term per alternative, with its requirements added.
+func requireNodeLabels(a *corev1.Affinity, alternatives [][]corev1.NodeSelectorRequirement) {
 	if a.NodeAffinity == nil {
 		a.NodeAffinity = &corev1.NodeAffinity{}
 	}
@@ -502,21 +527,26 @@ func requireNodeLabels(a *corev1.Affinity, requirements []corev1.NodeSelectorReq
 	if len(required.NodeSelectorTerms) == 0 {
 		required.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
 	}
+	shaped := make([]corev1.NodeSelectorTerm, 0, len(required.NodeSelectorTerms)*len(alternatives))
 	for i := range required.NodeSelectorTerms {
-		term := &required.NodeSelectorTerms[i]
-		for _, r := range requirements {
-			if !slices.ContainsFunc(term.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool {
-				return equality.Semantic.DeepEqual(e, r)
-			}) {
-				term.MatchExpressions = append(term.MatchExpressions, r)
+		for _, requirements := range alternatives {
+			term := *required.NodeSelectorTerms[i].DeepCopy()
+			for _, r := range requirements {
+				if !slices.ContainsFunc(term.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool {
+					return equality.Semantic.DeepEqual(e, r)
+				}) {
+					term.MatchExpressions = append(term.MatchExpressions, r)
+				}
 			}
+			shaped = append(shaped, term)
 		}
 	}
+	required.NodeSelectorTerms = shaped
 }
 
-// setMemlock asks the NRI ulimit-adjuster for unlimited RLIMIT_MEMLOCK in the container.
-// A user's own ulimit annotation gains the entry, or is kept if it already sets memlock.
-func setMemlock(ctx context.Context, pod *corev1.Pod, container string) {
+// setMemlock asks the NRI ulimit-adjuster for the config's RLIMIT_MEMLOCK (entry) in the
+// container. A user's own ulimit annotation gains the entry, or is kept if it already sets memlock.
+func setMemlock(ctx context.Context, pod *corev1.Pod, container, memlockEntry string) {
 	if len("container.")+len(container) > 63 {
 		logf.FromContext(ctx).Info("container name too long for the NRI ulimit annotation key; memlock left to the runtime default", "container", container)
 		return

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// net is one NCCL reserve over NET of communicators × bytes per rank; none is no NCCL.
-func net(bytes, communicators uint64) ncclReserve {
+// netReserve is one NCCL reserve over NET of communicators × bytes per rank.
+func netReserve(bytes, communicators uint64) ncclReserve {
 	return ncclReserve{communicators: communicators, communicatorsFrom: "config defaults.ncclCommunicators",
 		perCommunicatorBytes: bytes, transport: "NET", why: "because"}
 }
@@ -59,7 +59,7 @@ func TestSeedShm(t *testing.T) {
 // podshaper's Shm.TheFormulaSaysWhichReserveAndWhy.
 func TestTheFormulaSaysWhichReserveAndWhy(t *testing.T) {
 	plan, err := planShm(shmInputs{ranks: 2, workers: 2, prefetch: 2, batch: batchSize{32 * miB, "batch-bytes 32Mi"},
-		nccl: net(32*miB, 2)})
+		nccl: netReserve(32*miB, 2)})
 	want := "2 ranks × ((2 workers × prefetch 2 + 2 held: the batch being handed over and the one in the training " +
 		"step) × 33554432 B (batch-bytes 32Mi) + 1Mi for the DataLoader's semaphores) = 404750336 B; +0% " +
 		"headroom = 404750336 B → 386Mi; + NCCL reserve 2 ranks × 2 communicators (config " +
@@ -77,17 +77,17 @@ func TestShmTable(t *testing.T) {
 		in     shmInputs
 		wantMi uint64 // 0: an overflow error
 	}{
-		{"one rank with NCCL reserve", shmInputs{1, 4, 2, batchSize{miB, "1Mi"}, 20, net(64*miB, 1)}, 14 + 64},
+		{"one rank with NCCL reserve", shmInputs{1, 4, 2, batchSize{miB, "1Mi"}, 20, netReserve(64*miB, 1)}, 14 + 64},
 		{"no workers and no reserve is the floor", shmInputs{2, 0, 2, batchSize{miB, "1Mi"}, 0, ncclReserve{}}, 64},
-		{"no workers is the reserve alone", shmInputs{2, 0, 2, batchSize{miB, "1Mi"}, 0, net(100*miB, 1)}, 200},
-		{"reserve not a MiB multiple rounds up", shmInputs{3, 1, 1, batchSize{32 * miB, "32Mi"}, 0, net(1000, 1)}, 291 + 1},
-		{"8 ranks reserve", shmInputs{8, 8, 4, batchSize{19267584, "seed"}, 20, net(64*miB, 1)}, 6008 + 512},
-		{"overflow beyond int64 total", shmInputs{1, 0, 1, batchSize{1, "x"}, 0, net(1<<63, 1)}, 0},
-		{"overflow in reserve", shmInputs{maxU, 0, 1, batchSize{1, "x"}, 0, net(2, 1)}, 0},
-		{"overflow in ranks × communicators", shmInputs{1 << 40, 0, 1, batchSize{1, "x"}, 0, net(1, 1<<40)}, 0},
-		{"overflow in communicators × bytes", shmInputs{1, 0, 1, batchSize{1, "x"}, 0, net(1<<40, 1<<40)}, 0},
+		{"no workers is the reserve alone", shmInputs{2, 0, 2, batchSize{miB, "1Mi"}, 0, netReserve(100*miB, 1)}, 200},
+		{"reserve not a MiB multiple rounds up", shmInputs{3, 1, 1, batchSize{32 * miB, "32Mi"}, 0, netReserve(1000, 1)}, 291 + 1},
+		{"8 ranks reserve", shmInputs{8, 8, 4, batchSize{19267584, "seed"}, 20, netReserve(64*miB, 1)}, 6008 + 512},
+		{"overflow beyond int64 total", shmInputs{1, 0, 1, batchSize{1, "x"}, 0, netReserve(1<<63, 1)}, 0},
+		{"overflow in reserve", shmInputs{maxU, 0, 1, batchSize{1, "x"}, 0, netReserve(2, 1)}, 0},
+		{"overflow in ranks × communicators", shmInputs{1 << 40, 0, 1, batchSize{1, "x"}, 0, netReserve(1, 1<<40)}, 0},
+		{"overflow in communicators × bytes", shmInputs{1, 0, 1, batchSize{1, "x"}, 0, netReserve(1<<40, 1<<40)}, 0},
 		{"the note's job over NET, 6 communicators",
-			shmInputs{2, 3, 2, batchSize{9633792, "16x3x224x224 float32"}, 0, net(34213888, 6)}, 149 + 392},
+			shmInputs{2, 3, 2, batchSize{9633792, "16x3x224x224 float32"}, 0, netReserve(34213888, 6)}, 149 + 392},
 	} {
 		plan, err := planShm(tc.in)
 		switch {
@@ -97,7 +97,7 @@ func TestShmTable(t *testing.T) {
 			t.Errorf("%s: shm = %s, %v; want %dMi", tc.name, formatBytes(plan.bytes), err, tc.wantMi)
 		}
 	}
-	_, err := planShm(shmInputs{ranks: 8, nccl: net(1, maxU)})
+	_, err := planShm(shmInputs{ranks: 8, nccl: netReserve(1, maxU)})
 	if want := "the /dev/shm size overflows 64 bits at the NCCL reserve; check podshaper.io/nccl-communicators and the ranks"; err == nil || err.Error() != want {
 		t.Errorf("overflow: %v; want %s", err, want)
 	}
@@ -317,12 +317,76 @@ func TestConfigKeys(t *testing.T) {
 		"defaults:\n  ncclShmReservePerRank: 128Mi\n": "config: defaults.ncclShmReservePerRank: replaced by defaults.ncclCommunicators " +
 			"and ncclShmPerCommunicator (net, p2p, shm): NCCL's /dev/shm is per rank per communicator, by transport (docs/webhook.md)",
 		"defaults:\n  ncclShmReservePerRankWithP2P:\n": "config: defaults.ncclShmReservePerRankWithP2P: replaced by",
-		"defaults:\n  ncclCommunicators: 1025\n":        "config: defaults.ncclCommunicators: 1025 is out of range 0..1024",
-		"ncclShmPerCommunicator:\n  shm: -64Mi\n":        "config: ncclShmPerCommunicator.shm: ",
-		"ncclShmPerCommunicator:\n  nvls: 64Mi\n":        "nvls",
+		"defaults:\n  ncclCommunicators: 1025\n":       "config: defaults.ncclCommunicators: 1025 is out of range 0..1024",
+		"ncclShmPerCommunicator:\n  shm: -64Mi\n":      "config: ncclShmPerCommunicator.shm: ",
+		"ncclShmPerCommunicator:\n  nvls: 64Mi\n":      "nvls",
 	} {
 		if _, err := load(text); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want %s", text, err, want)
 		}
+	}
+}
+
+// config memlock: the ulimit entry asks it, and the node terms double (unlimited, or at
+// least the bytes asked); the hash is podshaper's (tests/golden's memlock-4mi cases).
+func TestMemlockConfig(t *testing.T) {
+	dir := t.TempDir()
+	load := func(text string) (Config, error) {
+		path := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return LoadConfig(path)
+	}
+	cfg, err := load("memlock: 4Mi\n")
+	if err != nil || cfg.MemlockText() != "4194304" || cfg.Hash() != "55616714290f44f1" {
+		t.Fatalf("memlock 4Mi: %s %s, %v; want 4194304 and podshaper's hash 55616714290f44f1", cfg.MemlockText(), cfg.Hash(), err)
+	}
+	if same, err := load("memlock: 4194304\n"); err != nil || same.Hash() != cfg.Hash() {
+		t.Errorf("memlock 4194304: %s, %v", same.Hash(), err)
+	}
+	if unlimited, err := load("memlock: unlimited\n"); err != nil || unlimited.Hash() != "35ac15f87c8d0dc9" {
+		t.Errorf("memlock unlimited: %s, %v", unlimited.Hash(), err)
+	}
+	for text, want := range map[string]string{
+		"memlock: 0\n":    `config: memlock: "0" is zero: a locked-memory limit is at least 1 byte`,
+		"memlock: -4Mi\n": `config: memlock: "-4Mi" is neither unlimited nor a quantity of bytes (e.g. 4Mi, 64Gi)`,
+		"memlock: lots\n": `config: memlock: "lots" is neither unlimited nor a quantity of bytes (e.g. 4Mi, 64Gi)`,
+		"memlock: [1]\n":  "config: memlock: expected a single value",
+	} {
+		if _, err := load(text); err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%q: %v; want %s", text, err, want)
+		}
+	}
+
+	s := &PodShaper{Config: cfg}
+	pod := trainingPod(nil)
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{inRequirement("zone", "a")}},
+			{MatchExpressions: []corev1.NodeSelectorRequirement{inRequirement("zone", "b")}},
+		}}}}
+	if err := s.shape(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pod.Annotations[ulimitPrefix+"trainer"], "- type: RLIMIT_MEMLOCK\n  soft: 4194304\n  hard: 4194304\n"; got != want {
+		t.Errorf("ulimit %q, want %q", got, want)
+	}
+	var terms []string
+	for _, term := range pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		var words []string
+		for _, e := range term.MatchExpressions {
+			words = append(words, e.Key+" "+string(e.Operator)+" "+strings.Join(e.Values, ","))
+		}
+		terms = append(terms, strings.Join(words, "; "))
+	}
+	want := []string{
+		"zone In a; podshaper.io/topology-validated In true; podshaper.io/memlock In unlimited; podshaper.io/gpu-count In 8",
+		"zone In a; podshaper.io/topology-validated In true; podshaper.io/memlock Gt 4194303; podshaper.io/gpu-count In 8",
+		"zone In b; podshaper.io/topology-validated In true; podshaper.io/memlock In unlimited; podshaper.io/gpu-count In 8",
+		"zone In b; podshaper.io/topology-validated In true; podshaper.io/memlock Gt 4194303; podshaper.io/gpu-count In 8",
+	}
+	if strings.Join(terms, "\n") != strings.Join(want, "\n") {
+		t.Errorf("terms\n%s\nwant\n%s", strings.Join(terms, "\n"), strings.Join(want, "\n"))
 	}
 }
