@@ -55,6 +55,8 @@ inline constexpr std::string_view kShared = "shared";
 // runtime could not start a container with the memlock asked), unknown.
 inline constexpr std::string_view kMemlockUnlimited = "unlimited";
 inline constexpr std::string_view kMemlockNotGranted = "not-granted";
+// podshaper.io/p2p: every GPU pair of the node has P2P.
+inline constexpr std::string_view kP2PAll = "all";
 
 // Pod spec pieces.
 inline constexpr std::string_view kShmVolume = "podshaper-dshm";
@@ -64,6 +66,9 @@ inline constexpr std::string_view kShmMountPath = "/dev/shm";
 inline constexpr std::string_view kNnodesEnv = "PET_NNODES";
 inline constexpr std::string_view kNnodesFlag = "--nnodes";
 inline constexpr std::string_view kStandaloneFlag = "--standalone";
+// NCCL's own switches that change what it keeps in /dev/shm.
+inline constexpr std::string_view kNcclP2PDisableEnv = "NCCL_P2P_DISABLE";
+inline constexpr std::string_view kNcclCuMemEnableEnv = "NCCL_CUMEM_ENABLE";
 inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 inline constexpr std::string_view kNprocEnv = "PET_NPROC_PER_NODE";
 inline constexpr std::string_view kIpcLock = "IPC_LOCK";

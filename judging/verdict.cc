@@ -77,7 +77,7 @@ class Judge {
     const std::size_t n = t_.pairs.size();
     v.interconnect = n == 0 ? "none" : nv == n ? "nvlink" : nv == 0 ? "pcie" : "mixed";
     unknown += missingPairs();
-    if (ok == n && unknown == 0) v.p2p = "all";
+    if (ok == n && unknown == 0) v.p2p = std::string(names::kP2PAll);
     else if (ok + unknown == n + missingPairs()) v.p2p = "unknown";
     else v.p2p = ok > 0 ? "partial" : "none";
     v.memlock = notGranted() ? std::string(names::kMemlockNotGranted) : MemlockLimit{t_.host.memlockBytes}.text();
@@ -121,8 +121,8 @@ class Judge {
       c.message = std::to_string(without.size()) + " of " + plural(n, "GPU pair") +
                   " cannot read each other's memory directly (no peer-to-peer access): " + pairList(without) +
                   ". NCCL falls back to shared memory (/dev/shm) between those GPUs, which is slower, and "
-                  "its SHM transport keeps its buffers there, so training pods on this node get the "
-                  "SHM-transport NCCL /dev/shm reserve.";
+                  "its SHM transport keeps its buffers there, so podshaper sizes training pods for nodes "
+                  "like this one with the SHM-transport NCCL /dev/shm reserve.";
       if (r_.requireP2PAllPairs) {
         failures.push_back({c.reason, std::to_string(without.size()) + " of " + plural(n, "GPU pair") +
                                           " lack peer-to-peer access (" + pairList(without, 4) + ")"});

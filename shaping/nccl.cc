@@ -1,5 +1,8 @@
 #include "shaping/nccl.h"
 
+#include <algorithm>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -13,16 +16,51 @@ using json = nlohmann::json;
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
-// torchrun's --nnodes: "N" or "MIN:MAX"; its maximum says how many nodes the job may span.
+// A container's env as the kubelet sets it: each name's literal value (the last entry of a
+// name wins); nullopt for one set through valueFrom.
+using EnvValues = std::map<std::string, std::optional<std::string>>;
+
+EnvValues literalEnv(const json& container) {
+  EnvValues out;
+  auto env = container.find("env");
+  if (env == container.end() || !env->is_array()) return out;
+  for (const json& e : *env) {
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
+    auto value = e.find("value");
+    out[e["name"].get<std::string>()] =
+        value != e.end() && value->is_string() ? std::optional<std::string>(value->get<std::string>()) : std::nullopt;
+  }
+  return out;
+}
+
+// Kubernetes expands $(NAME) in command and args from the container's env.
+std::string expand(std::string word, const EnvValues& env) {
+  for (std::size_t at = word.find("$("); at != std::string::npos; at = word.find("$(", at)) {
+    std::size_t close = word.find(')', at);
+    if (close == std::string::npos) break;
+    auto it = env.find(word.substr(at + 2, close - at - 2));
+    if (it == env.end() || !it->second) {
+      at = close;
+      continue;
+    }
+    word.replace(at, close - at + 1, *it->second);
+    at += it->second->size();
+  }
+  return word;
+}
+
+// torchrun's node count: "N", or "MIN:MAX" (MIN <= MAX), whose maximum says how many nodes
+// the job may span.
 JobSpan spanOf(const std::string& value, const std::string& where) {
-  std::string most = value.substr(value.find(':') == std::string::npos ? 0 : value.find(':') + 1);
-  auto n = parseCount(most);
-  if (!n || *n == 0) return {JobSpan::kUnknown, where + " is not a node count"};
-  return {*n == 1 ? JobSpan::kOneNode : JobSpan::kManyNodes, where};
+  const std::size_t colon = value.find(':');
+  auto most = parseCount(colon == std::string::npos ? value : value.substr(colon + 1));
+  auto least = colon == std::string::npos ? most : parseCount(value.substr(0, colon));
+  if (!most || !least || *least == 0 || *least > *most) return {JobSpan::kUnknown, where + " is not a node count"};
+  return {*most == 1 ? JobSpan::kOneNode : JobSpan::kManyNodes, where};
 }
 
 // The words of the container's command and args: a list, or a shell line in one string.
-std::vector<std::string> words(const json& container) {
+std::vector<std::string> words(const json& container, const EnvValues& env) {
   std::vector<std::string> out;
   for (const char* field : {"command", "args"}) {
     auto it = container.find(field);
@@ -30,7 +68,7 @@ std::vector<std::string> words(const json& container) {
     for (const json& item : *it) {
       if (!item.is_string()) continue;
       std::istringstream line(item.get<std::string>());
-      for (std::string w; line >> w;) out.push_back(w);
+      for (std::string w; line >> w;) out.push_back(expand(w, env));
     }
   }
   return out;
@@ -41,25 +79,40 @@ std::vector<std::string> words(const json& container) {
 JobSpan readJobSpan(const json& container, const std::string& name) {
   if (!container.is_object()) return {JobSpan::kUnknown, "container " + quoted(name) + " is malformed"};
   const std::string in = " in container " + quoted(name);
-  const std::vector<std::string> w = words(container);
+  const EnvValues env = literalEnv(container);
+  const std::vector<std::string> w = words(container, env);
   const std::string flag(names::kNnodesFlag);
+  // Every torchrun the container starts counts: a job across nodes anywhere wins.
+  std::optional<JobSpan> fromFlags;
+  auto add = [&](JobSpan span) { fromFlags = fromFlags ? combineJobSpans(*fromFlags, span) : span; };
   for (std::size_t i = 0; i < w.size(); ++i) {
-    if (w[i] == names::kStandaloneFlag) return {JobSpan::kOneNode, "torchrun " + w[i] + in};
-    if (w[i].starts_with(flag + "=")) return spanOf(w[i].substr(flag.size() + 1), "torchrun " + w[i] + in);
-    if (w[i] == flag && i + 1 < w.size()) return spanOf(w[i + 1], "torchrun " + flag + " " + w[i + 1] + in);
+    if (w[i] == names::kStandaloneFlag) add({JobSpan::kOneNode, "torchrun " + w[i] + in});
+    if (w[i].starts_with(flag + "=")) add(spanOf(w[i].substr(flag.size() + 1), "torchrun " + w[i] + in));
+    if (w[i] == flag && i + 1 < w.size()) add(spanOf(w[i + 1], "torchrun " + flag + " " + w[i + 1] + in));
   }
-  auto env = container.find("env");
-  if (env != container.end() && env->is_array()) {
-    for (const json& e : *env) {
-      if (!e.is_object() || e.value("name", std::string()) != names::kNnodesEnv) continue;
-      auto value = e.find("value");
-      if (value == e.end() || !value->is_string()) {
-        return {JobSpan::kUnknown, std::string(names::kNnodesEnv) + " from valueFrom" + in};
-      }
-      return spanOf(value->get<std::string>(), std::string(names::kNnodesEnv) + "=" + value->get<std::string>() + in);
-    }
-  }
-  return {JobSpan::kUnknown, "no torchrun --nnodes or " + std::string(names::kNnodesEnv) + in};
+  if (fromFlags) return *fromFlags;  // the flag wins over the environment, as in torchrun
+  auto nnodes = env.find(std::string(names::kNnodesEnv));
+  if (nnodes == env.end()) return {JobSpan::kUnknown, "no torchrun --nnodes or " + std::string(names::kNnodesEnv) + in};
+  if (!nnodes->second) return {JobSpan::kUnknown, std::string(names::kNnodesEnv) + " from valueFrom" + in};
+  return spanOf(*nnodes->second, std::string(names::kNnodesEnv) + "=" + *nnodes->second + in);
+}
+
+NcclEnv readNcclEnv(const json& container, const std::string& name) {
+  NcclEnv out;
+  if (!container.is_object()) return out;
+  const EnvValues env = literalEnv(container);
+  const std::string in = " in container " + quoted(name);
+  auto is = [&](std::string_view key, std::string_view value) {
+    auto it = env.find(std::string(key));
+    return it != env.end() && it->second && *it->second == value;
+  };
+  if (is(names::kNcclP2PDisableEnv, "1")) out.p2pOff = std::string(names::kNcclP2PDisableEnv) + "=1" + in;
+  if (is(names::kNcclCuMemEnableEnv, "0")) out.cuMemOff = std::string(names::kNcclCuMemEnableEnv) + "=0" + in;
+  return out;
+}
+
+NcclEnv combineNcclEnvs(const NcclEnv& a, const NcclEnv& b) {
+  return {a.p2pOff.empty() ? b.p2pOff : a.p2pOff, a.cuMemOff.empty() ? b.cuMemOff : a.cuMemOff};
 }
 
 JobSpan combineJobSpans(const JobSpan& a, const JobSpan& b) {
@@ -100,13 +153,22 @@ NcclReserve planNcclReserve(const NcclReserveInputs& in) {
              ", and NCCL's proxy keeps a pool per rank per communicator for its network connections: config "
              "ncclShmPerCommunicator.net"});
   }
-  if (in.ranks > 1 && !in.p2pAllPairs) {
-    options.push_back({"SHM", in.costs.shm,
-                       "P2P between all GPU pairs is not validated on the target nodes, so NCCL may use its SHM "
-                       "transport between the pod's ranks, with its proxy pool and receive buffers in /dev/shm: "
-                       "config ncclShmPerCommunicator.shm"});
+  const bool p2p = in.p2pAllPairs && in.env.p2pOff.empty();
+  if (in.ranks > 1 && !p2p) {
+    options.push_back(
+        {"SHM", in.costs.shm,
+         (!in.env.p2pOff.empty() ? in.env.p2pOff + " turns P2P off"
+                                 : std::string("P2P between all GPU pairs is not known to hold on the nodes the pod may "
+                                               "land on")) +
+             ", so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and receive buffers "
+             "in /dev/shm: config ncclShmPerCommunicator.shm"});
   }
-  if (in.ranks > 1 && in.p2pAllPairs) {
+  if (in.ranks > 1 && p2p && !in.env.cuMemOff.empty()) {
+    options.push_back({"P2P", std::max(in.costs.p2p, in.costs.net),
+                       "the pod's ranks read each other's GPUs directly, but " + in.env.cuMemOff +
+                           " makes NCCL use legacy CUDA IPC, which keeps its proxy pool per rank per communicator: "
+                           "config ncclShmPerCommunicator.net"});
+  } else if (in.ranks > 1 && p2p) {
     options.push_back({"P2P", in.costs.p2p,
                        "the pod's ranks read each other's GPUs directly (target nodes validated with P2P between "
                        "all GPU pairs), and NCCL's P2P over cuMem keeps nothing in /dev/shm: config "

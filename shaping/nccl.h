@@ -33,6 +33,15 @@ JobSpan readJobSpan(const nlohmann::json& container, const std::string& name);
 // The pod's span over its GPU containers: many if any says so, one if all say one.
 JobSpan combineJobSpans(const JobSpan& a, const JobSpan& b);
 
+// The NCCL settings in a GPU container's env that change what NCCL keeps in /dev/shm
+// (each empty, or where it was set, in words).
+struct NcclEnv {
+  std::string p2pOff;    // NCCL_P2P_DISABLE=1: the SHM transport between the pod's ranks
+  std::string cuMemOff;  // NCCL_CUMEM_ENABLE=0: P2P over legacy CUDA IPC keeps the proxy pool
+};
+NcclEnv readNcclEnv(const nlohmann::json& container, const std::string& name);
+NcclEnv combineNcclEnvs(const NcclEnv& a, const NcclEnv& b);
+
 struct NcclReserveInputs {
   uint64_t ranks = 1;
   uint64_t communicators = 0;
@@ -40,6 +49,7 @@ struct NcclReserveInputs {
   JobSpan span;
   bool p2pAllPairs = false;  // the target nodes are validated with P2P between all GPU pairs
   NcclShmCosts costs;
+  NcclEnv env;
 };
 
 struct NcclReserve {

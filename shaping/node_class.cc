@@ -84,7 +84,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
     if (node.memoryBytes && (!nc.memoryBytes || *node.memoryBytes < *nc.memoryBytes)) {
       nc.memoryBytes = node.memoryBytes;
     }
-    if (label(node, names::kP2P) != "all") allP2P = false;
+    if (label(node, names::kP2P) != names::kP2PAll) allP2P = false;
   }
   if (!nc.memoryBytes) nc.memoryBytes = config.nodeMemory;
   nc.p2pAllPairs = byLabels && anyTarget && allP2P;

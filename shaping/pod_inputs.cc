@@ -157,6 +157,7 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
     const json* user = securityField(podSecurity, c, "runAsUser");
     const json* nonRoot = securityField(podSecurity, c, "runAsNonRoot");
     in.span = in.gpuContainers.empty() ? readJobSpan(c, name) : combineJobSpans(in.span, readJobSpan(c, name));
+    in.ncclEnv = combineNcclEnvs(in.ncclEnv, readNcclEnv(c, name));
     in.gpuContainers.push_back(GpuContainer{
         i, name, *own, fromClaims->all, ownShmVolume(c),
         user && user->is_number_integer() ? std::optional<int64_t>(user->get<int64_t>()) : std::nullopt,

@@ -43,6 +43,7 @@ struct PodInputs {
   uint64_t ncclCommunicators = 0;
   std::string ncclCommunicatorsFrom;  // the annotation, or the config key it defaulted to
   JobSpan span;                       // whether the ranks talk to other nodes' ranks
+  NcclEnv ncclEnv;                    // NCCL's switches in the GPU containers' env
   BatchSize batch;
   bool nodeExclusive = true;
   std::optional<uint64_t> requestedNodeGpus;  // the pod's nodeSelector podshaper.io/gpu-count

@@ -229,7 +229,7 @@ ShmInputs shmInputsFor(const PodInputs& in, uint64_t ranks, const NodeClass& nod
   // NCCL's segments per rank per communicator, by the transport the ranks will use:
   // docs/webhook.md "The NCCL reserve".
   shmIn.nccl = planNcclReserve(NcclReserveInputs{ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span,
-                                                 nodeClass.p2pAllPairs, config.ncclShmPerCommunicator});
+                                                 nodeClass.p2pAllPairs, config.ncclShmPerCommunicator, in.ncclEnv});
   return shmIn;
 }
 
@@ -331,8 +331,9 @@ Result<bool> shapeContainer(json& container, json& annotations, const GpuContain
 }
 
 // Where the pod may run: alone on its node (node-exclusive), and on nodes the
-// operator validated, with G GPUs, granting the memlock asked.
-void placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config) {
+// operator validated, with G GPUs, granting the memlock asked; with P2P between all GPU
+// pairs where its NCCL reserve counts on P2P (a node without it would need more).
+void placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config, bool needsP2P) {
   if (in.nodeExclusive) requireOnePodPerNode(shaped);
   if (!nodeClass.placeByLabels) return;
   // A node that grants the memlock asked: unlimited, or (for a number of
@@ -341,6 +342,7 @@ void placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, con
   for (json& memlock : memlockRequirements(config.memlock)) {
     std::vector<json> requirements{requirement(names::kTopologyValidated, "true"), std::move(memlock)};
     if (in.nodeExclusive) requirements.push_back(requirement(names::kGpuCount, std::to_string(nodeClass.gpus)));
+    if (needsP2P) requirements.push_back(requirement(names::kP2P, std::string(names::kP2PAll)));
     alternatives.push_back(std::move(requirements));
   }
   requireNodeLabels(shaped["spec"], alternatives);
@@ -409,7 +411,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
         .push_back({{"name", key(names::kShmVolume)}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
   }
   if (*privileged) spec["hostIPC"] = true;
-  placePod(shaped, in, nodeClass, config);
+  placePod(shaped, in, nodeClass, config, plan->ncclTransport == "P2P");
 
   annotations[key(names::kShmSize)] = shmText;
   annotations[key(names::kShmFormula)] = plan->formula;

@@ -55,6 +55,8 @@ Error overflow(std::string_view what,
 
 std::string bytesText(uint64_t b) { return formatBytes(static_cast<int64_t>(b)); }
 
+std::string counted(uint64_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
 }  // namespace
 
 Result<uint64_t> dtypeBytes(std::string_view dtype) {
@@ -107,8 +109,9 @@ Result<ShmPlan> planShm(const ShmInputs& in) {
   auto scaled = checkedMul(*payload, 100 + in.headroomPercent);
   if (!scaled) return overflow("headroom");
   uint64_t withHeadroom = *scaled / 100 + (*scaled % 100 != 0 ? 1 : 0);
-  auto reserve = checkedMul(in.ranks, in.nccl.communicators);
-  if (reserve) reserve = checkedMul(*reserve, in.nccl.perCommunicatorBytes);
+  // Bytes first: a transport that keeps nothing is 0 at any count.
+  auto reserve = checkedMul(in.nccl.communicators, in.nccl.perCommunicatorBytes);
+  if (reserve) reserve = checkedMul(*reserve, in.ranks);
   if (!reserve) return overflow("the NCCL reserve", std::string(names::kNcclCommunicators) + " and the ranks");
   auto totalMiB = checkedAdd(ceilMiB(withHeadroom), ceilMiB(*reserve));
   if (!totalMiB) return overflow("total");
@@ -122,6 +125,7 @@ Result<ShmPlan> planShm(const ShmInputs& in) {
   plan.payloadBytes = *payload;
   plan.withHeadroomBytes = withHeadroom;
   plan.ncclReserveBytes = *reserve;
+  plan.ncclTransport = in.nccl.transport;
   plan.shmBytes = *shm;
 
   std::string f = std::to_string(in.ranks) + " ranks × ";
@@ -138,8 +142,9 @@ Result<ShmPlan> planShm(const ShmInputs& in) {
   if (in.nccl.transport.empty()) {
     f += "; no NCCL reserve";
   } else {
-    f += "; + NCCL reserve " + std::to_string(in.ranks) + " ranks × " + std::to_string(in.nccl.communicators) +
-         " communicators (" + in.nccl.communicatorsFrom + ") × " + bytesText(in.nccl.perCommunicatorBytes) +
+    f += "; + NCCL reserve " + counted(in.ranks, "rank") + " × " + counted(in.nccl.communicators, "communicator") +
+         " (" + in.nccl.communicatorsFrom + ") × " +
+         (in.nccl.perCommunicatorBytes == 0 ? std::string("0 B") : bytesText(in.nccl.perCommunicatorBytes)) +
          " per rank per communicator = " + std::to_string(ceilMiB(*reserve)) + "Mi";
   }
   if (!in.nccl.why.empty()) f += " (" + in.nccl.why + ")";

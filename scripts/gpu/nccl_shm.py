@@ -34,14 +34,16 @@ MiB = 1 << 20
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 # The layouts of two ranks (the note's table): name, NCCL environment, one pod (both ranks
-# share one /dev/shm) or a pod per GPU (each rank its own IPC, PID, UTS and /dev/shm).
+# share one /dev/shm) or a pod per GPU (each rank its own IPC, PID, UTS and /dev/shm), and
+# the transport NCCL must report for the row to count.
 LAYOUTS = [
-    ("one pod, NCCL's defaults (cuMem)", {}, "pod"),
-    ("one pod, NCCL_CUMEM_ENABLE=0 (legacy CUDA IPC)", {"NCCL_CUMEM_ENABLE": "0"}, "pod"),
-    ("one pod, P2P unavailable, cuMem host memory", {"NCCL_P2P_DISABLE": "1"}, "pod"),
-    ("one pod, P2P unavailable, cuMem off (legacy SHM)", {"NCCL_P2P_DISABLE": "1", "NCCL_CUMEM_ENABLE": "0"}, "pod"),
-    ("ranks as on two nodes (NET)", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "pod"),
-    ("a pod per GPU, each its own IPC, PID and /dev/shm", {}, "pod-per-gpu"),
+    ("one pod, NCCL's defaults (cuMem)", {}, "pod", "P2P/CUMEM"),
+    ("one pod, NCCL_CUMEM_ENABLE=0 (legacy CUDA IPC)", {"NCCL_CUMEM_ENABLE": "0"}, "pod", "P2P/IPC"),
+    ("one pod, P2P unavailable, cuMem host memory", {"NCCL_P2P_DISABLE": "1"}, "pod", "SHM"),
+    ("one pod, P2P unavailable, cuMem off (legacy SHM)", {"NCCL_P2P_DISABLE": "1", "NCCL_CUMEM_ENABLE": "0"}, "pod",
+     "SHM"),
+    ("ranks as on two nodes (NET)", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "pod", "NET/Socket"),
+    ("a pod per GPU, each its own IPC, PID and /dev/shm", {}, "pod-per-gpu", "NET/Socket"),
 ]
 COMMUNICATORS = {"ranks as on two nodes (NET)": [1, 2, 4]}  # the rest: 1 and 4
 
@@ -49,16 +51,18 @@ COMMUNICATORS = {"ranks as on two nodes (NET)": [1, 2, 4]}  # the rest: 1 and 4
 # pin_memory, 30 steps, a consumer slower than the workers so every prefetch slot fills.
 JOB = {"workers": 3, "prefetch": 2, "shape": "16x3x224x224", "dtype": "float32", "steps": 30}
 # name, NCCL environment, PET_NNODES in the pod, the node's podshaper.io/p2p label,
-# communicators run, communicators told to the webhook, must finish.
+# communicators run, communicators told to the webhook, must finish, NCCL's transport.
+NET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
 JOBS = [
-    ("NET, 4 communicators (the default)", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, None, "all", 4, None, True),
-    ("NET, 6 communicators", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "2", "all", 6, 6, True),
-    ("P2P, one node, 4 communicators", {}, "1", "all", 4, 4, True),
+    ("NET, 4 communicators (the default)", NET_ENV, None, "all", 4, None, True, "NET/Socket"),
+    ("NET, 6 communicators", NET_ENV, "2", "all", 6, 6, True, "NET/Socket"),
+    ("P2P, one node, 4 communicators", {}, "1", "all", 4, 4, True, "P2P/CUMEM"),
     ("legacy SHM, one node without P2P, 4 communicators", {"NCCL_P2P_DISABLE": "1", "NCCL_CUMEM_ENABLE": "0"}, "1",
-     "partial", 4, 4, True),
-    ("control: NET, 6 communicators run, 2 told", {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "2", "all", 6, 2,
-     False),
+     "partial", 4, 4, True, "SHM"),
+    # Must die for want of /dev/shm, and say so: 6 communicators in the size for 2.
+    ("control: NET, 6 communicators run, 2 told", NET_ENV, "2", "all", 6, 2, False, "NET/Socket"),
 ]
+OUT_OF_SHM = ("No space left on device", "unable to allocate shared memory")
 
 
 # ---------------------------------------------------------------- one rank
@@ -175,13 +179,15 @@ def holder_main(args):
         cmd = [sys.executable, str(HERE), "rank", "--communicators", str(args.communicators)]
         cmd += ["--bandwidth"] * args.bandwidth + ["--job"] * args.job + ["--dry-run"] * args.dry_run
         log = open(f"{args.log}.rank{r}", "w")
-        procs.append((r, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True), log))
+        # its own session: a rank that hangs is killed with its DataLoader workers
+        procs.append((r, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
+                                          start_new_session=True), log))
     results, deadline = [], time.time() + args.timeout
     for r, p, log in procs:
         try:
             out, _ = p.communicate(timeout=max(1, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            p.kill()
+            kill_group(p)
             out, _ = p.communicate()
         log.close()
         lines = [l for l in out.splitlines() if l.startswith("{")]
@@ -196,11 +202,18 @@ def holder_main(args):
 # ---------------------------------------------------------------- the driver
 
 
+def kill_group(p):
+    try:
+        os.killpg(p.pid, 9)
+    except ProcessLookupError:
+        pass
+
+
 def in_tmpfs(size, holder_args, own_namespaces=False, hostname=None):
     """The holder's command line inside a private mount namespace with a fresh tmpfs."""
     ns = ["--mount", "--propagation", "private"]
     if own_namespaces:  # a pod of its own: IPC, PID and hostname too
-        ns += ["--ipc", "--uts", "--pid", "--fork", "--mount-proc"]
+        ns += ["--ipc", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc"]
     script = 'mount -t tmpfs -o size="$1" podshaper-shm /dev/shm && shift'
     if hostname:
         script += f" && hostname {hostname}"
@@ -222,13 +235,14 @@ def run_case(name, env, layout, communicators, size, logdir, gpus, port, bandwid
         holders = [in_tmpfs(size, common + ["--ranks", str(r)], own_namespaces=True, hostname=f"pod-{r}")
                    for r in range(gpus)]
     t = time.time()
-    procs = [subprocess.Popen(h, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for h in holders]
-    reports, errors = [], []
+    procs = [subprocess.Popen(h, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True) for h in holders]
+    reports, errors, deadline = [], [], time.time() + timeout + 30
     for p in procs:
         try:
-            out, err = p.communicate(timeout=timeout + 30)
+            out, err = p.communicate(timeout=max(1, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            p.kill()
+            kill_group(p)
             out, err = p.communicate()
         lines = [l for l in out.splitlines() if l.startswith("{")]
         if lines:
@@ -344,26 +358,34 @@ def run_main(args):
         (outdir / "nccl-shm.md").write_text(markdown(result["table"], result["jobs"]))
 
     if not args.jobs_only:
-        for name, env, layout in LAYOUTS:
+        for name, env, layout, transport in LAYOUTS:
             for c in COMMUNICATORS.get(name, [1, 4]):
                 port += 1
                 r = run_case(name, env, layout, c, 2 << 30, logdir, args.gpus, port, bandwidth=(c == 1),
                              dry_run=args.dry_run)
+                # NCCL's own log must name the transport the row is about (gloo has none)
+                r["as_expected"] = r["finished"] and (args.dry_run or transport in r["transport"])
                 print(json.dumps(r), flush=True)
                 result["table"].append(r)
                 save()
-    for name, env, nnodes, p2p, run, told, must in JOBS:
+    for name, env, nnodes, p2p, run, told, must, transport in JOBS:
         size, formula = review_size(args.webhook, told, nnodes, p2p, args.gpus, work)
         port += 1
         r = run_case(name, env, "pod", run, size, logdir, args.gpus, port, job=True, dry_run=args.dry_run)
         r.update(told=told if told is not None else "default", formula=formula, must_finish=must)
-        r["as_expected"] = r["finished"] == must or (args.dry_run and not must)  # gloo keeps nothing there
+        said = " ".join(r.get("errors", []))
+        if args.dry_run:  # gloo keeps nothing in /dev/shm: the control finishes there
+            r["as_expected"] = r["finished"] or not must
+        elif must:
+            r["as_expected"] = r["finished"] and transport in r["transport"]
+        else:  # it must die, and for want of /dev/shm, not of anything else
+            r["as_expected"] = not r["finished"] and any(s in said for s in OUT_OF_SHM)
         print(json.dumps(r), flush=True)
         result["jobs"].append(r)
         save()
     shutil.rmtree(work, ignore_errors=True)
     bad = [r["case"] for r in result["jobs"] if not r["as_expected"]]
-    bad += [f"{r['case']} c{r['communicators']}" for r in result["table"] if not r["finished"]]
+    bad += [f"{r['case']} c{r['communicators']} ({r['transport']})" for r in result["table"] if not r["as_expected"]]
     print(markdown(result["table"], result["jobs"]))
     if bad:
         print("nccl_shm: not as expected: " + "; ".join(bad), file=sys.stderr)

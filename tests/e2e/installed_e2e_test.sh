@@ -111,8 +111,8 @@ t_first=$(since "$t_apply")
 echo "    the first shaped pod running ${t_first} s after kubectl apply"
 check "and finishes: every rank's DataLoader through its /dev/shm" eventually 240 Succeeded kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase}'
 kc -n ml logs dataloader-shaped >"$tmp/training.log" 2>&1 || true
-check "inside: /dev/shm is 1143 MiB, 4 ranks, training finished" \
-  bash -c "grep -q '4 rank(s), /dev/shm 1143 MiB' '$tmp/training.log' && grep -qx 'training finished' '$tmp/training.log'"
+check "inside: /dev/shm is 887 MiB, 4 ranks, training finished" \
+  bash -c "grep -q '4 rank(s), /dev/shm 887 MiB' '$tmp/training.log' && grep -qx 'training finished' '$tmp/training.log'"
 
 # --- 6. the admission policy keeps the agent's real token to its own node's report
 agent_pod=$(first_pod podshaper-agent)

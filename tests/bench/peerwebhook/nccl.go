@@ -12,6 +12,8 @@ const (
 	nnodesEnv      = "PET_NNODES"
 	nnodesFlag     = "--nnodes"
 	standaloneFlag = "--standalone"
+	// NCCL's own switch that turns P2P off (its SHM transport between the pod's ranks).
+	ncclP2PDisableEnv = "NCCL_P2P_DISABLE"
 )
 
 type spanKind int
@@ -28,16 +30,17 @@ type jobSpan struct {
 	source string // `PET_NNODES=1 in container "trainer"`, or why unknown
 }
 
-// spanOf reads torchrun's --nnodes: "N" or "MIN:MAX"; its maximum says how many nodes
-// the job may span.
+// spanOf reads torchrun's node count: "N", or "MIN:MAX" (MIN <= MAX), whose maximum says
+// how many nodes the job may span.
 func spanOf(value, where string) jobSpan {
-	most := value
+	most, least := value, value
 	if i := strings.IndexByte(value, ':'); i >= 0 {
-		most = value[i+1:]
+		least, most = value[:i], value[i+1:]
 	}
 	n, err := parseCount(most)
+	m, err2 := parseCount(least)
 	switch {
-	case err != nil || n == 0:
+	case err != nil || err2 != nil || m == 0 || m > n:
 		return jobSpan{spanUnknown, where + " is not a node count"}
 	case n == 1:
 		return jobSpan{spanOneNode, where}
@@ -54,44 +57,102 @@ func isSpace(r rune) bool {
 	return false
 }
 
+// literalEnv is the container's env as the kubelet sets it: each name's literal value (the
+// last entry of a name wins); nil for one set through valueFrom.
+func literalEnv(c *corev1.Container) map[string]*string {
+	out := map[string]*string{}
+	for i := range c.Env {
+		e := &c.Env[i]
+		if e.ValueFrom != nil {
+			out[e.Name] = nil
+			continue
+		}
+		v := e.Value
+		out[e.Name] = &v
+	}
+	return out
+}
+
+// expand is Kubernetes' $(NAME) expansion in command and args, from the container's env.
+func expand(word string, env map[string]*string) string {
+	at := strings.Index(word, "$(")
+	for at >= 0 {
+		end := strings.IndexByte(word[at:], ')')
+		if end < 0 {
+			break
+		}
+		end += at
+		next := end
+		if v, ok := env[word[at+2:end]]; ok && v != nil {
+			word = word[:at] + *v + word[end+1:]
+			next = at + len(*v)
+		}
+		i := strings.Index(word[next:], "$(")
+		if i < 0 {
+			break
+		}
+		at = next + i
+	}
+	return word
+}
+
 // words are the words of the container's command and args: a list, or a shell line in one string.
-func words(c *corev1.Container) []string {
+func words(c *corev1.Container, env map[string]*string) []string {
 	var out []string
 	for _, list := range [][]string{c.Command, c.Args} {
 		for _, item := range list {
-			out = append(out, strings.FieldsFunc(item, isSpace)...)
+			for _, w := range strings.FieldsFunc(item, isSpace) {
+				out = append(out, expand(w, env))
+			}
 		}
 	}
 	return out
 }
 
 // readJobSpan is torchrun's node count in one container: --standalone or --nnodes in its
-// command and args (the flag wins, as in torchrun), else its env PET_NNODES ("N" or "MIN:MAX").
+// command and args (every torchrun counts, and the flag wins, as in torchrun), else its
+// env PET_NNODES ("N" or "MIN:MAX").
 func readJobSpan(c *corev1.Container) jobSpan {
 	in := ` in container "` + c.Name + `"`
-	w := words(c)
+	env := literalEnv(c)
+	w := words(c, env)
+	var fromFlags *jobSpan
+	add := func(s jobSpan) {
+		if fromFlags != nil {
+			s = combineJobSpans(*fromFlags, s)
+		}
+		fromFlags = &s
+	}
 	for i := range w {
-		switch {
-		case w[i] == standaloneFlag:
-			return jobSpan{spanOneNode, "torchrun " + w[i] + in}
-		case strings.HasPrefix(w[i], nnodesFlag+"="):
-			return spanOf(w[i][len(nnodesFlag)+1:], "torchrun "+w[i]+in)
-		case w[i] == nnodesFlag && i+1 < len(w):
-			return spanOf(w[i+1], "torchrun "+nnodesFlag+" "+w[i+1]+in)
+		if w[i] == standaloneFlag {
+			add(jobSpan{spanOneNode, "torchrun " + w[i] + in})
+		}
+		if strings.HasPrefix(w[i], nnodesFlag+"=") {
+			add(spanOf(w[i][len(nnodesFlag)+1:], "torchrun "+w[i]+in))
+		}
+		if w[i] == nnodesFlag && i+1 < len(w) {
+			add(spanOf(w[i+1], "torchrun "+nnodesFlag+" "+w[i+1]+in))
 		}
 	}
-	for _, e := range c.Env {
-		if e.Name != nnodesEnv {
-			continue
-		}
-		// The typed pod cannot tell `"value": ""` from no value; the API server sends
-		// neither apart either (it omits an empty value), and podshaper reads no value so.
-		if e.Value == "" {
-			return jobSpan{spanUnknown, nnodesEnv + " from valueFrom" + in}
-		}
-		return spanOf(e.Value, nnodesEnv+"="+e.Value+in)
+	if fromFlags != nil {
+		return *fromFlags
 	}
-	return jobSpan{spanUnknown, "no torchrun " + nnodesFlag + " or " + nnodesEnv + in}
+	v, ok := env[nnodesEnv]
+	switch {
+	case !ok:
+		return jobSpan{spanUnknown, "no torchrun " + nnodesFlag + " or " + nnodesEnv + in}
+	case v == nil:
+		return jobSpan{spanUnknown, nnodesEnv + " from valueFrom" + in}
+	}
+	return spanOf(*v, nnodesEnv+"="+*v+in)
+}
+
+// readP2POff is NCCL_P2P_DISABLE=1 in the container's env, in words, or "".
+func readP2POff(c *corev1.Container) string {
+	if v, ok := literalEnv(c)[ncclP2PDisableEnv]; ok && v != nil && *v == "1" {
+		return ncclP2PDisableEnv + `=1 in container "` + c.Name + `"`
+	}
+	return ""
 }
 
 // combineJobSpans is the pod's span over its GPU containers: many if any says so, one
@@ -115,6 +176,7 @@ type ncclReserveInputs struct {
 	span              jobSpan
 	p2pAllPairs       bool // always false in the peer: it has no cluster view
 	costs             ncclShmCosts
+	p2pOff            string // NCCL_P2P_DISABLE=1 in a GPU container, in words
 }
 
 // ncclShmCosts are the config's ncclShmPerCommunicator, in bytes.
@@ -159,13 +221,17 @@ func planNcclReserve(in ncclReserveInputs) ncclReserve {
 			", and NCCL's proxy keeps a pool per rank per communicator for its network connections: config " +
 			"ncclShmPerCommunicator.net"})
 	}
-	if in.ranks > 1 && !in.p2pAllPairs {
-		options = append(options, option{"SHM", in.costs.shm,
-			"P2P between all GPU pairs is not validated on the target nodes, so NCCL may use its SHM " +
-				"transport between the pod's ranks, with its proxy pool and receive buffers in /dev/shm: " +
-				"config ncclShmPerCommunicator.shm"})
+	p2p := in.p2pAllPairs && in.p2pOff == ""
+	if in.ranks > 1 && !p2p {
+		why := "P2P between all GPU pairs is not known to hold on the nodes the pod may land on"
+		if in.p2pOff != "" {
+			why = in.p2pOff + " turns P2P off"
+		}
+		options = append(options, option{"SHM", in.costs.shm, why +
+			", so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and receive " +
+			"buffers in /dev/shm: config ncclShmPerCommunicator.shm"})
 	}
-	if in.ranks > 1 && in.p2pAllPairs {
+	if in.ranks > 1 && p2p {
 		options = append(options, option{"P2P", in.costs.p2p,
 			"the pod's ranks read each other's GPUs directly (target nodes validated with P2P between " +
 				"all GPU pairs), and NCCL's P2P over cuMem keeps nothing in /dev/shm: config " +

@@ -112,6 +112,7 @@ type podInputs struct {
 	communicators     uint64  // NCCL communicators per rank
 	communicatorsFrom string  // the annotation, or the config key it defaulted to
 	span              jobSpan // whether the ranks talk to other nodes' ranks
+	p2pOff            string  // NCCL_P2P_DISABLE=1 in a GPU container, in words
 	batch             batchSize
 	nodeExclusive     bool
 	nodeSelectorGPUs  uint64 // the pod's nodeSelector podshaper.io/gpu-count, 0 if none
@@ -239,6 +240,9 @@ func (s *PodShaper) readInputs(pod *corev1.Pod) (podInputs, error) {
 		} else {
 			in.span = combineJobSpans(in.span, readJobSpan(c))
 		}
+		if in.p2pOff == "" {
+			in.p2pOff = readP2POff(c)
+		}
 		in.containers = append(in.containers, gpuContainer{index: i, gpus: gpus, ownShmVol: ownShmVolume(c)})
 		in.podGPUs += gpus
 	}
@@ -344,7 +348,8 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 	costs := &cfg.NCCLShmPerCommunicator
 	nccl := planNcclReserve(ncclReserveInputs{
 		ranks: ranks, communicators: in.communicators, communicatorsFrom: in.communicatorsFrom, span: in.span,
-		costs: ncclShmCosts{net: uint64(costs.NET.Value()), p2p: uint64(costs.P2P.Value()), shm: uint64(costs.SHM.Value())},
+		costs:  ncclShmCosts{net: uint64(costs.NET.Value()), p2p: uint64(costs.P2P.Value()), shm: uint64(costs.SHM.Value())},
+		p2pOff: in.p2pOff,
 	})
 	plan, err := planShm(shmInputs{
 		ranks: ranks, workers: in.workers, prefetch: in.prefetch, batch: in.batch,

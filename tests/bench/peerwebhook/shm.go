@@ -182,9 +182,10 @@ func planShm(in shmInputs) (shmPlan, error) {
 		return shmPlan{}, shmOverflow("headroom")
 	}
 	withHeadroom := scaled/100 + min(scaled%100, 1)
-	reserve, ok := mul(in.ranks, in.nccl.communicators)
+	// Bytes first: a transport that keeps nothing is 0 at any count.
+	reserve, ok := mul(in.nccl.communicators, in.nccl.perCommunicatorBytes)
 	if ok {
-		reserve, ok = mul(reserve, in.nccl.perCommunicatorBytes)
+		reserve, ok = mul(reserve, in.ranks)
 	}
 	if !ok {
 		return shmPlan{}, shmOverflowCheck("the NCCL reserve", annNCCLCommunicators+" and the ranks")
@@ -211,8 +212,12 @@ func planShm(in shmInputs) (shmPlan, error) {
 	if in.nccl.transport == "" {
 		f.WriteString("; no NCCL reserve")
 	} else {
-		fmt.Fprintf(&f, "; + NCCL reserve %d ranks × %d communicators (%s) × %s per rank per communicator = %dMi",
-			in.ranks, in.nccl.communicators, in.nccl.communicatorsFrom, formatBytes(in.nccl.perCommunicatorBytes),
+		per := "0 B"
+		if in.nccl.perCommunicatorBytes != 0 {
+			per = formatBytes(in.nccl.perCommunicatorBytes)
+		}
+		fmt.Fprintf(&f, "; + NCCL reserve %s × %s (%s) × %s per rank per communicator = %dMi",
+			counted(in.ranks, "rank"), counted(in.nccl.communicators, "communicator"), in.nccl.communicatorsFrom, per,
 			ceilMiB(reserve))
 	}
 	if in.nccl.why != "" {
@@ -223,4 +228,12 @@ func planShm(in shmInputs) (shmPlan, error) {
 		fmt.Fprintf(&f, " (at least %s, the container runtime's default)", formatBytes(minShm))
 	}
 	return shmPlan{bytes: shm, formula: f.String()}, nil
+}
+
+// counted is "1 rank", "2 ranks".
+func counted(n uint64, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -44,7 +44,7 @@ func TestSeedShm(t *testing.T) {
 	want := "8 ranks × ((8 workers × prefetch 4 + 2 held: the batch being handed over and the one in the training step) × " +
 		"19267584 B (32x3x224x224 float32) + 1Mi for the DataLoader's semaphores) = 5249171456 B; " +
 		"+20% headroom = 6299005748 B → 6008Mi; + NCCL reserve 8 ranks × 4 communicators (config defaults.ncclCommunicators) × " +
-		"71108Ki per rank per communicator = 2223Mi (SHM: P2P between all GPU pairs is not validated on the target nodes, " +
+		"71108Ki per rank per communicator = 2223Mi (SHM: P2P between all GPU pairs is not known to hold on the nodes the pod may land on, " +
 		"so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and receive buffers in /dev/shm: " +
 		"config ncclShmPerCommunicator.shm); /dev/shm = 8231Mi"
 	if plan, _ := planShm(in); plan.formula != want {
@@ -171,31 +171,31 @@ func TestPlanNcclReserve(t *testing.T) {
 		bytes     uint64
 		why       string
 	}{
-		{ncclReserveInputs{8, 0, "podshaper.io/nccl-communicators", oneNode, false, costs}, "", 0,
+		{ncclReserveInputs{8, 0, "podshaper.io/nccl-communicators", oneNode, false, costs, ""}, "", 0,
 			"podshaper.io/nccl-communicators is 0: the pod runs no NCCL"},
-		{ncclReserveInputs{1, 4, from, oneNode, false, costs}, "", 0,
+		{ncclReserveInputs{1, 4, from, oneNode, false, costs, ""}, "", 0,
 			`one rank on one node (PET_NNODES=1 in container "trainer"): NCCL connects to no peer`},
-		{ncclReserveInputs{8, 4, from, oneNode, false, costs}, "SHM", 72814592,
-			`SHM on one node (PET_NNODES=1 in container "trainer"): P2P between all GPU pairs is not validated on the ` +
-				`target nodes, so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and ` +
+		{ncclReserveInputs{8, 4, from, oneNode, false, costs, ""}, "SHM", 72814592,
+			`SHM on one node (PET_NNODES=1 in container "trainer"): P2P between all GPU pairs is not known to hold on ` +
+				`the nodes the pod may land on, so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and ` +
 				`receive buffers in /dev/shm: config ncclShmPerCommunicator.shm`},
-		{ncclReserveInputs{8, 4, from, oneNode, true, costs}, "P2P", 0,
+		{ncclReserveInputs{8, 4, from, oneNode, true, costs, ""}, "P2P", 0,
 			`P2P on one node (PET_NNODES=1 in container "trainer"): the pod's ranks read each other's GPUs directly ` +
 				`(target nodes validated with P2P between all GPU pairs), and NCCL's P2P over cuMem keeps nothing in ` +
 				`/dev/shm: config ncclShmPerCommunicator.p2p`},
-		{ncclReserveInputs{8, 4, from, jobSpan{spanUnknown, `no torchrun --nnodes or PET_NNODES in container "trainer"`}, true, costs},
+		{ncclReserveInputs{8, 4, from, jobSpan{spanUnknown, `no torchrun --nnodes or PET_NNODES in container "trainer"`}, true, costs, ""},
 			"NET", 34213888,
 			`NET: the job may span nodes (no torchrun --nnodes or PET_NNODES in container "trainer"; set torchrun ` +
 				`--nnodes or PET_NNODES to 1 for a one-node job), and NCCL's proxy keeps a pool per rank per ` +
 				`communicator for its network connections: config ncclShmPerCommunicator.net`},
-		{ncclReserveInputs{1, 4, from, jobSpan{spanManyNodes, `PET_NNODES=4 in container "trainer"`}, false, costs},
+		{ncclReserveInputs{1, 4, from, jobSpan{spanManyNodes, `PET_NNODES=4 in container "trainer"`}, false, costs, ""},
 			"NET", 34213888,
 			`NET: the job spans nodes (PET_NNODES=4 in container "trainer"), and NCCL's proxy keeps a pool per rank ` +
 				`per communicator for its network connections: config ncclShmPerCommunicator.net`},
 		// The most costly transport wins; a tie keeps the first (NET).
-		{ncclReserveInputs{8, 4, from, jobSpan{spanManyNodes, "x"}, false, costs}, "SHM", 72814592, ""},
-		{ncclReserveInputs{8, 4, from, jobSpan{spanManyNodes, "x"}, false, ncclShmCosts{net: 5, shm: 5}}, "NET", 5, ""},
-		{ncclReserveInputs{8, 4, from, jobSpan{spanManyNodes, "x"}, false, ncclShmCosts{net: 6, shm: 5}}, "NET", 6, ""},
+		{ncclReserveInputs{8, 4, from, jobSpan{spanManyNodes, "x"}, false, costs, ""}, "SHM", 72814592, ""},
+		{ncclReserveInputs{8, 4, from, jobSpan{spanManyNodes, "x"}, false, ncclShmCosts{net: 5, shm: 5}, ""}, "NET", 5, ""},
+		{ncclReserveInputs{8, 4, from, jobSpan{spanManyNodes, "x"}, false, ncclShmCosts{net: 6, shm: 5}, ""}, "NET", 6, ""},
 	} {
 		r := planNcclReserve(tc.in)
 		if r.transport != tc.transport || r.perCommunicatorBytes != tc.bytes || (tc.why != "" && r.why != tc.why) ||
@@ -234,7 +234,7 @@ func TestTheCommunicatorsAnnotation(t *testing.T) {
 		t.Errorf("default: %s, %v: %s", size, err, formula)
 	}
 	if size, formula, err := shape(trainingPod(map[string]string{annNCCLCommunicators: "1"})); err != nil || size != "6564Mi" ||
-		!strings.Contains(formula, "8 ranks × 1 communicators (podshaper.io/nccl-communicators) × 71108Ki") {
+		!strings.Contains(formula, "8 ranks × 1 communicator (podshaper.io/nccl-communicators) × 71108Ki") {
 		t.Errorf("one: %s, %v: %s", size, err, formula)
 	}
 	if size, formula, err := shape(trainingPod(map[string]string{annNCCLCommunicators: "0"})); err != nil || size != "6008Mi" ||

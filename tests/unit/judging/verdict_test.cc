@@ -46,7 +46,7 @@ TEST(Verdict, PairsWithoutP2PAreNamedAndNCCLExplained) {
   EXPECT_NE(p2p->message.find("2 of 6 GPU pairs"), std::string::npos) << p2p->message;
   EXPECT_NE(p2p->message.find("GPU0-GPU2 and GPU1-GPU3"), std::string::npos) << p2p->message;
   EXPECT_NE(p2p->message.find("NCCL falls back to shared memory (/dev/shm)"), std::string::npos);
-  EXPECT_NE(p2p->message.find("get the SHM-transport NCCL /dev/shm reserve"), std::string::npos);
+  EXPECT_NE(p2p->message.find("with the SHM-transport NCCL /dev/shm reserve"), std::string::npos);
   const Condition* validated = v.condition("Validated");
   EXPECT_EQ(validated->reason, "P2PUnavailable");
   EXPECT_NE(validated->message.find("does not meet TopologyPolicy default"), std::string::npos);

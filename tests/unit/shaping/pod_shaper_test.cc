@@ -411,7 +411,7 @@ TEST(PodShaper, OneNodeWithP2PBetweenAllPairsKeepsNoNcclReserve) {
   auto out = shapeWith(withNnodes("1"), cluster);
   ASSERT_TRUE(out.allowed) << out.message;
   EXPECT_EQ(shmOf(out), "6008Mi");
-  EXPECT_NE(formulaOf(out).find("; + NCCL reserve 8 ranks × 4 communicators (config defaults.ncclCommunicators) × 0 "
+  EXPECT_NE(formulaOf(out).find("; + NCCL reserve 8 ranks × 4 communicators (config defaults.ncclCommunicators) × 0 B "
                                 "per rank per communicator = 0Mi (P2P on one node (PET_NNODES=1 in container "
                                 "\"trainer\"): the pod's ranks read each other's GPUs directly"),
             std::string::npos) << formulaOf(out);
@@ -423,6 +423,80 @@ TEST(PodShaper, OneNodeWithP2PBetweenAllPairsKeepsNoNcclReserve) {
     ASSERT_TRUE(flagged.allowed) << flagged.message;
     EXPECT_EQ(shmOf(flagged), "6008Mi") << command.dump() << ": " << formulaOf(flagged);
   }
+}
+
+TEST(PodShaper, TheJobSpanIsReadAsTorchrunAndKubernetesWouldReadIt) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto withCommand = [](json command, json env = json::array()) {
+    return TrainingPod().at("/spec/containers/0/command", std::move(command)).at("/spec/containers/0/env", std::move(env));
+  };
+  // Any torchrun the container starts across nodes makes it a job across nodes.
+  auto two = shapeWith(withCommand({"sh", "-c", "torchrun --standalone prep.py && torchrun --nnodes=4 train.py"}), cluster);
+  EXPECT_EQ(shmOf(two), "7053Mi") << formulaOf(two);
+  // $(NAME) is expanded from the container's env, as the kubelet does.
+  auto expanded = shapeWith(withCommand({"torchrun", "--nnodes=$(NNODES)", "train.py"},
+                                        json::array({{{"name", "NNODES"}, {"value", "1"}}})),
+                            cluster);
+  EXPECT_EQ(shmOf(expanded), "6008Mi") << formulaOf(expanded);
+  // A range whose least is above its most, or an open end, is not a node count.
+  for (const char* bad : {"2:1", "1:", ":4", "0", "0:1"}) {
+    auto out = shapeWith(withNnodes(bad), cluster);
+    EXPECT_EQ(shmOf(out), "7053Mi") << bad;
+    EXPECT_NE(formulaOf(out).find("is not a node count"), std::string::npos) << bad << ": " << formulaOf(out);
+  }
+  // The last of a repeated env name is the one the container gets.
+  auto repeated = shapeWith(TrainingPod().at("/spec/containers/0/env",
+                                             json::array({{{"name", "PET_NNODES"}, {"value", "4"}},
+                                                          {{"name", "PET_NNODES"}, {"value", "1"}}})),
+                            cluster);
+  EXPECT_EQ(shmOf(repeated), "6008Mi") << formulaOf(repeated);
+  // Two GPU containers: one that may span nodes makes the pod's ranks NET.
+  json second = {{"name", "second"},
+                 {"image", "pytorch:2"},
+                 {"resources", {{"limits", {{"nvidia.com/gpu", "4"}}}}}};
+  auto mixed = shapeWith(withNnodes("1").withGpus(4).withContainer(second), cluster);
+  ASSERT_TRUE(mixed.allowed) << mixed.message;
+  EXPECT_NE(formulaOf(mixed).find("(NET: the job may span nodes (no torchrun --nnodes or PET_NNODES in container "
+                                  "\"second\""),
+            std::string::npos) << formulaOf(mixed);
+}
+
+TEST(PodShaper, NcclsOwnSwitchesInTheEnvChangeTheTransport) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto env = [](std::string name, std::string value) {
+    return withNnodes("1").at("/spec/containers/0/env/1", json({{"name", name}, {"value", value}}));
+  };
+  auto noP2P = shapeWith(env("NCCL_P2P_DISABLE", "1"), cluster);
+  EXPECT_EQ(shmOf(noP2P), "8231Mi");
+  EXPECT_NE(formulaOf(noP2P).find("(SHM on one node (PET_NNODES=1 in container \"trainer\"): NCCL_P2P_DISABLE=1 in "
+                                  "container \"trainer\" turns P2P off"),
+            std::string::npos) << formulaOf(noP2P);
+  auto legacyIpc = shapeWith(env("NCCL_CUMEM_ENABLE", "0"), cluster);
+  EXPECT_EQ(shmOf(legacyIpc), "7053Mi");
+  EXPECT_NE(formulaOf(legacyIpc).find("NCCL_CUMEM_ENABLE=0 in container \"trainer\" makes NCCL use legacy CUDA IPC"),
+            std::string::npos) << formulaOf(legacyIpc);
+  EXPECT_EQ(shmOf(shapeWith(env("NCCL_CUMEM_ENABLE", "1"), cluster)), "6008Mi");
+}
+
+TEST(PodShaper, APodSizedForP2PIsPlacedOnlyWhereEveryPairHasIt) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  auto out = shapeWith(withNnodes("1"), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  const json& terms =
+      out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1u);
+  EXPECT_EQ(terms[0]["matchExpressions"].back(),
+            json::parse(R"({"key":"podshaper.io/p2p","operator":"In","values":["all"]})"));
+  // A job across nodes is sized for NET, which P2P does not change: no such term.
+  auto across = shapeWith(TrainingPod(), cluster);
+  EXPECT_EQ(across.pod["spec"]["affinity"]["nodeAffinity"].dump().find("podshaper.io/p2p"), std::string::npos);
+  // Nor does a count too large for bytes overflow where the transport keeps nothing.
+  auto many = shapeWith(withNnodes("1").annotate("podshaper.io/nccl-communicators", "2305843009213693952"), cluster);
+  ASSERT_TRUE(many.allowed) << many.message;
+  EXPECT_EQ(shmOf(many), "6008Mi");
 }
 
 TEST(PodShaper, RanksOfAJobAcrossNodesKeepTheNetPool) {
@@ -455,7 +529,8 @@ TEST(PodShaper, OneNodeWithoutP2PKeepsTheShmTransportsSegments) {
   ASSERT_TRUE(out.allowed) << out.message;
   EXPECT_EQ(shmOf(out), "8231Mi");  // 6008 + 8 × 4 × 71108Ki → 2223Mi
   EXPECT_NE(formulaOf(out).find("× 71108Ki per rank per communicator = 2223Mi (SHM on one node (PET_NNODES=1 in "
-                                "container \"trainer\"): P2P between all GPU pairs is not validated"),
+                                "container \"trainer\"): P2P between all GPU pairs is not known to hold on the nodes the pod "
+                                "may land on"),
             std::string::npos) << formulaOf(out);
   // One rank alone on one node talks to nobody.
   auto alone = shapeNoCluster(withNnodes("1").withGpus(1).annotate("podshaper.io/placement", "shared"));
@@ -472,7 +547,7 @@ TEST(PodShaper, TheCommunicatorsAnnotationScalesTheReserve) {
   auto ddp = shapeWith(TrainingPod().annotate("podshaper.io/nccl-communicators", "1"), cluster);
   ASSERT_TRUE(ddp.allowed) << ddp.message;
   EXPECT_EQ(shmOf(ddp), "6270Mi");  // 6008 + 8 × 1 × 33412Ki → 262Mi
-  EXPECT_NE(formulaOf(ddp).find("8 ranks × 1 communicators (podshaper.io/nccl-communicators) × 33412Ki"),
+  EXPECT_NE(formulaOf(ddp).find("8 ranks × 1 communicator (podshaper.io/nccl-communicators) × 33412Ki"),
             std::string::npos) << formulaOf(ddp);
   EXPECT_FALSE(hasWarning(ddp, "podshaper.io/nccl-communicators not set"));
   auto megatron = shapeWith(TrainingPod().annotate("podshaper.io/nccl-communicators", "12"), cluster);
