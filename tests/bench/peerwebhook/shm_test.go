@@ -288,15 +288,20 @@ func TestDefaultConfigHashIsPodshapers(t *testing.T) {
 	}
 }
 
-func TestConfigKeys(t *testing.T) {
+// configLoader loads config text written to a file of the test's own.
+func configLoader(t *testing.T) func(string) (Config, error) {
 	dir := t.TempDir()
-	load := func(text string) (Config, error) {
+	return func(text string) (Config, error) {
 		path := filepath.Join(dir, "config.yaml")
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return LoadConfig(path)
 	}
+}
+
+func TestConfigKeys(t *testing.T) {
+	load := configLoader(t)
 	cfg, err := load("defaults:\n  ncclCommunicators: 0\nncclShmPerCommunicator:\n  net: 31108Ki\n  p2p: 32260Ki\n  shm: 96Mi\n")
 	if err != nil || cfg.Defaults.NCCLCommunicators != 0 || cfg.NCCLShmPerCommunicator.NET.Value() != 31108*1024 ||
 		cfg.NCCLShmPerCommunicator.P2P.Value() != 32260*1024 || cfg.NCCLShmPerCommunicator.SHM.Value() != 96*miB {
@@ -330,14 +335,7 @@ func TestConfigKeys(t *testing.T) {
 // config memlock: the ulimit entry asks it, and the node terms double (unlimited, or at
 // least the bytes asked); the hash is podshaper's (tests/golden's memlock-4mi cases).
 func TestMemlockConfig(t *testing.T) {
-	dir := t.TempDir()
-	load := func(text string) (Config, error) {
-		path := filepath.Join(dir, "config.yaml")
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return LoadConfig(path)
-	}
+	load := configLoader(t)
 	cfg, err := load("memlock: 4Mi\n")
 	if err != nil || cfg.MemlockText() != "4194304" || cfg.Hash() != "55616714290f44f1" {
 		t.Fatalf("memlock 4Mi: %s %s, %v; want 4194304 and podshaper's hash 55616714290f44f1", cfg.MemlockText(), cfg.Hash(), err)
