@@ -140,7 +140,7 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
   shm.headroomPercent = config.headroomPercent;
   shm.nccl = podshaper::planNcclReserve({shm.ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span, false,
                                          config.ncclShmPerCommunicator, in.ncclEnv});
-  FUZZ_CHECK(shm.nccl.transport.empty() == (in.ncclCommunicators == 0 ||
+  FUZZ_CHECK((shm.nccl.transport == podshaper::NcclTransport::kNone) == (in.ncclCommunicators == 0 ||
                                             (in.span.kind == podshaper::JobSpan::kOneNode && shm.ranks <= 1)),
              describe(f));
   auto plan = podshaper::planShm(shm);

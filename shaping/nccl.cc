@@ -122,6 +122,16 @@ JobSpan combineJobSpans(const JobSpan& a, const JobSpan& b) {
   return b;
 }
 
+std::string_view toString(NcclTransport t) {
+  switch (t) {
+    case NcclTransport::kNet: return "NET";
+    case NcclTransport::kShm: return "SHM";
+    case NcclTransport::kP2P: return "P2P";
+    case NcclTransport::kNone: break;
+  }
+  return "";
+}
+
 NcclReserve planNcclReserve(const NcclReserveInputs& in) {
   NcclReserve r;
   r.communicators = in.communicators;
@@ -138,14 +148,14 @@ NcclReserve planNcclReserve(const NcclReserveInputs& in) {
   // The transports the ranks may use, and which of them costs most: a rank's proxy pool
   // is one per communicator whichever transports need it, so the costs do not add up.
   struct Option {
-    const char* transport;
+    NcclTransport transport;
     int64_t bytes;
     std::string why;
   };
   std::vector<Option> options;
   if (!oneNode) {
     options.push_back(
-        {"NET", in.costs.net,
+        {NcclTransport::kNet, in.costs.net,
          (in.span.kind == JobSpan::kManyNodes ? "the job spans nodes (" + in.span.source + ")"
                                               : "the job may span nodes (" + in.span.source +
                                                     "; set torchrun --nnodes or " + std::string(names::kNnodesEnv) +
@@ -156,7 +166,7 @@ NcclReserve planNcclReserve(const NcclReserveInputs& in) {
   const bool p2p = in.p2pAllPairs && in.env.p2pOff.empty();
   if (in.ranks > 1 && !p2p) {
     options.push_back(
-        {"SHM", in.costs.shm,
+        {NcclTransport::kShm, in.costs.shm,
          (!in.env.p2pOff.empty() ? in.env.p2pOff + " turns P2P off"
                                  : std::string("P2P between all GPU pairs is not known to hold on the nodes the pod may "
                                                "land on")) +
@@ -164,12 +174,12 @@ NcclReserve planNcclReserve(const NcclReserveInputs& in) {
              "in /dev/shm: config ncclShmPerCommunicator.shm"});
   }
   if (in.ranks > 1 && p2p && !in.env.cuMemOff.empty()) {
-    options.push_back({"P2P", std::max(in.costs.p2p, in.costs.net),
+    options.push_back({NcclTransport::kP2P, std::max(in.costs.p2p, in.costs.net),
                        "the pod's ranks read each other's GPUs directly, but " + in.env.cuMemOff +
                            " makes NCCL use legacy CUDA IPC, which keeps its proxy pool per rank per communicator: "
                            "config ncclShmPerCommunicator.net"});
   } else if (in.ranks > 1 && p2p) {
-    options.push_back({"P2P", in.costs.p2p,
+    options.push_back({NcclTransport::kP2P, in.costs.p2p,
                        "the pod's ranks read each other's GPUs directly (target nodes validated with P2P between "
                        "all GPU pairs), and NCCL's P2P over cuMem keeps nothing in /dev/shm: config "
                        "ncclShmPerCommunicator.p2p"});
@@ -180,7 +190,7 @@ NcclReserve planNcclReserve(const NcclReserveInputs& in) {
   }
   r.transport = most->transport;
   r.perCommunicatorBytes = static_cast<uint64_t>(most->bytes);
-  r.why = r.transport + (oneNode ? " on one node (" + in.span.source + "): " : ": ") + most->why;
+  r.why = std::string(toString(r.transport)) + (oneNode ? " on one node (" + in.span.source + "): " : ": ") + most->why;
   return r;
 }
 

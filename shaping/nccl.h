@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -52,11 +53,15 @@ struct NcclReserveInputs {
   NcclEnv env;
 };
 
+// The transport a reserve is sized for; kNone: no NCCL, or no peer.
+enum class NcclTransport { kNone, kNet, kShm, kP2P };
+std::string_view toString(NcclTransport t);  // "NET", "SHM", "P2P", ""
+
 struct NcclReserve {
   uint64_t communicators = 0;
   std::string communicatorsFrom;
   uint64_t perCommunicatorBytes = 0;  // per rank
-  std::string transport;              // "NET", "SHM", "P2P", or "" with no NCCL
+  NcclTransport transport = NcclTransport::kNone;
   std::string why;                    // the transport and why, for the formula
 };
 

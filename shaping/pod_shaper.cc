@@ -411,7 +411,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
         .push_back({{"name", key(names::kShmVolume)}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
   }
   if (*privileged) spec["hostIPC"] = true;
-  placePod(shaped, in, nodeClass, config, plan->ncclTransport == "P2P");
+  placePod(shaped, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P);
 
   annotations[key(names::kShmSize)] = shmText;
   annotations[key(names::kShmFormula)] = plan->formula;

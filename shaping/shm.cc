@@ -139,7 +139,7 @@ Result<ShmPlan> planShm(const ShmInputs& in) {
          std::to_string(in.headroomPercent) + "% headroom = " + std::to_string(plan.withHeadroomBytes) + " B";
   }
   f += " → " + std::to_string(ceilMiB(withHeadroom)) + "Mi";
-  if (in.nccl.transport.empty()) {
+  if (in.nccl.transport == NcclTransport::kNone) {
     f += "; no NCCL reserve";
   } else {
     f += "; + NCCL reserve " + counted(in.ranks, "rank") + " × " + counted(in.nccl.communicators, "communicator") +

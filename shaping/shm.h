@@ -48,7 +48,7 @@ struct ShmPlan {
   uint64_t payloadBytes = 0;      // ranks × per_rank
   uint64_t withHeadroomBytes = 0;
   uint64_t ncclReserveBytes = 0;  // ranks × communicators × per communicator, before rounding
-  std::string ncclTransport;      // what the reserve was sized for: NET, SHM, P2P, or "" (none)
+  NcclTransport ncclTransport = NcclTransport::kNone;  // what the reserve was sized for
   uint64_t shmBytes = 0;          // a whole number of MiB
   std::string formula;            // the numbers above in words
 };

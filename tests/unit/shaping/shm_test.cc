@@ -9,7 +9,7 @@ constexpr uint64_t kMi = 1024 * 1024;
 
 // One communicator per rank of `bytes` over NET; none() is no NCCL.
 NcclReserve net(uint64_t bytes, uint64_t communicators = 1) {
-  return {communicators, "config defaults.ncclCommunicators", bytes, "NET", "because"};
+  return {communicators, "config defaults.ncclCommunicators", bytes, NcclTransport::kNet, "because"};
 }
 NcclReserve none() { return {}; }
 
