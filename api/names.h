@@ -28,12 +28,18 @@ inline constexpr std::string_view kNcclCommunicators = "podshaper.io/nccl-commun
 inline constexpr std::string_view kShmSize = "podshaper.io/shm-size";
 inline constexpr std::string_view kShmFormula = "podshaper.io/shm-formula";
 inline constexpr std::string_view kShapedBy = "podshaper.io/shaped-by";
+// The admission warnings, one per line, kept on the pod for `kubectl describe pod` (the
+// create response that carried them is not read when a Job or an operator made the pod).
+inline constexpr std::string_view kWarnings = "podshaper.io/warnings";
 // NRI ulimit-adjuster (containerd/nri plugins/ulimit-adjuster) per-container key prefix.
 inline constexpr std::string_view kUlimitAnnotationPrefix = "ulimits.noderesource.dev/container.";
 
 // Labels.
 inline constexpr std::string_view kInjectLabel = "podshaper.io/inject";
 inline constexpr std::string_view kPlacementLabel = "podshaper.io/placement";
+// On every pod the webhook shaped ("true"): the operator watches these pods alone, to
+// explain why one waits or why it died (docs/operator.md "Shaped pods explain themselves").
+inline constexpr std::string_view kShapedLabel = "podshaper.io/shaped";
 inline constexpr std::string_view kTopologyValidated = "podshaper.io/topology-validated";
 inline constexpr std::string_view kGpuCount = "podshaper.io/gpu-count";
 inline constexpr std::string_view kInterconnect = "podshaper.io/interconnect";
@@ -72,6 +78,9 @@ inline constexpr std::string_view kNcclCuMemEnableEnv = "NCCL_CUMEM_ENABLE";
 inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 inline constexpr std::string_view kNprocEnv = "PET_NPROC_PER_NODE";
 inline constexpr std::string_view kIpcLock = "IPC_LOCK";
+// Set on shaped containers that chose no terminationMessagePolicy: the log's tail reaches
+// the pod's status, where the operator reads a DataLoader's or NCCL's last words.
+inline constexpr std::string_view kFallbackToLogsOnError = "FallbackToLogsOnError";
 // The agent pod's container that asks the runtime for the memlock shaped pods get.
 inline constexpr std::string_view kMemlockProbeContainer = "memlock-probe";
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,13 @@ inline const nlohmann::json& member(const nlohmann::json& object, std::string_vi
 inline std::string stringMember(const nlohmann::json& object, std::string_view key) {
   const nlohmann::json& m = member(object, key);
   return m.is_string() ? m.get<std::string>() : std::string();
+}
+
+// The object's annotation, when it has it as a string.
+inline std::optional<std::string> annotation(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json& value = member(member(member(object, "metadata"), "annotations"), key);
+  if (!value.is_string()) return std::nullopt;
+  return value.get<std::string>();
 }
 
 // Whether JSON text nests objects and arrays deeper than maxDepth (strings

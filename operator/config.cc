@@ -162,6 +162,10 @@ Result<OperatorConfig> parseOperatorConfig(const std::string& yaml) {
           return makeError(at + ": unknown setting");
         }
       }
+    } else if (key == "pendingGrace") {
+      auto d = duration(v, key);
+      if (!d) return d.error();
+      c.pendingGrace = *d;
     } else if (key == "webhookCertificate") {
       if (auto ok = parseWebhookCertificate(v, c.webhookCertificate); !ok) return ok.error();
     } else {

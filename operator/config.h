@@ -15,6 +15,7 @@ namespace podshaper::op {
 //   tlsKeyFile: ""
 //   eventNamespace: default          # where Events about cluster-scoped objects go
 //   workers: 2
+//   pendingGrace: 30s                # a shaped pod unscheduled this long gets a NotPlaceable Event
 //   leaderElection:
 //     enabled: true
 //     namespace: podshaper-system
@@ -53,6 +54,7 @@ struct OperatorConfig {
   std::string tlsCertFile, tlsKeyFile;
   std::string eventNamespace = "default";
   int workers = 2;
+  std::chrono::seconds pendingGrace{30};
   bool leaderElection = true;
   std::string leaseNamespace = "podshaper-system";
   std::string leaseName = "podshaper-operator";

@@ -33,15 +33,53 @@ void compactNode(json& node) {
     if (m.contains(k)) kept["metadata"][k] = m[k];
   }
   if (const json& taints = member(member(node, "spec"), "taints"); !taints.is_null()) kept["spec"]["taints"] = taints;
+  if (member(member(node, "spec"), "unschedulable") == true) kept["spec"]["unschedulable"] = true;
   if (const json& alloc = member(member(node, "status"), "allocatable"); !alloc.is_null()) {
     kept["status"]["allocatable"] = alloc;
   }
   node = std::move(kept);
 }
 
-kube::InformerOptions withTransform(void (*transform)(json&)) {
+// A shaped pod, as judging/pod_explain.h reads it.
+void compactPod(json& pod) {
+  if (!pod.is_object()) return;
+  json kept = {{"metadata", json::object()}, {"spec", json::object()}, {"status", json::object()}};
+  const json& m = member(pod, "metadata");
+  for (const char* k : {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels",
+                        "ownerReferences"}) {
+    if (m.contains(k)) kept["metadata"][k] = m[k];
+  }
+  for (std::string_view k : {names::kShmSize, names::kShmFormula}) {
+    if (auto v = annotation(pod, k)) kept["metadata"]["annotations"][std::string(k)] = *v;
+  }
+  const json& spec = member(pod, "spec");
+  for (const char* k : {"nodeName", "nodeSelector", "tolerations"}) {
+    if (spec.contains(k)) kept["spec"][k] = spec[k];
+  }
+  if (const json& na = member(member(spec, "affinity"), "nodeAffinity"); !na.is_null()) {
+    kept["spec"]["affinity"]["nodeAffinity"] = na;
+  }
+  const json& status = member(pod, "status");
+  if (status.contains("phase")) kept["status"]["phase"] = status["phase"];
+  for (const json& c : member(status, "conditions")) {
+    if (stringMember(c, "type") == "PodScheduled") kept["status"]["conditions"].push_back(c);
+  }
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    for (const json& cs : member(status, list)) {
+      json c = {{"name", member(cs, "name")}, {"restartCount", member(cs, "restartCount")}};
+      for (const char* state : {"state", "lastState"}) {
+        if (const json& t = member(member(cs, state), "terminated"); !t.is_null()) c[state]["terminated"] = t;
+      }
+      kept["status"][list].push_back(std::move(c));
+    }
+  }
+  pod = std::move(kept);
+}
+
+kube::InformerOptions withTransform(void (*transform)(json&), std::string labelSelector = {}) {
   kube::InformerOptions options;
   options.transform = transform;
+  options.labelSelector = std::move(labelSelector);
   return options;
 }
 
@@ -64,11 +102,14 @@ Controller::Controller(const kube::Client& client, const OperatorConfig& config,
                        std::function<bool()> mayWrite, std::string identity)
     : config_(config),
       api_(client),
-      reconciler_(api_, clock_, metrics, std::move(mayWrite),
-                  {.identity = std::move(identity), .eventNamespace = config.eventNamespace}),
+      reconciler_(api_, clock_, metrics, mayWrite, {.identity = identity, .eventNamespace = config.eventNamespace}),
       reports_(client, kube::resourcePath(names::kGroupVersion, names::kReportResource), withTransform(compactReport)),
       nodes_(client, kube::resourcePath("v1", "nodes"), withTransform(compactNode)),
       policyInformer_(client, kube::resourcePath(names::kGroupVersion, names::kPolicyResource)),
+      podReconciler_(api_, clock_, metrics, std::move(mayWrite),
+                     {.identity = std::move(identity), .pendingGrace = config.pendingGrace}),
+      pods_(client, kube::resourcePath("v1", "pods"),
+            withTransform(compactPod, std::string(names::kShapedLabel) + "=true")),
       reconcilesOk_(metrics.counter("podshaper_operator_reconciles_total", "Reconciles of a report or Node, by result.",
                                     {{"result", "ok"}})),
       reconcilesError_(metrics.counter("podshaper_operator_reconciles_total", "", {{"result", "error"}})),
@@ -86,6 +127,9 @@ Controller::Controller(const kube::Client& client, const OperatorConfig& config,
   };
   reports_.onKeys(enqueue);
   nodes_.onKeys(enqueue);
+  pods_.onKeys([this](const std::vector<std::string>& keys) {
+    for (const auto& k : keys) podQueue_.add(k);
+  });
   policyInformer_.onChange([this] {
     reloadPolicies();
     enqueueAll();
@@ -98,7 +142,9 @@ void Controller::start() {
   policyInformer_.start();
   reports_.start();
   nodes_.start();
+  pods_.start();
   for (int i = 0; i < config_.workers; ++i) workers_.emplace_back([this] { work(); });
+  podWorker_ = std::thread([this] { workPods(); });
   // A safety net under the watches: judge everything again now and then. In a
   // steady cluster this computes and writes nothing.
   resync_ = std::thread([this] {
@@ -114,7 +160,10 @@ void Controller::stop() {
   }
   resyncCv_.notify_all();
   queue_.shutDown();
+  podQueue_.shutDown();
   for (auto& t : workers_) t.join();
+  if (podWorker_.joinable()) podWorker_.join();
+  pods_.stop();
   if (resync_.joinable()) resync_.join();
   reports_.stop();
   nodes_.stop();
@@ -126,6 +175,48 @@ bool Controller::synced() const { return reports_.hasSynced() && nodes_.hasSynce
 void Controller::enqueueAll() {
   for (const auto& key : reports_.keys()) queue_.add(key);
   for (const auto& key : nodes_.keys()) queue_.add(key);
+  for (const auto& key : pods_.keys()) podQueue_.add(key);
+}
+
+std::vector<NodeFacts> Controller::nodeFactsNow() const {
+  return nodeFacts(nodes_.snapshot(), pods_.snapshot(), [this](const std::string& name) -> std::string {
+    auto report = reports_.get(name);
+    if (!report) return "no GPUTopologyReport";
+    for (const json& c : member(member(*report, "status"), "conditions")) {
+      if (stringMember(c, "type") == conditions::kValidated && stringMember(c, "status") != "True") {
+        return stringMember(c, "reason");
+      }
+    }
+    return {};
+  });
+}
+
+void Controller::workPods() {
+  while (!pods_.hasSynced() || !nodes_.hasSynced()) {
+    std::unique_lock lock(resyncMu_);
+    if (resyncCv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_.load(); })) return;
+  }
+  while (auto key = podQueue_.get()) {
+    Reconciler::Result result{Reconciler::Outcome::Retry, std::nullopt};
+    try {
+      result = podReconciler_.reconcile(*key, pods_.get(*key), [this] { return nodeFactsNow(); });
+    } catch (const std::exception& e) {
+      spdlog::error("pod {}: {}", *key, e.what());
+    }
+    switch (result.outcome) {
+      case Reconciler::Outcome::Done:
+        podQueue_.forget(*key);
+        if (result.requeueAfter) podQueue_.addAfter(*key, *result.requeueAfter);
+        break;
+      case Reconciler::Outcome::NotLeader:
+        podQueue_.forget(*key);
+        break;
+      case Reconciler::Outcome::Retry:
+        podQueue_.retry(*key);
+        break;
+    }
+    podQueue_.done(*key);
+  }
 }
 
 bool Controller::waitForCaches() {

@@ -19,6 +19,7 @@
 #include "kube/informer.h"
 #include "metrics/metrics.h"
 #include "operator/config.h"
+#include "operator/pod_reconciler.h"
 #include "operator/reconciler.h"
 #include "operator/work_queue.h"
 
@@ -56,6 +57,9 @@ class Controller {
 
  private:
   void work();
+  // The shaped pods' worker: explains them (PodReconciler) once the pod and Node caches synced.
+  void workPods();
+  std::vector<NodeFacts> nodeFactsNow() const;
   // Blocks until every watch has synced and the policies are read: judging a
   // half-loaded world would flag reports whose Node or policy is not loaded yet.
   bool waitForCaches();
@@ -70,6 +74,11 @@ class Controller {
   kube::Informer reports_, nodes_, policyInformer_;
   WorkQueue queue_;
   std::vector<std::thread> workers_;
+  // The pods the webhook shaped (label podshaper.io/shaped=true), nothing else.
+  PodReconciler podReconciler_;
+  kube::Informer pods_;
+  WorkQueue podQueue_;
+  std::thread podWorker_;
   std::thread resync_;
   std::atomic<bool> stopping_{false};
   std::mutex resyncMu_;

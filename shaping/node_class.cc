@@ -1,6 +1,8 @@
 #include "shaping/node_class.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 
 #include "api/names.h"
@@ -25,6 +27,54 @@ std::optional<uint64_t> nodeGpus(const Node& node, bool byLabels, const MemlockL
   auto count = parseCount(label(node, names::kGpuCount));
   if (!count || *count == 0) return std::nullopt;
   return *count;
+}
+
+// The GPUs a node has, validated or not: the operator's label, else the allocatable count.
+uint64_t nodeSize(const Node& node) {
+  if (auto count = parseCount(label(node, names::kGpuCount)); count && *count > 0) return *count;
+  return node.gpus();
+}
+
+// Why a node does not take podshaper's pods now, from its labels.
+std::string whyNotPlaceable(const Node& node, const MemlockLimit& memlock) {
+  const std::string validated = label(node, names::kTopologyValidated);
+  if (validated.empty()) return "not judged by podshaper-operator yet";
+  if (validated != "true") return "not validated (kubectl describe gtr " + node.name + ")";
+  const std::string granted = label(node, names::kMemlock);
+  if (!memlockLabelGrants(granted, memlock)) {
+    return "grants memlock " + (granted.empty() ? std::string("unknown") : granted) + ", not the " + memlock.words() +
+           " asked";
+  }
+  return "no GPU count label";
+}
+
+// "node-a (why), node-b (why) and 3 more"
+std::string nodesAndWhy(const std::vector<const Node*>& nodes, const MemlockLimit& memlock) {
+  std::string out;
+  const std::size_t shown = std::min<std::size_t>(nodes.size(), 3);
+  for (std::size_t i = 0; i < shown; ++i) {
+    if (i > 0) out += ", ";
+    out += nodes[i]->name + " (" + whyNotPlaceable(*nodes[i], memlock) + ")";
+  }
+  if (nodes.size() > shown) out += " and " + std::to_string(nodes.size() - shown) + " more";
+  return out;
+}
+
+// "the cluster's GPU nodes have 4 GPUs (3 nodes) or 2 (1 node)", largest first.
+std::string sizesInWords(const std::vector<Node>& nodes) {
+  std::map<uint64_t, std::size_t, std::greater<>> bySize;
+  for (const auto& node : nodes) {
+    if (uint64_t g = nodeSize(node); g > 0) ++bySize[g];
+  }
+  if (bySize.empty()) return "the cluster has no GPU node";
+  std::string out = "the cluster's GPU nodes have ";
+  bool first = true;
+  for (const auto& [gpus, count] : bySize) {
+    out += (first ? "" : " or ") + std::to_string(gpus) + (first ? " GPUs" : "") + " (" + std::to_string(count) +
+           (count == 1 ? " node)" : " nodes)");
+    first = false;
+  }
+  return out;
 }
 
 }  // namespace
@@ -53,9 +103,24 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
     if (auto g = nodeGpus(node, byLabels, config.memlock)) classes.insert(*g);
   }
 
+  // Nodes of the size a node-exclusive pod asks that placement cannot use now.
+  std::vector<const Node*> waitingFor;
+  if (!requestedGpus && podGpus && nodeExclusive && byLabels && !classes.contains(*podGpus)) {
+    for (const auto& node : cluster->nodes) {
+      if (nodeSize(node) == *podGpus) waitingFor.push_back(&node);
+    }
+  }
+  nc.sizes = sizesInWords(cluster->nodes);
+
   if (requestedGpus) {
     nc.gpus = *requestedGpus;
     nc.source = "from the pod's nodeSelector " + std::string(names::kGpuCount);
+  } else if (!waitingFor.empty()) {
+    nc.gpus = *podGpus;
+    nc.source = "the size it asks; nodes of that size exist";
+    nc.warnings.push_back("no node with " + std::to_string(*podGpus) + " GPUs can take the pod now: " +
+                          nodesAndWhy(waitingFor, config.memlock) +
+                          ": it waits Pending until one can (kubectl describe pod tells why it waits)");
   } else if (classes.empty()) {
     nc.gpus = config.gpusPerNode;
     nc.source = "from config defaults.gpusPerNode";

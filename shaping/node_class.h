@@ -20,6 +20,9 @@ struct NodeClass {
   // them yet (operator not installed), so pods stay schedulable.
   bool placeByLabels = true;
   std::string source;  // where G came from, in words
+  // When the pod asks more GPUs than G: what the cluster's GPU nodes have, in words
+  // ("the cluster's GPU nodes have 4 GPUs (3 nodes) or 2 (1 node)"); empty without a cluster.
+  std::string sizes;
   std::vector<std::string> warnings;
 };
 
@@ -28,7 +31,10 @@ struct NodeClass {
 // podshaper.io/gpu-count, if any. nodeExclusive: the pod owns a whole node of
 // G GPUs; a shared pod may land on any node with at least podGpus GPUs, so
 // memory and P2P are judged over all of those. cluster: null when deciding
-// from config only.
+// from config only. A node-exclusive pod asking a size that nodes of the cluster have,
+// none of them validated and granting the memlock now (reports gone stale, a node being
+// repaired), is shaped for that size and waits Pending, told why (docs/webhook.md
+// "A pod that could wait is not refused").
 NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
                            const Config& config, const ClusterView* cluster);
 

@@ -1,6 +1,7 @@
 #include "shaping/pod_inputs.h"
 
 #include "api/names.h"
+#include "base/json_util.h"
 #include "base/checked.h"
 #include "base/quantity.h"
 
@@ -11,7 +12,7 @@ namespace {
 
 using json = nlohmann::json;
 
-const json* member(const json& object, std::string_view key) {
+const json* memberPtr(const json& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
   auto it = object.find(key);
   return it == object.end() ? nullptr : &*it;
@@ -43,10 +44,10 @@ Result<uint64_t> countAnnotation(const json& pod, std::string_view key, uint64_t
 
 // nvidia.com/gpu of a container: limits (where the device plugin requires it), else requests.
 Result<uint64_t> containerGpus(const json& container, const std::string& name) {
-  const json* resources = member(container, "resources");
+  const json* resources = memberPtr(container, "resources");
   for (const char* field : {"limits", "requests"}) {
-    const json* list = resources ? member(*resources, field) : nullptr;
-    const json* gpus = list ? member(*list, names::kGpuResource) : nullptr;
+    const json* list = resources ? memberPtr(*resources, field) : nullptr;
+    const json* gpus = list ? memberPtr(*list, names::kGpuResource) : nullptr;
     if (gpus == nullptr) continue;
     std::string text = gpus->is_string() ? gpus->get<std::string>() : gpus->dump();
     auto value = parseCount(text);
@@ -60,7 +61,7 @@ Result<uint64_t> containerGpus(const json& container, const std::string& name) {
 }
 
 std::optional<std::string> ownShmVolume(const json& container) {
-  const json* mounts = member(container, "volumeMounts");
+  const json* mounts = memberPtr(container, "volumeMounts");
   if (mounts == nullptr || !mounts->is_array()) return std::nullopt;
   for (const auto& m : *mounts) {
     std::string path = m.value("mountPath", std::string());
@@ -72,9 +73,9 @@ std::optional<std::string> ownShmVolume(const json& container) {
 
 // A securityContext field of the container, else of the pod (the container's wins).
 const json* securityField(const json* podSecurity, const json& container, std::string_view key) {
-  const json* own = member(container, "securityContext");
-  if (const json* v = own ? member(*own, key) : nullptr; v != nullptr && !v->is_null()) return v;
-  return podSecurity ? member(*podSecurity, key) : nullptr;
+  const json* own = memberPtr(container, "securityContext");
+  if (const json* v = own ? memberPtr(*own, key) : nullptr; v != nullptr && !v->is_null()) return v;
+  return podSecurity ? memberPtr(*podSecurity, key) : nullptr;
 }
 
 Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings) {
@@ -112,22 +113,14 @@ Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings)
 
 }  // namespace
 
-std::optional<std::string> annotation(const json& pod, std::string_view key) {
-  const json* metadata = member(pod, "metadata");
-  const json* annotations = metadata ? member(*metadata, "annotations") : nullptr;
-  const json* value = annotations ? member(*annotations, key) : nullptr;
-  if (value == nullptr || !value->is_string()) return std::nullopt;
-  return value->get<std::string>();
-}
-
 Result<PodInputs> readPodInputs(const json& pod, const Config& config, const PodClaimGpus& claims) {
   PodInputs in;
-  const json* spec = member(pod, "spec");
-  const json* containers = spec ? member(*spec, "containers") : nullptr;
+  const json* spec = memberPtr(pod, "spec");
+  const json* containers = spec ? memberPtr(*spec, "containers") : nullptr;
   if (containers == nullptr || !containers->is_array()) {
     return makeError("the object is not a Pod: spec.containers is missing");
   }
-  const json* podSecurity = member(*spec, "securityContext");
+  const json* podSecurity = memberPtr(*spec, "securityContext");
   std::set<std::string> taken;  // claim requests counted by a container already
   std::vector<std::string> allRequests;  // the containers using a request of allocationMode All
   in.warnings = claims.warnings;
@@ -224,8 +217,8 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
                            "use node-exclusive or shared");
   }
 
-  const json* selector = spec ? member(*spec, "nodeSelector") : nullptr;
-  const json* g = selector ? member(*selector, names::kGpuCount) : nullptr;
+  const json* selector = spec ? memberPtr(*spec, "nodeSelector") : nullptr;
+  const json* g = selector ? memberPtr(*selector, names::kGpuCount) : nullptr;
   if (g != nullptr) {
     auto value = parseCount(g->is_string() ? g->get<std::string>() : g->dump());
     if (!value || *value == 0) {

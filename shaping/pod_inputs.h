@@ -54,7 +54,4 @@ struct PodInputs {
 // error message names the annotation or field and says what to change.
 Result<PodInputs> readPodInputs(const nlohmann::json& pod, const Config& config, const PodClaimGpus& claims = {});
 
-// The annotation's value, when the pod has it as a string.
-std::optional<std::string> annotation(const nlohmann::json& pod, std::string_view key);
-
 }  // namespace podshaper

@@ -169,8 +169,9 @@ Result<bool> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Confi
   if (!in.nodeExclusive || in.podGpus == G) return false;
   if (in.podGpus > G) {
     return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
-                     " but nodes of its class have " + std::to_string(G) + " (" + nodeClass.source +
-                     "): split the job into pods of " + std::to_string(G) + " GPUs each");
+                     " but nodes of its class have " + std::to_string(G) + " (" + nodeClass.source + ")" +
+                     (nodeClass.sizes.empty() ? "" : "; " + nodeClass.sizes) + ": split the job into pods of " +
+                     std::to_string(G) + " GPUs each");
   }
   std::string asks = "the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
                      " but node-exclusive pods own whole " + std::to_string(G) + "-GPU nodes (" + nodeClass.source +
@@ -327,6 +328,14 @@ Result<bool> shapeContainer(json& container, json& annotations, const GpuContain
     if (auto nonRoot = nonRootMemlockWarning(c, memlock, p.config)) warnings.push_back(*nonRoot);
   }
   setNprocs(container, c, p, expandedHere, warnings);
+  // The log's tail becomes the termination message when the container fails, so that a
+  // DataLoader's "Bus error" or NCCL's "No space left on device" reach the pod's status
+  // (the operator reads them there: docs/operator.md "Shaped pods explain themselves").
+  // The API server fills in File before admission, so File counts as not chosen; a
+  // message file the container writes still wins over its logs.
+  if (const json& policy = member(container, "terminationMessagePolicy"); policy.is_null() || policy == "File") {
+    container["terminationMessagePolicy"] = key(names::kFallbackToLogsOnError);
+  }
   return mounted;
 }
 
@@ -346,6 +355,25 @@ void placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, con
     alternatives.push_back(std::move(requirements));
   }
   requireNodeLabels(shaped["spec"], alternatives);
+}
+
+// The warnings, one per line, as the podshaper.io/warnings annotation: at most
+// kMaxWarningsBytes, cut at a line with a count of what was left out.
+constexpr std::size_t kMaxWarningsBytes = 4096;
+std::string warningsAnnotation(const std::vector<std::string>& warnings) {
+  std::string text;
+  std::size_t kept = 0;
+  for (const std::string& w : warnings) {
+    if (text.size() + w.size() + 1 > kMaxWarningsBytes) break;
+    if (!text.empty()) text += '\n';
+    text += w;
+    ++kept;
+  }
+  if (kept < warnings.size()) {
+    text += (text.empty() ? "" : "\n") + std::string("(") + std::to_string(warnings.size() - kept) +
+            " more: the create response lists them all)";
+  }
+  return text;
 }
 
 ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext& ctx) {
@@ -416,9 +444,16 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   annotations[key(names::kShmSize)] = shmText;
   annotations[key(names::kShmFormula)] = plan->formula;
   annotations[key(names::kShapedBy)] = ctx.shaperVersion + " config=" + config.hash();
+  for (auto& w : warnings) {
+    if (w.starts_with("podshaper: ")) w.erase(0, std::string_view("podshaper: ").size());
+  }
+  // What podshaper told at admission, and nothing a user wrote under its name.
+  if (!warnings.empty()) annotations[key(names::kWarnings)] = warningsAnnotation(warnings);
+  else annotations.erase(key(names::kWarnings));
+  shaped["metadata"]["labels"][key(names::kShapedLabel)] = "true";
 
   out.pod = std::move(shaped);
-  for (auto& w : warnings) out.warnings.push_back(w.starts_with("podshaper: ") ? w : "podshaper: " + w);
+  for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
   return out;
 }
 

@@ -14,6 +14,7 @@ import sys
 import urllib.request
 
 SHAPED_BY = "podshaper.io/shaped-by"
+WARNINGS = "podshaper.io/warnings"
 
 try:
     import jsonpatch  # python3-jsonpatch, where installed
@@ -154,8 +155,12 @@ def first_difference(a, b, path=""):
 
 
 def drop_shaped_by(pod):
+    """podshaper.io/shaped-by names the server; podshaper.io/warnings keeps podshaper's
+    admission warnings, which the peer does not write."""
     if pod is not None:
-        pod.get("metadata", {}).get("annotations", {}).pop(SHAPED_BY, None)
+        annotations = pod.get("metadata", {}).get("annotations", {})
+        annotations.pop(SHAPED_BY, None)
+        annotations.pop(WARNINGS, None)
     return pod
 
 

@@ -3,7 +3,7 @@
 # Every golden case's review (decided without a cluster view, as both servers run in the
 # benchmark) and the variants check_peer.py makes are POSTed to `podshaper-webhook serve`
 # and to `peer-webhook serve` (same config); each answer's JSON Patch is applied to the
-# pod, and the two pods must be equal except podshaper.io/shaped-by's value; a denial
+# pod, and the two pods must be equal except podshaper.io/shaped-by's value and podshaper.io/warnings; a denial
 # must be a denial from both. podshaper's `review` must agree with its `serve`.
 # podshaper's binaries: $PODSHAPER_BIN, else ROOT/build/bin, else /tmp/mainbuild/bin.
 source "$(cd "$(dirname "$0")/../cli" && pwd)/lib.sh"

@@ -33,6 +33,7 @@ const (
 	annNCCLCommunicators = "podshaper.io/nccl-communicators"
 
 	annShmSize    = "podshaper.io/shm-size"
+	labelShaped   = "podshaper.io/shaped"
 	annShmFormula = "podshaper.io/shm-formula"
 	annShapedBy   = "podshaper.io/shaped-by"
 
@@ -420,6 +421,10 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, ipcLock)
 		}
 		setMemlock(ctx, pod, c.Name, memlockEntry(cfg))
+		// The log's tail as the termination message (File is what the API server defaults).
+		if c.TerminationMessagePolicy == "" || c.TerminationMessagePolicy == corev1.TerminationMessageReadFile {
+			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		}
 
 		// torchrun in each container starts its share of the pod's ranks.
 		nprocs, ok := mulDivCeil(ranks, gc.gpus, in.podGPUs)
@@ -467,6 +472,10 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 	pod.Annotations[annShmSize] = shmSize.String()
 	pod.Annotations[annShmFormula] = plan.formula
 	pod.Annotations[annShapedBy] = s.ShapedBy
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[labelShaped] = "true"
 	return nil
 }
 

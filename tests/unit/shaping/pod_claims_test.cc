@@ -68,9 +68,11 @@ bool hasWarning(const ShapeOutcome& out, const std::string& part) {
   return false;
 }
 
-// What podshaper adds, without the GPU request itself (the one difference between twins).
+// What podshaper adds, without the GPU request itself (the one difference between twins,
+// with the words for it in the warnings).
 json shapedParts(json pod) {
   pod["spec"].erase("resourceClaims");
+  pod["metadata"]["annotations"].erase("podshaper.io/warnings");
   json& resources = pod["spec"]["containers"][0]["resources"];
   resources.erase("claims");
   resources["limits"].erase("nvidia.com/gpu");

@@ -279,22 +279,95 @@ TEST(PodShaper, AMemlockQuantityDoublesEveryExistingTerm) {
   EXPECT_EQ(terms[1]["matchExpressions"][2]["values"], json({"68719476735"}));
 }
 
-TEST(PodShaper, NodesThatDoNotGrantTheMemlockAreNotTargets) {
-  // The 8-GPU node grants only 64 KiB: for unlimited memlock, the cluster's nodes have 4 GPUs.
+TEST(PodShaper, NodesThatDoNotGrantTheMemlockAreNotTargetsAndThePodWaitsForOne) {
+  // The 8-GPU node grants only 64 KiB: for unlimited memlock no node of 8 GPUs can take the
+  // pod now. One exists, so the pod is shaped for it and waits, told why.
   ClusterView cluster;
   cluster.nodes = {gpuNode("h100", 8), gpuNode("l40s", 4, "partial")};
   cluster.nodes[0].labels["podshaper.io/memlock"] = "65536";
   auto out = shapeWith(TrainingPod(), cluster);
-  EXPECT_FALSE(out.allowed);
-  EXPECT_NE(out.message.find("nodes of its class have 4 (from the cluster's validated nodes)"), std::string::npos)
-      << out.message;
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_TRUE(hasWarning(out, "no node with 8 GPUs can take the pod now: h100 (grants memlock 65536, not the "
+                              "unlimited asked): it waits Pending until one can (kubectl describe pod tells why it "
+                              "waits)"));
+  const json& expr = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                        ["nodeSelectorTerms"][0]["matchExpressions"];
+  EXPECT_NE(std::find(expr.begin(), expr.end(),
+                      json({{"key", "podshaper.io/gpu-count"}, {"operator", "In"}, {"values", {"8"}}})),
+            expr.end())
+      << expr;
   // Asked for 64 KiB or less, it is a target.
   Config small;
   small.memlock = MemlockLimit{65536};
   auto granted = shapeWith(TrainingPod(), cluster, small);
   EXPECT_TRUE(granted.allowed) << granted.message;
+  EXPECT_FALSE(hasWarning(granted, "can take the pod now"));
   cluster.nodes[0].labels["podshaper.io/memlock"] = "not-granted";
-  EXPECT_FALSE(shapeWith(TrainingPod(), cluster, small).allowed);
+  auto notGranted = shapeWith(TrainingPod(), cluster, small);
+  EXPECT_TRUE(notGranted.allowed);
+  EXPECT_TRUE(hasWarning(notGranted, "h100 (grants memlock not-granted, not the 64Ki asked)"));
+}
+
+TEST(PodShaper, ASizeNoNodeHasIsDeniedNamingTheSizesThatExist) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 4), gpuNode("b", 4), gpuNode("c", 2)};
+  auto out = shapeWith(TrainingPod(), cluster);  // 8 GPUs
+  EXPECT_FALSE(out.allowed);
+  EXPECT_NE(out.message.find("nodes of its class have 4 (from the cluster's validated nodes); the cluster's GPU nodes "
+                             "have 4 GPUs (2 nodes) or 2 (1 node): split the job into pods of 4 GPUs each"),
+            std::string::npos)
+      << out.message;
+}
+
+TEST(PodShaper, NodesOfTheSizeAskedThatAreNotValidatedMakeItWait) {
+  // Their reports went stale: the operator labelled them not validated.
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8), gpuNode("b", 8), gpuNode("c", 4)};
+  cluster.nodes[0].labels["podshaper.io/topology-validated"] = "false";
+  cluster.nodes[1].labels["podshaper.io/topology-validated"] = "false";
+  auto out = shapeWith(TrainingPod(), cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_TRUE(hasWarning(out, "no node with 8 GPUs can take the pod now: a (not validated (kubectl describe gtr a)), "
+                              "b (not validated (kubectl describe gtr b)): it waits Pending"));
+  EXPECT_NE(out.pod["metadata"]["annotations"]["podshaper.io/warnings"].get<std::string>().find(
+                "\nno node with 8 GPUs can take the pod now"),
+            std::string::npos)
+      << out.pod["metadata"]["annotations"];
+}
+
+TEST(PodShaper, ShapedPodsAreLabelledKeepTheirWarningsAndFallBackToLogs) {
+  TrainingPod pod;
+  pod.at("/spec/containers/0/terminationMessagePolicy", "File");
+  pod.at("/metadata/annotations/podshaper.io~1warnings", "written by the user");
+  auto out = shapeNoCluster(pod, Config());
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(out.pod["metadata"]["labels"]["podshaper.io/shaped"], "true");
+  EXPECT_EQ(out.pod["spec"]["containers"][0]["terminationMessagePolicy"], "FallbackToLogsOnError");
+  ASSERT_FALSE(out.warnings.empty());
+  std::string joined;
+  for (const auto& w : out.warnings) joined += (joined.empty() ? "" : "\n") + w.substr(std::string("podshaper: ").size());
+  EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/warnings"], joined);
+}
+
+TEST(PodShaper, AWarningsAnnotationStaysSmall) {
+  // One warning per non-root container: many containers, many lines.
+  TrainingPod pod;
+  json containers = json::array();
+  for (int i = 0; i < 200; ++i) {
+    containers.push_back({{"name", "rank-with-a-long-name-" + std::to_string(i)},
+                          {"image", "x"},
+                          {"securityContext", {{"runAsUser", 1000}}},
+                          {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}});
+  }
+  pod.at("/spec/containers", containers);
+  pod.at("/metadata/annotations/podshaper.io~1placement", "shared");
+  auto out = shapeNoCluster(pod, Config());
+  ASSERT_TRUE(out.allowed) << out.message;
+  const std::string w = out.pod["metadata"]["annotations"]["podshaper.io/warnings"];
+  EXPECT_LE(w.size(), 4096u + 64);
+  EXPECT_NE(w.find(" more: the create response lists them all)"), std::string::npos) << w.substr(w.size() - 100);
+  // A container that chose FallbackToLogsOnError keeps it; none is given one twice.
+  EXPECT_EQ(out.pod["spec"]["containers"][7]["terminationMessagePolicy"], "FallbackToLogsOnError");
 }
 
 TEST(PodShaper, NonRootGpuContainersAreWarnedThatIpcLockDoesNotHelp) {

@@ -1,0 +1,673 @@
+#include "judging/pod_explain.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
+
+#include "api/names.h"
+#include "base/json_util.h"
+#include "base/quantity.h"
+#include "base/timefmt.h"
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+std::string key(std::string_view k) { return std::string(k); }
+
+std::optional<std::string> labelOf(const NodeFacts& n, const std::string& k) {
+  auto it = n.node.labels.find(k);
+  if (it == n.node.labels.end()) return std::nullopt;
+  return it->second;
+}
+
+// One node-selector requirement (nodeSelector, matchExpressions, matchFields).
+struct Requirement {
+  std::string key, op;
+  std::vector<std::string> values;
+  bool field = false;  // matchFields: metadata.name
+};
+
+bool matches(const Requirement& r, const NodeFacts& n) {
+  std::optional<std::string> value = r.field ? std::optional<std::string>(n.node.name) : labelOf(n, r.key);
+  const bool in = value && std::find(r.values.begin(), r.values.end(), *value) != r.values.end();
+  if (r.op == "In") return in;
+  if (r.op == "NotIn") return !in;
+  if (r.op == "Exists") return value.has_value();
+  if (r.op == "DoesNotExist") return !value;
+  if (r.op == "Gt" || r.op == "Lt") {
+    if (!value || r.values.size() != 1) return false;
+    auto have = parseCount(*value);
+    auto bound = parseCount(r.values[0]);
+    if (!have || !bound) return false;
+    return r.op == "Gt" ? *have > *bound : *have < *bound;
+  }
+  return false;
+}
+
+std::string joined(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
+  return out;
+}
+
+// What a pod asks of a node, one "slot" per kind of requirement, in the order a user
+// reads them: podshaper's labels (GPU count, validated, memlock, P2P), then the pod's own
+// selectors, then what no selector says (cordons, taints, the node-exclusive rule).
+enum class SlotKind { kGpuCount, kValidated, kMemlock, kP2P, kOther, kCordoned, kTaint, kExclusive };
+
+struct Slot {
+  SlotKind kind;
+  std::string key;                   // the label, for selector slots
+  std::vector<Requirement> variants;  // the slot's requirements across nodeSelectorTerms
+};
+
+SlotKind kindOf(const std::string& k) {
+  if (k == names::kGpuCount) return SlotKind::kGpuCount;
+  if (k == names::kTopologyValidated) return SlotKind::kValidated;
+  if (k == names::kMemlock) return SlotKind::kMemlock;
+  if (k == names::kP2P) return SlotKind::kP2P;
+  return SlotKind::kOther;
+}
+
+std::string requirementWords(const Requirement& r) {
+  if (r.op == "In" && r.values.size() == 1) return r.key + "=" + r.values[0];
+  if (r.op == "Exists" || r.op == "DoesNotExist") return r.key + " " + r.op;
+  return r.key + " " + r.op + " [" + joined(r.values) + "]";
+}
+
+// "grants memlock unlimited or at least 4194304"
+std::string memlockWords(const Slot& s) {
+  std::vector<std::string> options;
+  for (const auto& r : s.variants) {
+    if (r.op == "In") {
+      for (const auto& v : r.values) options.push_back(v);
+    } else if (r.op == "Gt" && r.values.size() == 1) {
+      auto bound = parseCount(r.values[0]);
+      options.push_back("at least " + (bound ? formatBytes(static_cast<int64_t>(*bound + 1)) : r.values[0]));
+    }
+  }
+  std::sort(options.begin(), options.end());
+  options.erase(std::unique(options.begin(), options.end()), options.end());
+  return joined(options, " or ");
+}
+
+// What a node must be, as the rest of "a node that …".
+std::string needWords(const Slot& s) {
+  switch (s.kind) {
+    case SlotKind::kGpuCount:
+      return "has " + (s.variants.front().values.empty() ? std::string("?") : s.variants.front().values.front()) +
+             " GPUs (" + requirementWords(s.variants.front()) + ")";
+    case SlotKind::kValidated:
+      return "is validated by podshaper (" + requirementWords(s.variants.front()) + ")";
+    case SlotKind::kMemlock:
+      return "grants memlock " + memlockWords(s) + " (" + key(names::kMemlock) + ")";
+    case SlotKind::kP2P:
+      return "has P2P between all its GPUs (" + requirementWords(s.variants.front()) + ")";
+    case SlotKind::kOther:
+      return "matches " + requirementWords(s.variants.front());
+    case SlotKind::kCordoned:
+      return "is not cordoned";
+    case SlotKind::kTaint:
+      return "carries no taint the pod does not tolerate";
+    case SlotKind::kExclusive:
+      return "runs no other node-exclusive pod";
+  }
+  return {};
+}
+
+// How nodes fail a slot, singular and plural.
+std::pair<std::string, std::string> failWords(const Slot& s) {
+  switch (s.kind) {
+    case SlotKind::kGpuCount: {
+      std::string n = s.variants.front().values.empty() ? "?" : s.variants.front().values.front();
+      return {"does not have " + n + " GPUs", "do not have " + n + " GPUs"};
+    }
+    case SlotKind::kValidated: return {"is not validated", "are not validated"};
+    case SlotKind::kMemlock: return {"does not grant that memlock", "do not grant that memlock"};
+    case SlotKind::kP2P: return {"lacks P2P between some of its GPUs", "lack P2P between some of their GPUs"};
+    case SlotKind::kOther: {
+      std::string w = requirementWords(s.variants.front());
+      return {"does not match " + w, "do not match " + w};
+    }
+    case SlotKind::kCordoned: return {"is cordoned", "are cordoned"};
+    case SlotKind::kTaint: return {"carries a taint the pod does not tolerate", "carry a taint the pod does not tolerate"};
+    case SlotKind::kExclusive: return {"already runs a node-exclusive pod", "already run a node-exclusive pod"};
+  }
+  return {};
+}
+
+bool tolerates(const json& tolerations, const Taint& t) {
+  if (!tolerations.is_array()) return false;
+  for (const json& tol : tolerations) {
+    const std::string effect = stringMember(tol, "effect");
+    if (!effect.empty() && effect != t.effect) continue;
+    const std::string k = stringMember(tol, "key");
+    const std::string op = stringMember(tol, "operator");
+    if (k.empty() && op == "Exists") return true;
+    if (k != t.key) continue;
+    if (op == "Exists" || stringMember(tol, "value") == t.value) return true;
+  }
+  return false;
+}
+
+const Taint* untoleratedTaint(const NodeFacts& n, const json& tolerations) {
+  for (const Taint& t : n.taints) {
+    if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
+    if (!tolerates(tolerations, t)) return &t;
+  }
+  return nullptr;
+}
+
+// A node's state as it fails a slot: what groups the examples.
+std::string detailOf(const Slot& s, const NodeFacts& n, const json& tolerations) {
+  switch (s.kind) {
+    case SlotKind::kGpuCount: {
+      if (auto v = labelOf(n, s.key)) return *v + " GPUs";
+      return n.node.gpus() > 0 ? std::to_string(n.node.gpus()) + " GPUs, not judged by podshaper" : "no GPUs";
+    }
+    case SlotKind::kValidated:
+      if (!n.notValidatedReason.empty()) return n.notValidatedReason;
+      return labelOf(n, s.key) ? "not validated" : "not judged by podshaper";
+    case SlotKind::kMemlock:
+      if (auto v = labelOf(n, s.key)) return "memlock " + *v;
+      return "not judged by podshaper";
+    case SlotKind::kP2P:
+      if (auto v = labelOf(n, s.key)) return "p2p " + *v;
+      return "not judged by podshaper";
+    case SlotKind::kOther:
+      if (s.variants.front().field) return "name " + n.node.name;
+      if (auto v = labelOf(n, s.key)) return s.key + "=" + *v;
+      return "no " + s.key;
+    case SlotKind::kCordoned: return "cordoned";
+    case SlotKind::kTaint: {
+      const Taint* t = untoleratedTaint(n, tolerations);
+      if (t == nullptr) return {};
+      return t->key + (t->value.empty() ? "" : "=" + t->value) + ":" + t->effect;
+    }
+    case SlotKind::kExclusive: return joined(n.exclusivePods);
+  }
+  return {};
+}
+
+std::vector<Requirement> requirementsOf(const json& expressions, bool field) {
+  std::vector<Requirement> out;
+  if (!expressions.is_array()) return out;
+  for (const json& e : expressions) {
+    Requirement r{stringMember(e, "key"), stringMember(e, "operator"), {}, field};
+    for (const json& v : member(e, "values")) {
+      if (v.is_string()) r.values.push_back(v.get<std::string>());
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The pod's node requirements: its required node affinity's terms (ORed), each with the
+// nodeSelector's pairs (ANDed); one empty term when it has none.
+std::vector<std::vector<Requirement>> termsOf(const json& spec) {
+  std::vector<Requirement> selector;
+  const json& nodeSelector = member(spec, "nodeSelector");
+  if (nodeSelector.is_object()) {
+    for (const auto& [k, v] : nodeSelector.items()) {
+      selector.push_back({k, "In", {v.is_string() ? v.get<std::string>() : v.dump()}, false});
+    }
+  }
+  std::vector<std::vector<Requirement>> terms;
+  const json& required = member(member(member(spec, "affinity"), "nodeAffinity"),
+                                "requiredDuringSchedulingIgnoredDuringExecution");
+  for (const json& term : member(required, "nodeSelectorTerms")) {
+    auto reqs = requirementsOf(member(term, "matchExpressions"), false);
+    auto fields = requirementsOf(member(term, "matchFields"), true);
+    reqs.insert(reqs.end(), fields.begin(), fields.end());
+    reqs.insert(reqs.end(), selector.begin(), selector.end());
+    terms.push_back(std::move(reqs));
+  }
+  if (terms.empty()) terms.push_back(selector);
+  return terms;
+}
+
+// The slots in reading order, and each requirement's slot.
+struct Slots {
+  std::vector<Slot> slots;
+  std::vector<std::vector<std::size_t>> slotOf;  // per term, per requirement
+};
+
+Slots slotsOf(const std::vector<std::vector<Requirement>>& terms, bool nodeExclusive) {
+  Slots out;
+  std::map<std::string, std::size_t> byKey;
+  for (const auto& term : terms) {
+    for (const auto& r : term) {
+      const std::string k = (r.field ? "field:" : "") + r.key + (kindOf(r.key) == SlotKind::kOther ? "|" + r.op : "");
+      auto [it, added] = byKey.emplace(k, out.slots.size());
+      if (added) out.slots.push_back({r.field ? SlotKind::kOther : kindOf(r.key), r.key, {}});
+      out.slots[it->second].variants.push_back(r);
+    }
+  }
+  out.slots.push_back({SlotKind::kCordoned, {}, {}});
+  out.slots.push_back({SlotKind::kTaint, {}, {}});
+  if (nodeExclusive) out.slots.push_back({SlotKind::kExclusive, {}, {}});
+  std::vector<std::size_t> order(out.slots.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return out.slots[a].kind < out.slots[b].kind;
+  });
+  std::vector<std::size_t> rank(order.size());
+  std::vector<Slot> sorted;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    rank[order[i]] = i;
+    sorted.push_back(std::move(out.slots[order[i]]));
+  }
+  out.slots = std::move(sorted);
+  for (const auto& term : terms) {
+    std::vector<std::size_t> of;
+    for (const auto& r : term) {
+      const std::string k = (r.field ? "field:" : "") + r.key + (kindOf(r.key) == SlotKind::kOther ? "|" + r.op : "");
+      of.push_back(rank[byKey.at(k)]);
+    }
+    out.slotOf.push_back(std::move(of));
+  }
+  return out;
+}
+
+constexpr std::size_t kPass = static_cast<std::size_t>(-1);
+
+// The first slot a node fails, in reading order (kPass: none). A node matches the
+// affinity when any term matches; among failing terms, the one it comes closest to names
+// the slot (the memlock alternatives are one term each).
+std::size_t firstFailure(const Slots& s, const std::vector<std::vector<Requirement>>& terms, const NodeFacts& n,
+                         const json& tolerations) {
+  std::size_t affinity = kPass;
+  bool anyTerm = false;
+  for (std::size_t t = 0; t < terms.size(); ++t) {
+    std::size_t failed = kPass;
+    for (std::size_t i = 0; i < terms[t].size(); ++i) {
+      if (!matches(terms[t][i], n)) failed = std::min(failed, s.slotOf[t][i]);
+    }
+    if (failed == kPass) {
+      anyTerm = true;
+      break;
+    }
+    affinity = affinity == kPass ? failed : std::max(affinity, failed);
+  }
+  if (!anyTerm) return affinity;
+  for (std::size_t i = 0; i < s.slots.size(); ++i) {
+    switch (s.slots[i].kind) {
+      case SlotKind::kCordoned:
+        if (n.unschedulable) return i;
+        break;
+      case SlotKind::kTaint:
+        if (untoleratedTaint(n, tolerations) != nullptr) return i;
+        break;
+      case SlotKind::kExclusive:
+        if (!n.exclusivePods.empty()) return i;
+        break;
+      default:
+        break;
+    }
+  }
+  return kPass;
+}
+
+const char* causeWord(SlotKind kind) {
+  switch (kind) {
+    case SlotKind::kGpuCount: return "gpu-count";
+    case SlotKind::kValidated: return "validated";
+    case SlotKind::kMemlock: return "memlock";
+    case SlotKind::kP2P: return "p2p";
+    case SlotKind::kOther: return "selector";
+    case SlotKind::kCordoned: return "cordoned";
+    case SlotKind::kTaint: return "taint";
+    case SlotKind::kExclusive: return "node-exclusive";
+  }
+  return "selector";
+}
+
+// "node-a, node-b, node-c and 4 more"
+std::string someNames(const std::vector<std::string>& names, std::size_t shown = 3) {
+  std::vector<std::string> some(names.begin(), names.begin() + std::min(shown, names.size()));
+  std::string out = joined(some);
+  if (names.size() > shown) out += " and " + std::to_string(names.size() - shown) + " more";
+  return out;
+}
+
+std::string nodesWord(std::size_t n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
+
+std::string ageWords(long long seconds) {
+  if (seconds < 120) return std::to_string(seconds) + "s";
+  if (seconds < 7200) return std::to_string(seconds / 60) + "m";
+  return std::to_string(seconds / 3600) + "h";
+}
+
+// The pod's PodScheduled condition's message, if the scheduler wrote one.
+std::string schedulerSays(const json& pod) {
+  for (const json& c : member(member(pod, "status"), "conditions")) {
+    if (stringMember(c, "type") == "PodScheduled" && stringMember(c, "status") == "False") {
+      return stringMember(c, "message");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<NodeFacts> nodeFacts(const std::vector<json>& nodes, const std::vector<json>& shapedPods,
+                                 const std::function<std::string(const std::string&)>& notValidatedReason) {
+  std::map<std::string, std::vector<std::string>> exclusive;
+  for (const json& pod : shapedPods) {
+    const json& meta = member(pod, "metadata");
+    if (stringMember(member(meta, "labels"), key(names::kPlacementLabel)) != names::kNodeExclusive) continue;
+    const std::string node = stringMember(member(pod, "spec"), "nodeName");
+    const std::string phase = stringMember(member(pod, "status"), "phase");
+    if (node.empty() || phase == "Succeeded" || phase == "Failed") continue;
+    exclusive[node].push_back(stringMember(meta, "namespace") + "/" + stringMember(meta, "name"));
+  }
+  std::vector<NodeFacts> out;
+  out.reserve(nodes.size());
+  for (const json& object : nodes) {
+    NodeFacts f;
+    f.node = nodeFromJson(object);
+    const json& spec = member(object, "spec");
+    for (const json& t : member(spec, "taints")) {
+      f.taints.push_back({stringMember(t, "key"), stringMember(t, "value"), stringMember(t, "effect")});
+    }
+    f.unschedulable = member(spec, "unschedulable") == true;
+    if (auto v = labelOf(f, key(names::kTopologyValidated)); v && *v != "true" && notValidatedReason) {
+      f.notValidatedReason = notValidatedReason(f.node.name);
+    }
+    if (auto it = exclusive.find(f.node.name); it != exclusive.end()) {
+      f.exclusivePods = it->second;
+      std::sort(f.exclusivePods.begin(), f.exclusivePods.end());
+    }
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(), [](const NodeFacts& a, const NodeFacts& b) { return a.node.name < b.node.name; });
+  return out;
+}
+
+PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nodes, long long now,
+                              long long graceSeconds) {
+  PendingJudgement out;
+  const json& meta = member(pod, "metadata");
+  const json& spec = member(pod, "spec");
+  const std::string phase = stringMember(member(pod, "status"), "phase");
+  if (!stringMember(spec, "nodeName").empty() || !member(meta, "deletionTimestamp").is_null() ||
+      (!phase.empty() && phase != "Pending")) {
+    return out;
+  }
+  out.pending = true;
+  const long long created = parseTime(stringMember(meta, "creationTimestamp")).value_or(now);
+  const long long age = std::max(0LL, now - created);
+  if (age < graceSeconds) {
+    out.lookAgainAfter = std::max(1LL, graceSeconds - age);
+    return out;
+  }
+  out.lookAgainAfter = 30;
+
+  const bool nodeExclusive =
+      stringMember(member(meta, "labels"), key(names::kPlacementLabel)) == names::kNodeExclusive;
+  const auto terms = termsOf(spec);
+  const Slots s = slotsOf(terms, nodeExclusive);
+  const json& tolerations = member(spec, "tolerations");
+
+  // Per slot, the failing nodes grouped by what they are instead.
+  std::vector<std::map<std::string, std::vector<std::string>>> failing(s.slots.size());
+  std::vector<std::size_t> failCount(s.slots.size(), 0);
+  std::vector<std::string> fit;
+  for (const NodeFacts& n : nodes) {
+    const std::size_t i = firstFailure(s, terms, n, tolerations);
+    if (i == kPass) {
+      fit.push_back(n.node.name);
+      continue;
+    }
+    ++failCount[i];
+    const std::string detail = detailOf(s.slots[i], n, tolerations);
+    failing[i][s.slots[i].kind == SlotKind::kExclusive ? n.node.name + " runs " + detail : detail].push_back(
+        n.node.name);
+  }
+
+  std::vector<std::string> needs;
+  for (const Slot& slot : s.slots) {
+    if (slot.kind == SlotKind::kCordoned || slot.kind == SlotKind::kTaint) continue;
+    needs.push_back(needWords(slot));
+  }
+  std::string message = "Pending for " + ageWords(age) + ": ";
+  message += fit.empty() ? "no node can take this pod now." : "podshaper's requirements are met, yet no node took it.";
+  if (!needs.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < needs.size(); ++i) {
+      list += (i == 0 ? "" : i + 1 == needs.size() ? " and " : ", ") + needs[i];
+    }
+    message += " It needs a node that " + list + ".";
+  }
+  std::vector<std::string> groups;
+  std::size_t gpuCountFailures = 0;
+  for (std::size_t i = 0; i < s.slots.size(); ++i) {
+    if (failCount[i] == 0) continue;
+    if (s.slots[i].kind == SlotKind::kGpuCount) gpuCountFailures = failCount[i];
+    const auto [one, many] = failWords(s.slots[i]);
+    std::vector<std::pair<std::string, std::vector<std::string>>> byDetail(failing[i].begin(), failing[i].end());
+    std::stable_sort(byDetail.begin(), byDetail.end(),
+                     [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+    std::vector<std::string> examples;
+    for (std::size_t g = 0; g < byDetail.size() && g < 3; ++g) {
+      if (s.slots[i].kind == SlotKind::kExclusive || s.slots[i].kind == SlotKind::kCordoned) {
+        examples.push_back(s.slots[i].kind == SlotKind::kCordoned ? someNames(byDetail[g].second) : byDetail[g].first);
+      } else {
+        examples.push_back(byDetail[g].first + ": " + someNames(byDetail[g].second));
+      }
+    }
+    if (byDetail.size() > 3) examples.push_back("…");
+    groups.push_back(std::to_string(failCount[i]) + " " + (failCount[i] == 1 ? one : many) + " (" +
+                     joined(examples, "; ") + ")");
+  }
+  message += " Of " + nodesWord(nodes.size()) + ", " + (groups.empty() ? std::string("none fails it") : joined(groups, "; ")) + ".";
+
+  if (!fit.empty()) {
+    message += " " + nodesWord(fit.size()) + " meet" + (fit.size() == 1 ? "s" : "") + " all of it (" + someNames(fit) +
+               ")";
+    const std::string said = schedulerSays(pod);
+    message += said.empty() ? ": the scheduler has not said why it waits." : "; the scheduler says: " + said;
+  } else if (gpuCountFailures == nodes.size() && !nodes.empty()) {
+    std::map<uint64_t, std::size_t> sizes;
+    for (const NodeFacts& n : nodes) {
+      auto g = parseCount(labelOf(n, key(names::kGpuCount)).value_or(std::to_string(n.node.gpus())));
+      if (g && *g > 0) ++sizes[*g];
+    }
+    std::vector<std::string> have;
+    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) have.push_back(std::to_string(it->first));
+    message += " No node has that many GPUs: ask for a count the nodes have" +
+               (have.empty() ? std::string() : " (" + joined(have) + ")") + ", or add such nodes.";
+  } else {
+    for (std::size_t i = 0; i < s.slots.size(); ++i) {
+      if (failCount[i] == 0) continue;
+      if (s.slots[i].kind == SlotKind::kExclusive) {
+        message += " It starts when a node-exclusive pod named here ends.";
+      } else if (s.slots[i].kind == SlotKind::kValidated) {
+        message += " kubectl describe gtr " + failing[i].begin()->second.front() + " says why it is not validated.";
+      } else {
+        continue;
+      }
+      break;
+    }
+  }
+  std::size_t most = kPass;
+  for (std::size_t i = 0; i < s.slots.size(); ++i) {
+    if (failCount[i] > 0 && (most == kPass || failCount[i] > failCount[most])) most = i;
+  }
+  out.cause = !fit.empty() || most == kPass ? "scheduler" : causeWord(s.slots[most].kind);
+  out.answer = message.substr(message.find(": ") + 2);
+  out.event = EventSpec{"Warning", reasons::kNotPlaceable, message};
+  return out;
+}
+
+const char* toString(ShmCause cause) {
+  switch (cause) {
+    case ShmCause::kDataLoader: return "dataloader";
+    case ShmCause::kNccl: return "nccl";
+    case ShmCause::kSigbus: return "sigbus";
+  }
+  return "sigbus";
+}
+
+namespace {
+
+bool containsNoCase(std::string_view hay, std::string_view needle) {
+  return std::search(hay.begin(), hay.end(), needle.begin(), needle.end(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+         }) != hay.end();
+}
+
+// The first line of `message` for which `test` holds, trimmed to 200 bytes.
+template <typename Test>
+std::optional<std::string> lineWhere(const std::string& message, Test test) {
+  std::size_t start = 0;
+  while (start <= message.size()) {
+    std::size_t end = message.find('\n', start);
+    if (end == std::string::npos) end = message.size();
+    std::string line = message.substr(start, end - start);
+    if (test(line)) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.size() > 200) {
+        line.resize(197);
+        while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
+        if (!line.empty() && static_cast<unsigned char>(line.back()) >= 0xC0) line.pop_back();
+        line += "...";
+      }
+      return line;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+bool ncclLine(const std::string& l) {
+  return containsNoCase(l, "Error while creating shared memory segment") ||
+         (containsNoCase(l, "/dev/shm/nccl-") && containsNoCase(l, "No space left on device"));
+}
+
+bool dataLoaderLine(const std::string& l) {
+  return containsNoCase(l, "insufficient shared memory") || containsNoCase(l, "out of shared memory") ||
+         containsNoCase(l, "is killed by signal: Bus error") || containsNoCase(l, "bus error encountered in worker") ||
+         (containsNoCase(l, "/torch_") && containsNoCase(l, "No space left on device")) ||
+         // What the training process says when it sees the worker gone before its own
+         // bus error line (which the log's 2 KiB tail may no longer hold).
+         (containsNoCase(l, "DataLoader worker (pid") && containsNoCase(l, "exited unexpectedly"));
+}
+
+struct Cause {
+  ShmCause cause;
+  std::optional<std::string> line;
+};
+
+std::optional<Cause> classify(const json& terminated) {
+  const json& code = member(terminated, "exitCode");
+  const json& signal = member(terminated, "signal");
+  const std::string message = stringMember(terminated, "message");
+  if (auto l = lineWhere(message, ncclLine)) return Cause{ShmCause::kNccl, l};
+  if (auto l = lineWhere(message, dataLoaderLine)) return Cause{ShmCause::kDataLoader, l};
+  if ((code.is_number_integer() && code.get<long long>() == 135) ||
+      (signal.is_number_integer() && signal.get<long long>() == 7)) {
+    return Cause{ShmCause::kSigbus, std::nullopt};
+  }
+  return std::nullopt;
+}
+
+std::string shmFailureMessage(const json& pod, const std::string& container, const Cause& c, bool restarted,
+                              long long run) {
+  const std::string size = annotation(pod, names::kShmSize).value_or("");
+  const std::string formula = annotation(pod, names::kShmFormula).value_or("");
+  std::string m = "Container \"" + container + "\" ran out of /dev/shm: ";
+  switch (c.cause) {
+    case ShmCause::kDataLoader: m += "a PyTorch DataLoader worker could not put its batch there"; break;
+    case ShmCause::kNccl: m += "NCCL could not make its shared memory segment there"; break;
+    case ShmCause::kSigbus: m += "it was killed by SIGBUS (exit code 135), what writing into a full /dev/shm does"; break;
+  }
+  if (c.line) m += " (\"" + *c.line + "\")";
+  m += ". ";
+  m += size.empty() ? std::string("Its /dev/shm size is not recorded.")
+                    : "/dev/shm was " + size + ", sized by podshaper for what the pod's annotations say.";
+  const std::string dataLoaderAdvice = " set " + key(names::kWorkers) + ", " + key(names::kPrefetchFactor) + " and " +
+                                       key(names::kBatchBytes) + " (or " + key(names::kBatchShape) + " and " +
+                                       key(names::kBatchDtype) + ") to what its DataLoader runs";
+  const std::string ncclAdvice = " set " + key(names::kNcclCommunicators) +
+                                 " to the NCCL communicators the job makes (one per process group)";
+  switch (c.cause) {
+    case ShmCause::kDataLoader:
+      m += " The DataLoader holds more than podshaper was told:" + dataLoaderAdvice + ".";
+      break;
+    case ShmCause::kNccl:
+      m += " NCCL keeps more there than podshaper's NCCL reserve counts:" + ncclAdvice + ".";
+      break;
+    case ShmCause::kSigbus:
+      m += " Either the DataLoader holds more than podshaper was told (" + dataLoaderAdvice.substr(1) +
+           ") or NCCL keeps more than its reserve (" + ncclAdvice.substr(1) + ").";
+      break;
+  }
+  if (restarted) {
+    m += " This was run " + std::to_string(run + 1) + " of the container in this pod: /dev/shm is the pod's emptyDir " +
+         "and keeps what earlier runs left (a crashed NCCL's segments, a DataLoader's files), so this run started " +
+         "with less than " + (size.empty() ? std::string("its size") : size) +
+         ": let the pod be replaced rather than restarted in place (restartPolicy: Never; a Job's backoffLimit " +
+         "makes a new pod).";
+  }
+  if (!formula.empty()) m += " The size: " + formula + ".";
+  return m;
+}
+
+}  // namespace
+
+std::vector<ShmFailure> judgeTerminations(const json& pod) {
+  std::vector<ShmFailure> out;
+  const json& meta = member(pod, "metadata");
+  const std::string uid = stringMember(meta, "uid");
+  const json& status = member(pod, "status");
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    for (const json& cs : member(status, list)) {
+      const std::string name = stringMember(cs, "name");
+      const long long restarts =
+          member(cs, "restartCount").is_number_integer() ? member(cs, "restartCount").get<long long>() : 0;
+      // The run that ended: now (its index is the restart count), or the one before.
+      for (const auto& [state, run] : {std::pair<const char*, long long>{"state", restarts},
+                                       std::pair<const char*, long long>{"lastState", restarts - 1}}) {
+        const json& terminated = member(member(cs, state), "terminated");
+        if (!terminated.is_object() || run < 0) continue;
+        const json& code = member(terminated, "exitCode");
+        if (code.is_number_integer() && code.get<long long>() == 0) continue;
+        auto cause = classify(terminated);
+        if (!cause) continue;
+        ShmFailure f;
+        f.container = name;
+        f.cause = cause->cause;
+        f.restarted = run >= 1;
+        f.key = uid + "/" + name + "/" + (f.restarted ? "restarted" : "first") + "/" + toString(f.cause);
+        f.event = EventSpec{"Warning", reasons::kShmExhausted,
+                            shmFailureMessage(pod, name, *cause, f.restarted, run)};
+        if (std::none_of(out.begin(), out.end(), [&](const ShmFailure& o) { return o.key == f.key; })) {
+          out.push_back(std::move(f));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<ObjectRef> controllerOf(const json& pod) {
+  for (const json& ref : member(member(pod, "metadata"), "ownerReferences")) {
+    if (member(ref, "controller") != true) continue;
+    return ObjectRef{stringMember(ref, "apiVersion"), stringMember(ref, "kind"), stringMember(ref, "name"),
+                     stringMember(ref, "uid")};
+  }
+  return std::nullopt;
+}
+
+EventSpec ownerEvent(const json& pod, const ShmFailure& failure) {
+  const json& meta = member(pod, "metadata");
+  EventSpec e = failure.event;
+  e.message = "Pod " + stringMember(meta, "namespace") + "/" + stringMember(meta, "name") + ": " + e.message;
+  return e;
+}
+
+}  // namespace podshaper

@@ -1,0 +1,95 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/node.h"
+#include "judging/events.h"
+
+// A shaped pod explains itself (docs/operator.md "Shaped pods explain themselves"): why it
+// waits Pending, and why it died when /dev/shm ran out. Pure: the operator's pod
+// reconciler reads the pods podshaper shaped (label podshaper.io/shaped), its Node and
+// report caches, and records what these functions say as Events.
+namespace podshaper {
+
+namespace reasons {
+inline constexpr const char* kNotPlaceable = "NotPlaceable";
+inline constexpr const char* kShmExhausted = "ShmExhausted";
+}  // namespace reasons
+
+struct Taint {
+  std::string key, value, effect;
+};
+
+// What the operator knows of one node when it explains a pending pod.
+struct NodeFacts {
+  Node node;
+  std::vector<Taint> taints;
+  bool unschedulable = false;  // cordoned
+  // The report's Validated condition reason when it is False ("P2PUnavailable"); empty
+  // when validated, or when no report says.
+  std::string notValidatedReason;
+  std::vector<std::string> exclusivePods;  // "namespace/name" of the node-exclusive pods bound to it, not finished
+};
+
+// The facts of each Node (objects as the operator's cache keeps them). `shapedPods`: the
+// pods podshaper shaped, from which the node-exclusive ones bound to each node are read;
+// `notValidatedReason(name)`: the report's reason, as NodeFacts says.
+std::vector<NodeFacts> nodeFacts(const std::vector<nlohmann::json>& nodes,
+                                 const std::vector<nlohmann::json>& shapedPods,
+                                 const std::function<std::string(const std::string&)>& notValidatedReason);
+
+struct PendingJudgement {
+  bool pending = false;  // unscheduled, and not going away
+  // NotPlaceable, once the pod has waited longer than the grace.
+  std::optional<EventSpec> event;
+  // The event's message without how long the pod has waited: it is told again only when
+  // this changes.
+  std::string answer;
+  // What keeps it off most nodes, for the metrics: gpu-count, validated, memlock, p2p,
+  // selector, cordoned, taint, node-exclusive; "scheduler" when podshaper's
+  // requirements are met.
+  std::string cause;
+  // Seconds until the pod should be looked at again (the grace's end, then a steady
+  // recheck while it waits); unset when it is not pending.
+  std::optional<long long> lookAgainAfter;
+};
+
+// A pod that no node has taken for longer than `graceSeconds`: which of its requirements
+// (podshaper's node labels first, then its own selectors, taints, cordons and the
+// node-exclusive rule) how many nodes fail, with examples. now: seconds since the epoch.
+PendingJudgement judgePending(const nlohmann::json& pod, const std::vector<NodeFacts>& nodes, long long now,
+                              long long graceSeconds);
+
+// What ran out of /dev/shm.
+enum class ShmCause { kDataLoader, kNccl, kSigbus };
+const char* toString(ShmCause cause);  // "dataloader", "nccl", "sigbus" (the metrics' label)
+
+struct ShmFailure {
+  std::string container;
+  ShmCause cause = ShmCause::kSigbus;
+  // The run that died was not the container's first in this pod: its /dev/shm held
+  // what earlier runs left.
+  bool restarted = false;
+  // Tells one failure once: pod uid, container, first or restarted run, cause.
+  std::string key;
+  EventSpec event;  // on the pod
+};
+
+// Every terminated container (now, or its last run) that died for lack of /dev/shm:
+// exit code 135 (SIGBUS), PyTorch DataLoader's shared-memory errors or NCCL's
+// "No space left on device" on /dev/shm, read from its termination message (the log's
+// tail: the webhook sets FallbackToLogsOnError).
+std::vector<ShmFailure> judgeTerminations(const nlohmann::json& pod);
+
+// The pod's controller (a Job, JobSet, ReplicaSet, …), which is told too; unset when none.
+std::optional<ObjectRef> controllerOf(const nlohmann::json& pod);
+
+// The same Event, told on the pod's controller: it names the pod.
+EventSpec ownerEvent(const nlohmann::json& pod, const ShmFailure& failure);
+
+}  // namespace podshaper

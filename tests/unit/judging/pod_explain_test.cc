@@ -1,0 +1,332 @@
+#include "judging/pod_explain.h"
+
+#include <gtest/gtest.h>
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr long long kCreated = 1795000000;  // 2026-11-17T…
+const std::string kCreatedText = "2026-11-18T11:06:40Z";
+
+// A node-exclusive pod of 8 GPUs as the webhook shapes it (config memlock 4Mi: two terms).
+json pendingPod(const std::string& gpus = "8") {
+  json term1 = {{"matchExpressions",
+                 {{{"key", "podshaper.io/topology-validated"}, {"operator", "In"}, {"values", {"true"}}},
+                  {{"key", "podshaper.io/memlock"}, {"operator", "In"}, {"values", {"unlimited"}}},
+                  {{"key", "podshaper.io/gpu-count"}, {"operator", "In"}, {"values", {gpus}}}}}};
+  json term2 = {{"matchExpressions",
+                 {{{"key", "podshaper.io/topology-validated"}, {"operator", "In"}, {"values", {"true"}}},
+                  {{"key", "podshaper.io/memlock"}, {"operator", "Gt"}, {"values", {"4194303"}}},
+                  {{"key", "podshaper.io/gpu-count"}, {"operator", "In"}, {"values", {gpus}}}}}};
+  return {{"metadata",
+           {{"name", "train-1"},
+            {"namespace", "ml"},
+            {"uid", "pod-uid"},
+            {"creationTimestamp", kCreatedText},
+            {"labels", {{"podshaper.io/placement", "node-exclusive"}, {"podshaper.io/shaped", "true"}}}}},
+          {"spec",
+           {{"affinity",
+             {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution",
+                                 {{"nodeSelectorTerms", json::array({term1, term2})}}}}}}}}},
+          {"status",
+           {{"phase", "Pending"},
+            {"conditions",
+             {{{"type", "PodScheduled"},
+               {"status", "False"},
+               {"reason", "Unschedulable"},
+               {"message", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}}}}}};
+}
+
+NodeFacts node(const std::string& name, int gpus, const std::string& validated = "true",
+               const std::string& memlock = "unlimited") {
+  NodeFacts f;
+  f.node.name = name;
+  f.node.allocatableGpus = gpus;
+  if (!validated.empty()) {
+    f.node.labels = {{"podshaper.io/topology-validated", validated},
+                     {"podshaper.io/gpu-count", std::to_string(gpus)},
+                     {"podshaper.io/memlock", memlock}};
+  }
+  return f;
+}
+
+const long long kLater = kCreated + 45;
+
+TEST(PodExplainPending, WithinTheGraceItOnlyLooksAgainAtItsEnd) {
+  auto j = judgePending(pendingPod(), {node("a", 8)}, kCreated + 10, 30);
+  EXPECT_TRUE(j.pending);
+  EXPECT_FALSE(j.event);
+  ASSERT_TRUE(j.lookAgainAfter);
+  EXPECT_EQ(*j.lookAgainAfter, 20);
+}
+
+TEST(PodExplainPending, AScheduledOrFinishedPodIsNotPending) {
+  json bound = pendingPod();
+  bound["spec"]["nodeName"] = "a";
+  EXPECT_FALSE(judgePending(bound, {}, kLater, 30).pending);
+  json done = pendingPod();
+  done["status"]["phase"] = "Failed";
+  EXPECT_FALSE(judgePending(done, {}, kLater, 30).pending);
+  json going = pendingPod();
+  going["metadata"]["deletionTimestamp"] = kCreatedText;
+  EXPECT_FALSE(judgePending(going, {}, kLater, 30).event);
+}
+
+TEST(PodExplainPending, NoNodeOfItsSizeSaysWhichSizesExist) {
+  auto j = judgePending(pendingPod(), {node("a", 4), node("b", 4), node("c", 2, "")}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_EQ(j.event->type, "Warning");
+  EXPECT_EQ(j.event->reason, "NotPlaceable");
+  const std::string& m = j.event->message;
+  EXPECT_EQ(m.rfind("Pending for 45s: no node can take this pod now.", 0), 0u) << m;
+  EXPECT_NE(m.find("It needs a node that has 8 GPUs (podshaper.io/gpu-count=8), is validated by podshaper "
+                   "(podshaper.io/topology-validated=true), grants memlock at least 4Mi or unlimited "
+                   "(podshaper.io/memlock) and runs no other node-exclusive pod."),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("Of 3 nodes, 3 do not have 8 GPUs (4 GPUs: a, b; 2 GPUs, not judged by podshaper: c)."),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("No node has that many GPUs: ask for a count the nodes have (4, 2), or add such nodes."),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(j.cause, "gpu-count");
+  EXPECT_EQ(j.lookAgainAfter, 30);
+}
+
+TEST(PodExplainPending, NotValidatedNodesAreGroupedByTheirReason) {
+  NodeFacts b = node("b", 8, "false"), c = node("c", 8, "false"), d = node("d", 8, "false");
+  b.notValidatedReason = c.notValidatedReason = "P2PUnavailable";
+  d.notValidatedReason = "ReportStale";
+  auto j = judgePending(pendingPod(), {node("a", 4), b, c, d}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  const std::string& m = j.event->message;
+  EXPECT_NE(m.find("Of 4 nodes, 1 does not have 8 GPUs (4 GPUs: a); 3 are not validated (P2PUnavailable: b, c; "
+                   "ReportStale: d)."),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("kubectl describe gtr b says why it is not validated."), std::string::npos) << m;
+  EXPECT_EQ(j.cause, "validated");
+}
+
+TEST(PodExplainPending, MemlockNotGrantedIsNamedWithWhatTheNodeGrants) {
+  auto j = judgePending(pendingPod(), {node("a", 8, "true", "65536"), node("b", 8, "true", "not-granted")}, kLater,
+                        30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("2 do not grant that memlock (memlock 65536: a; memlock not-granted: b)"),
+            std::string::npos)
+      << j.event->message;
+  EXPECT_EQ(j.cause, "memlock");
+}
+
+TEST(PodExplainPending, ANodeTakenByANodeExclusivePodNamesThatPod) {
+  NodeFacts x = node("node-x", 8);
+  x.exclusivePods = {"ml/train-0"};
+  auto j = judgePending(pendingPod(), {x, node("y", 4)}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  const std::string& m = j.event->message;
+  EXPECT_NE(m.find("1 does not have 8 GPUs (4 GPUs: y); 1 already runs a node-exclusive pod (node-x runs ml/train-0)."),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("It starts when a node-exclusive pod named here ends."), std::string::npos) << m;
+}
+
+TEST(PodExplainPending, CordonsAndUntoleratedTaintsAreSaid) {
+  NodeFacts a = node("a", 8), b = node("b", 8);
+  a.unschedulable = true;
+  b.taints = {{"podshaper.io/topology-not-validated", "P2PUnavailable", "NoSchedule"}};
+  json pod = pendingPod();
+  auto j = judgePending(pod, {a, b}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("1 is cordoned (a); 1 carries a taint the pod does not tolerate "
+                                  "(podshaper.io/topology-not-validated=P2PUnavailable:NoSchedule: b)"),
+            std::string::npos)
+      << j.event->message;
+  pod["spec"]["tolerations"] = {{{"key", "podshaper.io/topology-not-validated"}, {"operator", "Exists"}}};
+  j = judgePending(pod, {b}, kLater, 30);
+  EXPECT_EQ(j.cause, "scheduler");
+}
+
+TEST(PodExplainPending, WhenPodshaperIsSatisfiedTheSchedulerSpeaks) {
+  auto j = judgePending(pendingPod(), {node("a", 8)}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("podshaper's requirements are met, yet no node took it."), std::string::npos);
+  EXPECT_NE(j.event->message.find("1 node meets all of it (a); the scheduler says: 0/3 nodes are available: 3 "
+                                  "Insufficient nvidia.com/gpu."),
+            std::string::npos)
+      << j.event->message;
+  EXPECT_EQ(j.cause, "scheduler");
+}
+
+TEST(PodExplainPending, TheUsersOwnSelectorIsARequirementToo) {
+  json pod = pendingPod();
+  pod["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "b"}};
+  NodeFacts a = node("a", 8);
+  a.node.labels["kubernetes.io/hostname"] = "a";
+  auto j = judgePending(pod, {a}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("matches kubernetes.io/hostname=b"), std::string::npos) << j.event->message;
+  EXPECT_NE(j.event->message.find("1 does not match kubernetes.io/hostname=b (kubernetes.io/hostname=a: a)"),
+            std::string::npos)
+      << j.event->message;
+  EXPECT_EQ(j.cause, "selector");
+}
+
+TEST(PodExplainPending, TheAnswerDoesNotChangeWithTheWait) {
+  auto early = judgePending(pendingPod(), {node("a", 4)}, kLater, 30);
+  auto late = judgePending(pendingPod(), {node("a", 4)}, kLater + 600, 30);
+  ASSERT_TRUE(early.event && late.event);
+  EXPECT_NE(early.event->message, late.event->message);
+  EXPECT_EQ(early.answer, late.answer);
+  EXPECT_EQ(late.event->message.rfind("Pending for 10m: ", 0), 0u);
+}
+
+TEST(PodExplainPending, ManyNodesAreCountedWithAFewExamples) {
+  std::vector<NodeFacts> nodes;
+  for (int i = 0; i < 12; ++i) nodes.push_back(node("n" + std::to_string(10 + i), 4));
+  auto j = judgePending(pendingPod(), nodes, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("12 do not have 8 GPUs (4 GPUs: n10, n11, n12 and 9 more)"), std::string::npos)
+      << j.event->message;
+}
+
+TEST(PodExplainNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
+  json n1 = {{"metadata", {{"name", "n1"}, {"labels", {{"podshaper.io/topology-validated", "false"}}}}},
+             {"spec", {{"unschedulable", true}, {"taints", {{{"key", "k"}, {"value", "v"}, {"effect", "NoSchedule"}}}}}},
+             {"status", {{"allocatable", {{"nvidia.com/gpu", "8"}}}}}};
+  json n2 = {{"metadata", {{"name", "n2"}, {"labels", {{"podshaper.io/topology-validated", "true"}}}}}};
+  auto pod = [](const std::string& name, const std::string& nodeName, const std::string& phase,
+                const std::string& placement) {
+    return json{{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", {{"podshaper.io/placement", placement}}}}},
+                {"spec", {{"nodeName", nodeName}}},
+                {"status", {{"phase", phase}}}};
+  };
+  auto facts = nodeFacts({n2, n1},
+                         {pod("b", "n2", "Running", "node-exclusive"), pod("a", "n2", "Pending", "node-exclusive"),
+                          pod("done", "n2", "Succeeded", "node-exclusive"), pod("s", "n2", "Running", "shared")},
+                         [](const std::string& name) { return name == "n1" ? "P2PUnavailable" : "none"; });
+  ASSERT_EQ(facts.size(), 2u);
+  EXPECT_EQ(facts[0].node.name, "n1");
+  EXPECT_TRUE(facts[0].unschedulable);
+  ASSERT_EQ(facts[0].taints.size(), 1u);
+  EXPECT_EQ(facts[0].taints[0].effect, "NoSchedule");
+  EXPECT_EQ(facts[0].notValidatedReason, "P2PUnavailable");
+  EXPECT_EQ(facts[0].node.gpus(), 8u);
+  EXPECT_EQ(facts[1].notValidatedReason, "");  // validated: no reason asked
+  EXPECT_EQ(facts[1].exclusivePods, (std::vector<std::string>{"ml/a", "ml/b"}));
+}
+
+// A shaped pod whose container ended.
+json endedPod(const json& terminated, long long restarts = 0, const char* state = "state") {
+  json cs = {{"name", "trainer"}, {"restartCount", restarts}};
+  cs[state]["terminated"] = terminated;
+  if (std::string(state) == "lastState") cs["state"]["waiting"] = {{"reason", "CrashLoopBackOff"}};
+  return {{"metadata",
+           {{"name", "train-0"},
+            {"namespace", "ml"},
+            {"uid", "pod-uid"},
+            {"annotations",
+             {{"podshaper.io/shm-size", "161Mi"},
+              {"podshaper.io/shm-formula", "1 rank × (2 workers × prefetch 4 + 2) × 4Mi × 1.25 headroom"}}},
+            {"ownerReferences",
+             {{{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "train"}, {"uid", "job-uid"},
+               {"controller", true}}}}}},
+          {"status", {{"phase", "Failed"}, {"containerStatuses", {cs}}}}};
+}
+
+const std::string kDataLoaderTail =
+    "torch 1.13.1, 1 rank(s), /dev/shm 161 MiB\n"
+    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+    "rank 0: exit code 1\ntraining failed: 1 rank(s)\n";
+const std::string kNcclTail =
+    "[2026-11-26 03:05:15] vm:2781:2911 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment "
+    "/dev/shm/nccl-4PshbB (size 34210176), error: No space left on device (28)\n";
+
+TEST(PodExplainTerminations, ADataLoaderBusErrorNamesTheAnnotationsToChange) {
+  auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", kDataLoaderTail}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].cause, ShmCause::kDataLoader);
+  EXPECT_FALSE(f[0].restarted);
+  EXPECT_EQ(f[0].key, "pod-uid/trainer/first/dataloader");
+  EXPECT_EQ(f[0].event.type, "Warning");
+  EXPECT_EQ(f[0].event.reason, "ShmExhausted");
+  const std::string& m = f[0].event.message;
+  EXPECT_EQ(m.rfind("Container \"trainer\" ran out of /dev/shm: a PyTorch DataLoader worker could not put its batch "
+                    "there (\"ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
+                    "shared memory (shm).\"). /dev/shm was 161Mi",
+                    0),
+            0u)
+      << m;
+  for (const char* a : {"podshaper.io/dataloader-workers", "podshaper.io/prefetch-factor", "podshaper.io/batch-bytes",
+                        "podshaper.io/batch-shape", "The size: 1 rank × (2 workers"}) {
+    EXPECT_NE(m.find(a), std::string::npos) << a << " in " << m;
+  }
+  EXPECT_EQ(m.find("nccl-communicators"), std::string::npos);
+}
+
+TEST(PodExplainTerminations, NcclsNoSpaceLineNamesTheCommunicators) {
+  auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"message", "some output\n" + kNcclTail}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].cause, ShmCause::kNccl);
+  EXPECT_NE(f[0].event.message.find("NCCL could not make its shared memory segment there (\"[2026-11-26 03:05:15]"),
+            std::string::npos);
+  EXPECT_NE(f[0].event.message.find("set podshaper.io/nccl-communicators"), std::string::npos);
+}
+
+TEST(PodExplainTerminations, ExitCode135WithoutWordsIsSigbus) {
+  auto f = judgeTerminations(endedPod({{"exitCode", 135}, {"reason", "Error"}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].cause, ShmCause::kSigbus);
+  EXPECT_NE(f[0].event.message.find("killed by SIGBUS (exit code 135)"), std::string::npos);
+  EXPECT_NE(f[0].event.message.find("nccl-communicators"), std::string::npos);
+  EXPECT_NE(f[0].event.message.find("dataloader-workers"), std::string::npos);
+}
+
+TEST(PodExplainTerminations, OtherEndsAreNotBlamedOnShm) {
+  EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 0}, {"message", kDataLoaderTail}})).empty());
+  EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 137}, {"reason", "OOMKilled"}})).empty());
+  EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 1}, {"message", "No space left on device: /data/ckpt"}})).empty());
+}
+
+TEST(PodExplainTerminations, ARestartedRunSaysEarlierRunsFilledIt) {
+  // Waiting in CrashLoopBackOff after its second run: restartCount 2, the last run was run 2.
+  auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"message", kNcclTail}}, 2, "lastState"));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_TRUE(f[0].restarted);
+  EXPECT_EQ(f[0].key, "pod-uid/trainer/restarted/nccl");
+  EXPECT_NE(f[0].event.message.find("This was run 2 of the container in this pod: /dev/shm is the pod's emptyDir and "
+                                    "keeps what earlier runs left"),
+            std::string::npos)
+      << f[0].event.message;
+  // Its first run's end (restartCount 1, lastState) is a first run.
+  auto first = judgeTerminations(endedPod({{"exitCode", 1}, {"message", kNcclTail}}, 1, "lastState"));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_FALSE(first[0].restarted);
+}
+
+TEST(PodExplainTerminations, ALongLineIsCut) {
+  const std::string longLine = "ERROR: bus error encountered in worker " + std::string(500, 'x');
+  auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"message", longLine}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(f[0].event.message.find(std::string(150, 'x') + "...\""), std::string::npos);
+  EXPECT_EQ(f[0].event.message.find(std::string(300, 'x')), std::string::npos);
+}
+
+TEST(PodExplainTerminations, TheControllerIsToldWithThePodsName) {
+  const json pod = endedPod({{"exitCode", 135}});
+  auto owner = controllerOf(pod);
+  ASSERT_TRUE(owner);
+  EXPECT_EQ(owner->kind, "Job");
+  EXPECT_EQ(owner->uid, "job-uid");
+  auto f = judgeTerminations(pod);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(ownerEvent(pod, f[0]).message.rfind("Pod ml/train-0: Container \"trainer\" ran out of /dev/shm", 0), 0u);
+  json orphan = pod;
+  orphan["metadata"].erase("ownerReferences");
+  EXPECT_FALSE(controllerOf(orphan));
+}
+
+}  // namespace
+}  // namespace podshaper
