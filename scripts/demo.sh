@@ -167,6 +167,16 @@ kc apply -f "$examples/training.yaml" >/dev/null 2>&1
 for _ in $(seq 600); do done_ dataloader-shaped && break; sleep 0.5; done
 echo "  shaped (examples/real-node/training.yaml: 4 GPUs, node-exclusive, /dev/shm $(kc -n ml get pod dataloader-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}'), bound to $(kc -n ml get pod dataloader-shaped -o jsonpath='{.spec.nodeName}') by kube-scheduler), $(kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase}'):"
 kc -n ml logs dataloader-shaped 2>&1 | sed 's/^/    /'
+say "A shaped pod explains itself (examples/real-node/explain.yaml)"
+kc apply -f "$examples/explain.yaml" >/dev/null 2>&1
+for _ in $(seq 600); do done_ dataloader-undersized && break; sleep 0.5; done
+echo "  dataloader-undersized: told batches of 4x3x224x224, it makes 32x3x224x224; /dev/shm $(kc -n ml get pod dataloader-undersized -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}'), $(kc -n ml get pod dataloader-undersized -o jsonpath='{.status.phase}'):"
+kc -n ml logs dataloader-undersized 2>&1 | grep -aE "Bus error|shared memory|training" | cut -c1-150 | sed 's/^/    /'
+undersized_event() { kc -n ml describe pod dataloader-undersized 2>/dev/null | grep -a ShmExhausted; }
+for _ in $(seq 60); do undersized_event >/dev/null && break; sleep 0.5; done
+echo "  kubectl -n ml describe pod dataloader-undersized (its Events):"
+undersized_event | sed 's/^ *//' | fold -s -w 140 | sed 's/^/    /'
+told "the undersized DataLoader died and its pod says why (ShmExhausted)" undersized_event
 shm=$(kc -n ml get pod inspect-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}' 2>/dev/null) || true
 shm_bytes="(podshaper.io/shm-size ${shm:-missing})"
 [[ $shm =~ ^([0-9]+)Mi$ ]] && shm_bytes=$(( BASH_REMATCH[1] << 20 ))
@@ -187,6 +197,7 @@ cat <<TXT
   export KUBECONFIG=$kubeconfig
   kubectl -n ml get pods -o wide; kubectl -n ml logs inspect-shaped
   kubectl -n ml get pod dataloader-shaped -o yaml     # a shaped pod that ran
+  kubectl -n ml describe pod too-big; kubectl -n ml describe job nccl-shm   # pods that explain themselves
   kubectl describe node real-h200x4-0; less $dir/node/logs/kubelet.log
   kubectl get mutatingwebhookconfiguration podshaper -o yaml
   kubectl -n podshaper-system logs deploy/podshaper-webhook; kubectl -n podshaper-system get pods -o wide

@@ -130,6 +130,73 @@ check "shaped DataLoader: every rank finished its 12 batches" test "$(grep -c 'b
 check "shaped DataLoader: training finished" grep -q "training finished" "$tmp/dataloader-shaped.log"
 sed 's/^/    /' "$tmp/dataloader-shaped.log"
 
+# --- 3b. shaped pods explain themselves (examples/real-node/explain.yaml): a DataLoader told a
+# smaller batch than it makes, a container that fills /dev/shm and prints NCCL's ENOSPC line,
+# restarted in place by its Job, and a pod no node can take; then one that waits for the node a
+# node-exclusive pod holds. What a user reads is `kubectl describe`, so that is what is read.
+kc apply -f "$examples/explain.yaml" >/dev/null 2>"$tmp/explain.warnings"
+described() { kc -n ml describe "$@" 2>&1; }
+nccl_pod() { kc -n ml get pods -l job-name=nccl-shm -o jsonpath='{.items[0].metadata.name}'; }
+check "undersized DataLoader: it died (Failed)" eventually 240 Failed phase dataloader-undersized
+check "undersized DataLoader: its termination message is its log's tail (FallbackToLogsOnError)" \
+  eventually 5 '*training failed*' kc -n ml get pod dataloader-undersized -o jsonpath='{.status.containerStatuses[0].state.terminated.message}'
+check "kubectl describe pod dataloader-undersized: a ShmExhausted Warning" \
+  eventually 30 '*ShmExhausted*' described pod dataloader-undersized
+described pod dataloader-undersized >"$tmp/undersized.describe"
+shm_u=$(kc -n ml get pod dataloader-undersized -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')
+check "... it says a DataLoader worker ran out of /dev/shm, and the size it had ($shm_u)" \
+  grep -q "Container \"trainer\" ran out of /dev/shm: a PyTorch DataLoader worker could not put its batch there.*/dev/shm was $shm_u," "$tmp/undersized.describe"
+check "... and names the annotations to change" \
+  grep -q 'set podshaper.io/dataloader-workers, podshaper.io/prefetch-factor and podshaper.io/batch-bytes (or podshaper.io/batch-shape and podshaper.io/batch-dtype) to what its DataLoader runs' "$tmp/undersized.describe"
+check "... and the formula's inputs (4x3x224x224 float32)" grep -q 'The size: 1 ranks × ((2 workers × prefetch 4.*4x3x224x224 float32' "$tmp/undersized.describe"
+check "kubectl describe pod: the admission warnings are on the pod (podshaper.io/warnings)" \
+  grep -q 'podshaper.io/warnings: *podshaper.io/nccl-communicators not set' "$tmp/undersized.describe"
+sed -n '/^Events:/,$p' "$tmp/undersized.describe" | grep -a ShmExhausted | cut -c1-400 | sed 's/^/    /'
+
+check "NCCL's ENOSPC: the Job's pod ran twice and failed twice (restartPolicy OnFailure)" \
+  eventually 120 '[2-9]' bash -c "kubectl --kubeconfig $kubeconfig -n ml get pods -l job-name=nccl-shm -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'"
+check "kubectl describe pod: ShmExhausted, NCCL could not make its segment, twice" \
+  eventually 30 2 bash -c "kubectl --kubeconfig $kubeconfig -n ml describe pod $(nccl_pod) | grep -c 'ShmExhausted.*NCCL could not make its shared memory segment there'"
+described pod "$(nccl_pod)" >"$tmp/nccl.describe"
+check "... quoting NCCL's line and naming podshaper.io/nccl-communicators" \
+  grep -q 'Error while creating shared memory segment /dev/shm/nccl-4PshbB.*set podshaper.io/nccl-communicators to the NCCL communicators the job makes' "$tmp/nccl.describe"
+check "... and the second run is told that its earlier run left its files in /dev/shm" \
+  grep -q "This was run 2 of the container in this pod: /dev/shm is the pod's emptyDir and keeps what earlier runs left" "$tmp/nccl.describe"
+logs_of "$(nccl_pod)"
+check "(its second run found the first run's file in /dev/shm)" grep -q '^/dev/shm: [1-9] files left by earlier runs' "$tmp/$(nccl_pod).log"
+check "kubectl describe job nccl-shm: told once, naming the pod" \
+  eventually 10 1 bash -c "kubectl --kubeconfig $kubeconfig -n ml describe job nccl-shm | grep -c 'ShmExhausted.*Pod ml/nccl-shm-'"
+sed -n '/^Events:/,$p' "$tmp/nccl.describe" | grep -a ShmExhausted | cut -c1-300 | sed 's/^/    /'
+kc -n ml delete job nccl-shm --wait=false >/dev/null
+kc -n ml delete pod dataloader-undersized --wait=false >/dev/null
+
+check "too-big (8 GPUs, on a node of 4): admitted and Pending" eventually 10 Pending phase too-big
+check "kubectl describe pod too-big: NotPlaceable, the GPU count no node has, and what nodes have" \
+  eventually 60 '*NotPlaceable*It needs a node that has 8 GPUs (podshaper.io/gpu-count=8)*1 does not have 8 GPUs (4 GPUs: real-h200x4-0)*No node has that many GPUs: ask for a count the nodes have (4)*' \
+  described pod too-big
+described pod too-big | sed -n '/^Events:/,$p' | grep -a NotPlaceable | cut -c1-400 | sed 's/^/    /'
+kc -n ml delete pod too-big --wait=false >/dev/null
+
+# A node-exclusive pod holds the node; another of its size waits for it.
+for p in hold waiter; do
+  python3 - "$p" <<'PY' | kc create -f - >/dev/null
+import json, sys
+print(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": sys.argv[1], "namespace": "ml",
+  "labels": {"podshaper.io/inject": "true"}, "annotations": {"podshaper.io/dataloader-workers": "0",
+  "podshaper.io/nccl-communicators": "0"}},
+  "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+           "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+           "containers": [{"name": "trainer", "image": "podshaper.test/busybox:1", "command": ["sleep", "3600"],
+                           "resources": {"limits": {"nvidia.com/gpu": "4", "memory": "64Mi", "cpu": "100m"}}}]}}))
+PY
+  [[ $p == hold ]] && check "hold (node-exclusive, 4 GPUs) runs on $node" eventually 120 Running phase hold
+done
+check "kubectl describe pod waiter: NotPlaceable, the validated node of its size runs node-exclusive pod ml/hold" \
+  eventually 60 '*NotPlaceable*1 already runs a node-exclusive pod (real-h200x4-0 runs ml/hold)*It starts when a node-exclusive pod named here ends*' \
+  described pod waiter
+described pod waiter | sed -n '/^Events:/,$p' | grep -a NotPlaceable | cut -c1-400 | sed 's/^/    /'
+kc -n ml delete pod hold waiter --wait=false >/dev/null
+
 # --- 4. unlimited memlock: it reaches the container's OCI spec, and this node cannot grant it
 # The annotation podshaper writes with its default config (memlock: unlimited).
 python3 -c '

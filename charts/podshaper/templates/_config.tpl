@@ -16,6 +16,7 @@ memlock: {{ include "podshaper.memlock" . }}
 # podshaper-operator configuration (docs/operator.md); every key optional.
 listen: ":8443"
 eventNamespace: {{ .Values.operator.eventNamespace | quote }}
+pendingGrace: {{ .Values.operator.pendingGrace }}
 leaderElection:
   namespace: {{ $ns }}
   name: podshaper-operator

@@ -1,0 +1,77 @@
+#pragma once
+
+// The operator's reconcilers' view of the API server and their clock, for their unit
+// tests: one fake, shared by the report and the pod reconciler's tests.
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/reconciler.h"
+#include "tests/unit/judging/verdict_builder.h"
+
+namespace podshaper::op {
+
+// The API server as the reconcile sees it: every write is recorded and applied to
+// the objects it holds (a new resourceVersion each time), or refused when a test
+// queues an error for it.
+class FakeApi : public ReconcileApi {
+ public:
+  json report, node;  // the objects as stored; null: none
+  std::vector<std::string> writes;  // "status gpu-0", "node gpu-0", "event Warning P2PUnavailable on Node"
+  std::vector<json> events;
+  std::deque<kube::ApiError> statusErrors, nodeErrors, eventErrors;
+  std::function<void()> afterStatusWrite;
+
+  kube::ApiResult<json> patchReportStatus(const std::string& name, const json& body) override {
+    if (!statusErrors.empty()) return failWith(statusErrors);
+    writes.push_back("status " + name);
+    report["status"] = body["status"];
+    bump(report);
+    if (afterStatusWrite) afterStatusWrite();
+    return report;
+  }
+  kube::ApiResult<json> patchNode(const std::string& name, const json& patch) override {
+    if (!nodeErrors.empty()) return failWith(nodeErrors);
+    writes.push_back("node " + name);
+    json merged = node;
+    merged.merge_patch(patch);
+    node = merged;
+    bump(node);
+    return node;
+  }
+  kube::ApiResult<json> createEvent(const std::string& ns, const json& event) override {
+    if (!eventErrors.empty()) return failWith(eventErrors);
+    writes.push_back("event " + event["type"].get<std::string>() + " " + event["reason"].get<std::string>() + " on " +
+                     event["involvedObject"]["kind"].get<std::string>() + " in " + ns);
+    events.push_back(event);
+    return event;
+  }
+
+ private:
+  static kube::ApiResult<json> failWith(std::deque<kube::ApiError>& errors) {
+    kube::ApiError e = errors.front();
+    errors.pop_front();
+    return e;
+  }
+  void bump(json& object) {
+    object["metadata"]["resourceVersion"] = std::to_string(++version_);
+  }
+  int version_ = 100;
+};
+
+class FakeClock : public Clock {
+ public:
+  long long wall = kNow, steady = 1000;
+  long long wallMicros() const override { return wall * 1000000; }
+  long long steadySeconds() const override { return steady; }
+  void advance(long long seconds) {
+    wall += seconds;
+    steady += seconds;
+  }
+};
+
+}  // namespace podshaper::op

@@ -1,0 +1,141 @@
+#include "operator/pod_reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include "base/timefmt.h"
+#include "tests/unit/operator/fake_reconcile_api.h"
+
+namespace podshaper::op {
+namespace {
+
+// A shaped node-exclusive pod of 8 GPUs, created `age` seconds before the clock's now.
+json waitingPod(long long age) {
+  return {{"metadata",
+           {{"name", "train-1"},
+            {"namespace", "ml"},
+            {"uid", "pod-uid"},
+            {"creationTimestamp", formatTime(kNow - age)},
+            {"labels", {{"podshaper.io/placement", "node-exclusive"}}}}},
+          {"spec",
+           {{"nodeSelector", {{"podshaper.io/gpu-count", "8"}}}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+NodeFacts fourGpuNode() {
+  NodeFacts n;
+  n.node.name = "a";
+  n.node.labels = {{"podshaper.io/gpu-count", "4"}, {"podshaper.io/topology-validated", "true"}};
+  return n;
+}
+
+json failedPod(long long restarts, const char* state, const std::string& message) {
+  json cs = {{"name", "trainer"}, {"restartCount", restarts}};
+  cs[state]["terminated"] = {{"exitCode", 1}, {"message", message}};
+  return {{"metadata",
+           {{"name", "train-0"},
+            {"namespace", "ml"},
+            {"uid", "pod-uid"},
+            {"annotations", {{"podshaper.io/shm-size", "161Mi"}}},
+            {"ownerReferences",
+             {{{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "train"}, {"uid", "job-uid"}, {"controller", true}}}}}},
+          {"spec", {{"nodeName", "a"}}},
+          {"status", {{"phase", "Running"}, {"containerStatuses", {cs}}}}};
+}
+
+const std::string kNccl =
+    "misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-4PshbB (size 34210176), "
+    "error: No space left on device (28)";
+
+class PodReconcilerTest : public ::testing::Test {
+ protected:
+  FakeApi api;
+  FakeClock clock;
+  metrics::Registry registry;
+  bool leader = true;
+  std::vector<NodeFacts> nodes{fourGpuNode()};
+  int nodesAsked = 0;
+  PodReconciler reconciler{api, clock, registry, [this] { return leader; },
+                           {.identity = "op-1", .pendingGrace = std::chrono::seconds(30)}};
+
+  Reconciler::Result reconcile(const std::optional<json>& pod) {
+    return reconciler.reconcile("ml/train", pod, [this] {
+      ++nodesAsked;
+      return nodes;
+    });
+  }
+};
+
+TEST_F(PodReconcilerTest, APendingPodIsToldOnceAfterTheGraceAndAgainWhenTheAnswerChanges) {
+  auto r = reconcile(waitingPod(10));
+  EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(r.requeueAfter, std::chrono::seconds(20));
+  EXPECT_TRUE(api.events.empty());
+
+  r = reconcile(waitingPod(40));
+  ASSERT_EQ(api.events.size(), 1u);
+  EXPECT_EQ(api.writes.back(), "event Warning NotPlaceable on Pod in ml");
+  EXPECT_EQ(api.events[0]["involvedObject"]["uid"], "pod-uid");
+  EXPECT_EQ(api.events[0]["metadata"]["namespace"], "ml");
+  EXPECT_NE(api.events[0]["message"].get<std::string>().find("1 does not have 8 GPUs (4 GPUs: a)"), std::string::npos);
+  EXPECT_EQ(r.requeueAfter, std::chrono::seconds(30));
+
+  reconcile(waitingPod(70));  // same answer, a longer wait: not told again
+  EXPECT_EQ(api.events.size(), 1u);
+
+  nodes.push_back(fourGpuNode());
+  nodes.back().node.name = "b";
+  reconcile(waitingPod(100));
+  ASSERT_EQ(api.events.size(), 2u);
+  EXPECT_NE(api.events[1]["message"].get<std::string>().find("Of 2 nodes"), std::string::npos);
+  EXPECT_NE(registry.render().find("podshaper_operator_pod_events_total{cause=\"gpu-count\",reason=\"NotPlaceable\"} 2"),
+            std::string::npos)
+      << registry.render();
+}
+
+TEST_F(PodReconcilerTest, ABoundPodDoesNotReadTheNodes) {
+  reconcile(failedPod(0, "state", "fine"));
+  EXPECT_EQ(nodesAsked, 0);
+  EXPECT_TRUE(api.events.empty());
+}
+
+TEST_F(PodReconcilerTest, ShmExhaustedIsToldOnThePodAndOnceOnItsJob) {
+  reconcile(failedPod(1, "lastState", kNccl));  // its first run ended
+  ASSERT_EQ(api.writes.size(), 2u);
+  EXPECT_EQ(api.writes[0], "event Warning ShmExhausted on Pod in ml");
+  EXPECT_EQ(api.writes[1], "event Warning ShmExhausted on Job in ml");
+  EXPECT_EQ(api.events[1]["involvedObject"]["uid"], "job-uid");
+  EXPECT_EQ(api.events[1]["message"].get<std::string>().rfind("Pod ml/train-0: Container \"trainer\" ran out", 0), 0u);
+
+  reconcile(failedPod(1, "lastState", kNccl));  // the same failure, seen again
+  EXPECT_EQ(api.writes.size(), 2u);
+
+  reconcile(failedPod(2, "lastState", kNccl));  // its second run ended too: told on the pod only
+  ASSERT_EQ(api.writes.size(), 3u);
+  EXPECT_EQ(api.writes[2], "event Warning ShmExhausted on Pod in ml");
+  EXPECT_NE(api.events[2]["message"].get<std::string>().find("keeps what earlier runs left"), std::string::npos);
+  EXPECT_NE(registry.render().find("podshaper_operator_pod_events_total{cause=\"nccl\",reason=\"ShmExhausted\"} 2"),
+            std::string::npos)
+      << registry.render();
+}
+
+TEST_F(PodReconcilerTest, AStandbyTellsNothingAndAFailedWriteIsRetried) {
+  leader = false;
+  EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::NotLeader);
+  EXPECT_TRUE(api.writes.empty());
+  leader = true;
+  api.eventErrors.push_back(kube::makeApiError(500, "InternalError", "etcd is slow"));
+  EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::Retry);
+  EXPECT_TRUE(api.events.empty());
+  EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(api.writes.size(), 2u);  // the pod's and the Job's, each once
+}
+
+TEST_F(PodReconcilerTest, AGonePodIsForgotten) {
+  reconcile(failedPod(1, "lastState", kNccl));
+  reconcile(std::nullopt);
+  reconcile(failedPod(1, "lastState", kNccl));  // a pod of the same uid again (a test's stand-in): told again
+  EXPECT_EQ(api.writes.size(), 3u);  // the Job only once
+}
+
+}  // namespace
+}  // namespace podshaper::op
