@@ -172,7 +172,10 @@ std::string detailOf(const Slot& s, const NodeFacts& n, const json& tolerations)
       if (!n.notValidatedReason.empty()) return n.notValidatedReason;
       return labelOf(n, s.key) ? "not validated" : "not judged by podshaper";
     case SlotKind::kMemlock:
-      if (auto v = labelOf(n, s.key)) return "memlock " + *v;
+      if (auto v = labelOf(n, s.key)) {
+        auto bytes = parseCount(*v);
+        return "memlock " + (bytes && *bytes <= INT64_MAX ? formatBytes(static_cast<int64_t>(*bytes)) : *v);
+      }
       return "not judged by podshaper";
     case SlotKind::kP2P:
       if (auto v = labelOf(n, s.key)) return "p2p " + *v;
@@ -530,6 +533,10 @@ std::optional<std::string> lineWhere(const std::string& message, Test test) {
     std::string line = message.substr(start, end - start);
     if (test(line)) {
       while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      // A log line goes into an Event: no terminal control sequences.
+      for (char& ch : line) {
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+      }
       if (line.size() > 200) {
         line.resize(197);
         while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();

@@ -178,8 +178,13 @@ void Controller::enqueueAll() {
   for (const auto& key : pods_.keys()) podQueue_.add(key);
 }
 
-std::vector<NodeFacts> Controller::nodeFactsNow() const {
-  return nodeFacts(nodes_.snapshot(), pods_.snapshot(), [this](const std::string& name) -> std::string {
+std::shared_ptr<const std::vector<NodeFacts>> Controller::nodeFactsNow() {
+  std::lock_guard lock(nodeFactsMu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (nodeFacts_ && now - nodeFactsAt_ < std::chrono::seconds(1)) return nodeFacts_;
+  nodeFactsAt_ = now;
+  nodeFacts_ = std::make_shared<const std::vector<NodeFacts>>(
+      nodeFacts(nodes_.snapshot(), pods_.snapshot(), [this](const std::string& name) -> std::string {
     auto report = reports_.get(name);
     if (!report) return "no GPUTopologyReport";
     for (const json& c : member(member(*report, "status"), "conditions")) {
@@ -188,7 +193,8 @@ std::vector<NodeFacts> Controller::nodeFactsNow() const {
       }
     }
     return {};
-  });
+  }));
+  return nodeFacts_;
 }
 
 void Controller::workPods() {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -59,7 +60,9 @@ class Controller {
   void work();
   // The shaped pods' worker: explains them (PodReconciler) once the pod and Node caches synced.
   void workPods();
-  std::vector<NodeFacts> nodeFactsNow() const;
+  // The facts of every node, for the pods that wait: computed at most once a second, as
+  // each waiting pod asks for them (every pendingGrace, then every 30 s).
+  std::shared_ptr<const std::vector<NodeFacts>> nodeFactsNow();
   // Blocks until every watch has synced and the policies are read: judging a
   // half-loaded world would flag reports whose Node or policy is not loaded yet.
   bool waitForCaches();
@@ -79,6 +82,9 @@ class Controller {
   kube::Informer pods_;
   WorkQueue podQueue_;
   std::thread podWorker_;
+  std::mutex nodeFactsMu_;
+  std::shared_ptr<const std::vector<NodeFacts>> nodeFacts_;
+  std::chrono::steady_clock::time_point nodeFactsAt_;
   std::thread resync_;
   std::atomic<bool> stopping_{false};
   std::mutex resyncMu_;

@@ -50,7 +50,7 @@ void PodReconciler::forget(const std::string& key) {
 }
 
 Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::optional<json>& pod,
-                                            const std::function<std::vector<NodeFacts>()>& nodes) {
+                                            const std::function<std::shared_ptr<const std::vector<NodeFacts>>()>& nodes) {
   using Outcome = Reconciler::Outcome;
   if (!pod) {
     forget(key);
@@ -101,9 +101,10 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
   }
 
   std::optional<std::chrono::seconds> again;
+  static const std::vector<NodeFacts> kNone;
+  const auto facts = stringMember(member(*pod, "spec"), "nodeName").empty() ? nodes() : nullptr;
   const PendingJudgement pending =
-      judgePending(*pod, stringMember(member(*pod, "spec"), "nodeName").empty() ? nodes() : std::vector<NodeFacts>{},
-                   clock_.wallMicros() / 1000000, options_.pendingGrace.count());
+      judgePending(*pod, facts ? *facts : kNone, clock_.wallMicros() / 1000000, options_.pendingGrace.count());
   if (pending.lookAgainAfter) again = std::chrono::seconds(*pending.lookAgainAfter);
   if (pending.event) {
     bool told;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -36,7 +37,7 @@ class PodReconciler {
 
   // `pod` as the cache holds it (unset: gone). `nodes` is asked only for a pod that waits.
   Reconciler::Result reconcile(const std::string& key, const std::optional<nlohmann::json>& pod,
-                               const std::function<std::vector<NodeFacts>()>& nodes);
+                               const std::function<std::shared_ptr<const std::vector<NodeFacts>>()>& nodes);
 
  private:
   bool tell(const ObjectRef& about, const std::string& ns, const EventSpec& event);

@@ -82,7 +82,10 @@ check "operator: no other Secret" cannot podshaper-operator get secrets/other -n
 check "operator: no Secrets elsewhere" cannot podshaper-operator get secrets -n default
 check "operator: its own MutatingWebhookConfiguration" can podshaper-operator patch mutatingwebhookconfigurations/podshaper
 check "operator: no other" cannot podshaper-operator patch mutatingwebhookconfigurations/other
+check "operator: watch Pods (the shaped ones, by label)" can podshaper-operator watch pods -n default
+check "operator: not change them" cannot podshaper-operator patch pods -n default
 check "operator: no Pods" cannot podshaper-operator delete pods -n default
+check "operator: no logs of them" cannot podshaper-operator get pods --subresource=log -n default
 check "agent: create reports" can podshaper-agent create gputopologyreports.podshaper.io
 check "agent: update reports" can podshaper-agent update gputopologyreports.podshaper.io
 check "agent: not delete them" cannot podshaper-agent delete gputopologyreports.podshaper.io

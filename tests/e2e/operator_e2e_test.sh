@@ -148,6 +148,7 @@ kc create namespace podshaper-system >/dev/null
 kc apply -f "$root/manifests/base/topologypolicy-default.yaml" >/dev/null
 cat >"$config" <<YAML
 eventNamespace: default
+pendingGrace: 3s
 leaderElection:
   namespace: podshaper-system
   name: podshaper-operator
@@ -221,8 +222,20 @@ check "kubectl describe node shows the P2PUnavailable Event too" eventually 15 \
   "*Warning*P2PUnavailable*GPU0-GPU2*" described_events node $g6e
 kc describe gtr $g6e | tee "$tmp/describe-g6e.txt"
 [[ -n ${PODSHAPER_DESCRIBE_OUT:-} ]] && cp "$tmp/describe-g6e.txt" "$PODSHAPER_DESCRIBE_OUT"
-check "with g6e failing, a 4-GPU node-exclusive pod is denied (no validated 4-GPU node: 8-GPU nodes are whole)" \
-  eventually 30 "denied:*node-exclusive pods own whole 8-GPU nodes (from the cluster's validated nodes)*" shaped train-4 4
+# A 4-GPU node exists but is not validated now: a 4-GPU pod is admitted to wait for it, told why.
+check "with g6e failing, a 4-GPU node-exclusive pod is admitted for a 4-GPU node (one exists), to wait" \
+  eventually 30 "validated=true gpu-count=4 nccl=shm-transport" shaped train-4 4
+check "... warned that no 4-GPU node can take it now, naming g6e" grep -q \
+  "no node with 4 GPUs can take the pod now: $g6e (not validated (kubectl describe gtr $g6e)): it waits Pending" "$tmp/shaped.err"
+pod waiting-4 4 | kc -n training create -f - >/dev/null 2>&1
+check "created, it stays Pending (unbound)" eventually 10 "Pending " \
+  kc -n training get pod waiting-4 -o jsonpath='{.status.phase} {.spec.nodeName}'
+check "kubectl describe pod: NotPlaceable, how many nodes fail which requirement, and the report's reason" \
+  eventually 30 "*NotPlaceable*It needs a node that has 4 GPUs (podshaper.io/gpu-count=4), is validated by podshaper*2 do not have 4 GPUs (8 GPUs: $p4d, $p5); 1 is not validated (P2PUnavailable: $g6e)*kubectl describe gtr $g6e says why it is not validated*" \
+  kc -n training describe pod waiting-4
+check "kubectl describe pod: the admission warnings (podshaper.io/warnings)" \
+  eventually 5 "*podshaper.io/warnings:*no node with 4 GPUs can take the pod now*" kc -n training describe pod waiting-4
+kc -n training describe pod waiting-4 | sed -n '/^Events:/,$p' | grep -a NotPlaceable | cut -c1-400 | sed 's/^/    /'
 check "a pod that asks for 4-GPU nodes gets the SHM-transport NCCL /dev/shm reserve (no 4-GPU node has P2P everywhere)" \
   eventually 30 "validated=true gpu-count=4 nccl=shm-transport" shaped train-4 4 4
 check "8-GPU pods still have the P2P reserve" eventually 5 "validated=true gpu-count=8 nccl=p2p" shaped train-8 8
@@ -239,6 +252,13 @@ check "exactly one TopologyNotValidated Event on the report, from two replicas" 
   eventually 1 1 events GPUTopologyReport $g6e TopologyNotValidated
 check "exactly one on the Node" eventually 1 1 events Node $g6e TopologyNotValidated
 check "exactly one P2PUnavailable on the report" eventually 1 1 events GPUTopologyReport $g6e P2PUnavailable
+check "the waiting pod is bound to g6e once it is validated again" \
+  eventually 30 "$g6e" kc -n training get pod waiting-4 -o jsonpath='{.spec.nodeName}'
+check "it was told NotPlaceable once, by one of two replicas" \
+  eventually 1 1 bash -c "kubectl --kubeconfig $kubeconfig -n training get events --field-selector involvedObject.name=waiting-4,reason=NotPlaceable -o name | wc -l"
+check "the leader counts it: podshaper_operator_pod_events_total{reason=NotPlaceable,cause=validated}" \
+  eventually 5 1 metric "$(replica_of "$(holder)")" podshaper_operator_pod_events_total 'cause="validated",reason="NotPlaceable"'
+kc -n training delete pod waiting-4 --grace-period=0 --force >/dev/null 2>&1  # no kubelet to see it go
 
 # --- a policy that taints the nodes it fails
 cat >"$tmp/nvlink-policy.yaml" <<'YAML'

@@ -115,7 +115,7 @@ TEST(PodExplainPending, MemlockNotGrantedIsNamedWithWhatTheNodeGrants) {
   auto j = judgePending(pendingPod(), {node("a", 8, "true", "65536"), node("b", 8, "true", "not-granted")}, kLater,
                         30);
   ASSERT_TRUE(j.event);
-  EXPECT_NE(j.event->message.find("2 do not grant that memlock (memlock 65536: a; memlock not-granted: b)"),
+  EXPECT_NE(j.event->message.find("2 do not grant that memlock (memlock 64Ki: a; memlock not-granted: b)"),
             std::string::npos)
       << j.event->message;
   EXPECT_EQ(j.cause, "memlock");

@@ -60,7 +60,7 @@ class PodReconcilerTest : public ::testing::Test {
   Reconciler::Result reconcile(const std::optional<json>& pod) {
     return reconciler.reconcile("ml/train", pod, [this] {
       ++nodesAsked;
-      return nodes;
+      return std::make_shared<const std::vector<NodeFacts>>(nodes);
     });
   }
 };
