@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "base/text.h"
 #include "base/timefmt.h"
 
 namespace podshaper {
@@ -10,13 +11,7 @@ nlohmann::json eventObject(const ObjectRef& about, const EventSpec& event, const
                            const std::string& reportingInstance, long long nowMicros, unsigned sequence) {
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, ".%llx%04x", static_cast<unsigned long long>(nowMicros), sequence & 0xffff);
-  std::string message = event.message;
-  if (message.size() > 1024) {
-    message.resize(1021);
-    while (!message.empty() && (static_cast<unsigned char>(message.back()) & 0xC0) == 0x80) message.pop_back();
-    if (!message.empty() && static_cast<unsigned char>(message.back()) >= 0xC0) message.pop_back();
-    message += "...";
-  }
+  const std::string message = cutUtf8(event.message, 1024);
   const std::string now = formatTime(nowMicros / 1000000);
   return {{"apiVersion", "v1"},
           {"kind", "Event"},

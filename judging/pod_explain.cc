@@ -8,6 +8,7 @@
 #include "api/names.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
+#include "base/text.h"
 #include "base/timefmt.h"
 
 namespace podshaper {
@@ -537,13 +538,7 @@ std::optional<std::string> lineWhere(const std::string& message, Test test) {
       for (char& ch : line) {
         if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
       }
-      if (line.size() > 200) {
-        line.resize(197);
-        while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
-        if (!line.empty() && static_cast<unsigned char>(line.back()) >= 0xC0) line.pop_back();
-        line += "...";
-      }
-      return line;
+      return cutUtf8(std::move(line), 200);
     }
     start = end + 1;
   }
