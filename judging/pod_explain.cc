@@ -409,6 +409,9 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
     return out;
   }
   out.lookAgainAfter = 30;
+  // Held back on purpose (Kueue and other admission controllers gate pods until their
+  // quota admits them): not the scheduler's to place yet, nothing to explain.
+  if (const json& gates = member(spec, "schedulingGates"); gates.is_array() && !gates.empty()) return out;
 
   const bool nodeExclusive =
       stringMember(member(meta, "labels"), key(names::kPlacementLabel)) == names::kNodeExclusive;
@@ -467,7 +470,11 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
     groups.push_back(std::to_string(failCount[i]) + " " + (failCount[i] == 1 ? one : many) + " (" +
                      joined(examples, "; ") + ")");
   }
-  message += " Of " + nodesWord(nodes.size()) + ", " + (groups.empty() ? std::string("none fails it") : joined(groups, "; ")) + ".";
+  if (nodes.empty()) {
+    message += " The cluster has no node.";
+  } else if (!groups.empty()) {
+    message += " Of " + nodesWord(nodes.size()) + ", " + joined(groups, "; ") + ".";
+  }
 
   if (!fit.empty()) {
     message += " " + nodesWord(fit.size()) + " meet" + (fit.size() == 1 ? "s" : "") + " all of it (" + someNames(fit) +

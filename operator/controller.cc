@@ -53,7 +53,7 @@ void compactPod(json& pod) {
     if (auto v = annotation(pod, k)) kept["metadata"]["annotations"][std::string(k)] = *v;
   }
   const json& spec = member(pod, "spec");
-  for (const char* k : {"nodeName", "nodeSelector", "tolerations"}) {
+  for (const char* k : {"nodeName", "nodeSelector", "tolerations", "schedulingGates"}) {
     if (spec.contains(k)) kept["spec"][k] = spec[k];
   }
   if (const json& na = member(member(spec, "affinity"), "nodeAffinity"); !na.is_null()) {

@@ -74,6 +74,21 @@ TEST(PodExplainPending, AScheduledOrFinishedPodIsNotPending) {
   EXPECT_FALSE(judgePending(going, {}, kLater, 30).event);
 }
 
+TEST(PodExplainPending, AGatedPodIsNotExplained) {
+  json gated = pendingPod();
+  gated["spec"]["schedulingGates"] = {{{"name", "kueue.x-k8s.io/admission"}}};
+  auto j = judgePending(gated, {node("a", 4)}, kLater, 30);
+  EXPECT_TRUE(j.pending);
+  EXPECT_FALSE(j.event);
+  EXPECT_EQ(j.lookAgainAfter, 30);
+}
+
+TEST(PodExplainPending, AClusterWithoutNodesSaysSo) {
+  auto j = judgePending(pendingPod(), {}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("The cluster has no node."), std::string::npos) << j.event->message;
+}
+
 TEST(PodExplainPending, NoNodeOfItsSizeSaysWhichSizesExist) {
   auto j = judgePending(pendingPod(), {node("a", 4), node("b", 4), node("c", 2, "")}, kLater, 30);
   ASSERT_TRUE(j.event);
