@@ -402,8 +402,14 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
     return out;
   }
   out.pending = true;
-  const long long created = parseTime(stringMember(meta, "creationTimestamp")).value_or(now);
-  const long long age = std::max(0LL, now - created);
+  // Waiting since it was created, or since the scheduler last changed its mind (a pod
+  // released from its scheduling gates waits from then).
+  long long since = parseTime(stringMember(meta, "creationTimestamp")).value_or(now);
+  for (const json& c : member(member(pod, "status"), "conditions")) {
+    if (stringMember(c, "type") != "PodScheduled") continue;
+    if (auto t = parseTime(stringMember(c, "lastTransitionTime"))) since = std::max(since, *t);
+  }
+  const long long age = std::max(0LL, now - since);
   if (age < graceSeconds) {
     out.lookAgainAfter = std::max(1LL, graceSeconds - age);
     return out;

@@ -83,6 +83,14 @@ TEST(PodExplainPending, AGatedPodIsNotExplained) {
   EXPECT_EQ(j.lookAgainAfter, 30);
 }
 
+TEST(PodExplainPending, APodReleasedFromItsGatesWaitsFromThen) {
+  json released = pendingPod();
+  released["status"]["conditions"][0]["lastTransitionTime"] = "2026-11-18T11:07:15Z";  // 35 s after creation
+  auto j = judgePending(released, {node("a", 4)}, kLater, 30);  // 10 s after it
+  EXPECT_FALSE(j.event);
+  EXPECT_EQ(j.lookAgainAfter, 20);
+}
+
 TEST(PodExplainPending, AClusterWithoutNodesSaysSo) {
   auto j = judgePending(pendingPod(), {}, kLater, 30);
   ASSERT_TRUE(j.event);
