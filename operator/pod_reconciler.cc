@@ -68,23 +68,26 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
   bool failed = false;
 
   for (const ShmFailure& f : judgeTerminations(*pod)) {
+    bool told;
     {
       std::lock_guard lock(mu_);
-      if (toldFailures_.contains(f.key)) continue;
+      told = toldFailures_.contains(f.key);
     }
-    if (!tell(self, ns, f.event)) {
-      failed = true;
-      continue;
-    }
-    metrics_.counter("podshaper_operator_pod_events_total",
-                     "Events that explain a shaped pod, by reason (NotPlaceable, ShmExhausted) and cause.",
-                     {{"reason", reasons::kShmExhausted}, {"cause", toString(f.cause)}})
-        .inc();
-    spdlog::info("pod {}: {} ({}), container {}", key, reasons::kShmExhausted, toString(f.cause), f.container);
-    {
+    if (!told) {
+      if (!tell(self, ns, f.event)) {
+        failed = true;
+        continue;
+      }
+      metrics_.counter("podshaper_operator_pod_events_total",
+                       "Events that explain a shaped pod, by reason (NotPlaceable, ShmExhausted) and cause.",
+                       {{"reason", reasons::kShmExhausted}, {"cause", toString(f.cause)}})
+          .inc();
+      spdlog::info("pod {}: {} ({}), container {}", key, reasons::kShmExhausted, toString(f.cause), f.container);
       std::lock_guard lock(mu_);
       toldFailures_.insert(f.key);
     }
+    // The controller once, whichever of its pods' failures comes first; a failed write is
+    // tried again on the next look, even when the pod was told.
     if (auto owner = controllerOf(*pod)) {
       {
         std::lock_guard lock(mu_);

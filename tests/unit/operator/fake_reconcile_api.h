@@ -25,6 +25,7 @@ class FakeApi : public ReconcileApi {
   std::vector<json> events;
   std::deque<kube::ApiError> statusErrors, nodeErrors, eventErrors;
   std::function<void()> afterStatusWrite;
+  std::function<bool(const json& event)> refuseEvent;  // true: this Event's create fails
 
   kube::ApiResult<json> patchReportStatus(const std::string& name, const json& body) override {
     if (!statusErrors.empty()) return failWith(statusErrors);
@@ -45,6 +46,7 @@ class FakeApi : public ReconcileApi {
   }
   kube::ApiResult<json> createEvent(const std::string& ns, const json& event) override {
     if (!eventErrors.empty()) return failWith(eventErrors);
+    if (refuseEvent && refuseEvent(event)) return kube::makeApiError(500, "InternalError", "refused by the test");
     writes.push_back("event " + event["type"].get<std::string>() + " " + event["reason"].get<std::string>() + " on " +
                      event["involvedObject"]["kind"].get<std::string>() + " in " + ns);
     events.push_back(event);

@@ -130,6 +130,16 @@ TEST_F(PodReconcilerTest, AStandbyTellsNothingAndAFailedWriteIsRetried) {
   EXPECT_EQ(api.writes.size(), 2u);  // the pod's and the Job's, each once
 }
 
+TEST_F(PodReconcilerTest, AJobWhoseEventFailedIsToldOnTheNextLook) {
+  int jobEvents = 0;
+  api.refuseEvent = [&](const json& e) { return e["involvedObject"]["kind"] == "Job" && jobEvents++ == 0; };
+  reconcile(failedPod(1, "lastState", kNccl));
+  ASSERT_EQ(api.writes.size(), 1u);  // the pod's; the Job's failed
+  EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::Done);
+  ASSERT_EQ(api.writes.size(), 2u);
+  EXPECT_EQ(api.writes[1], "event Warning ShmExhausted on Job in ml");
+}
+
 TEST_F(PodReconcilerTest, AGonePodIsForgotten) {
   reconcile(failedPod(1, "lastState", kNccl));
   reconcile(std::nullopt);
