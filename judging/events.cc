@@ -13,11 +13,13 @@ nlohmann::json eventObject(const ObjectRef& about, const EventSpec& event, const
   std::snprintf(suffix, sizeof suffix, ".%llx%04x", static_cast<unsigned long long>(nowMicros), sequence & 0xffff);
   const std::string message = cutUtf8(event.message, 1024);
   const std::string now = formatTime(nowMicros / 1000000);
+  nlohmann::json involved = {{"apiVersion", about.apiVersion}, {"kind", about.kind}, {"name", about.name},
+                             {"uid", about.uid}};
+  if (!about.ns.empty()) involved["namespace"] = about.ns;
   return {{"apiVersion", "v1"},
           {"kind", "Event"},
           {"metadata", {{"name", about.name + suffix}, {"namespace", ns}}},
-          {"involvedObject", {{"apiVersion", about.apiVersion}, {"kind", about.kind}, {"name", about.name},
-                              {"uid", about.uid}}},
+          {"involvedObject", std::move(involved)},
           {"type", event.type},
           {"reason", event.reason},
           {"message", message},

@@ -12,6 +12,7 @@ namespace podshaper {
 // to find an Event, kind, name and uid must be the object's own.
 struct ObjectRef {
   std::string apiVersion, kind, name, uid;
+  std::string ns{};  // a namespaced object's namespace (the Event's own); empty for cluster-scoped ones
 };
 
 // A core/v1 Event in namespace `ns` (cluster-scoped objects' Events live in

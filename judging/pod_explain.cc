@@ -673,7 +673,7 @@ std::optional<ObjectRef> controllerOf(const json& pod) {
   for (const json& ref : member(member(pod, "metadata"), "ownerReferences")) {
     if (member(ref, "controller") != true) continue;
     return ObjectRef{stringMember(ref, "apiVersion"), stringMember(ref, "kind"), stringMember(ref, "name"),
-                     stringMember(ref, "uid")};
+                     stringMember(ref, "uid"), stringMember(member(pod, "metadata"), "namespace")};
   }
   return std::nullopt;
 }

@@ -60,7 +60,7 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
   const json& meta = member(*pod, "metadata");
   const std::string ns = stringMember(meta, "namespace");
   const std::string uid = stringMember(meta, "uid");
-  const ObjectRef self{"v1", "Pod", stringMember(meta, "name"), uid};
+  const ObjectRef self{"v1", "Pod", stringMember(meta, "name"), uid, ns};
   {
     std::lock_guard lock(mu_);
     uidOf_[key] = uid;

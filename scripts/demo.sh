@@ -171,11 +171,11 @@ say "A shaped pod explains itself (examples/real-node/explain.yaml)"
 kc apply -f "$examples/explain.yaml" >/dev/null 2>&1
 for _ in $(seq 600); do done_ dataloader-undersized && break; sleep 0.5; done
 echo "  dataloader-undersized: told batches of 4x3x224x224, it makes 32x3x224x224; /dev/shm $(kc -n ml get pod dataloader-undersized -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}'), $(kc -n ml get pod dataloader-undersized -o jsonpath='{.status.phase}'):"
-kc -n ml logs dataloader-undersized 2>&1 | grep -aE "Bus error|shared memory|training" | cut -c1-150 | sed 's/^/    /'
+kc -n ml logs dataloader-undersized 2>&1 | grep -aE "Bus error|shared memory|training" | cut -c1-150 | sed 's/^/    /' || true
 undersized_event() { kc -n ml describe pod dataloader-undersized 2>/dev/null | grep -a ShmExhausted; }
 for _ in $(seq 60); do undersized_event >/dev/null && break; sleep 0.5; done
 echo "  kubectl -n ml describe pod dataloader-undersized (its Events):"
-undersized_event | sed 's/^ *//' | fold -s -w 140 | sed 's/^/    /'
+undersized_event | sed 's/^ *//' | fold -s -w 140 | sed 's/^/    /' || true
 told "the undersized DataLoader died and its pod says why (ShmExhausted)" undersized_event
 shm=$(kc -n ml get pod inspect-shaped -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}' 2>/dev/null) || true
 shm_bytes="(podshaper.io/shm-size ${shm:-missing})"

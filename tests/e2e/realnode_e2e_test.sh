@@ -152,7 +152,7 @@ check "... and the formula's inputs (4x3x224x224 float32)" grep -q 'The size: 1 
 # (kubectl describe prints a value of several lines under its key, each cut to 138 characters)
 check "kubectl describe pod: the admission warnings are on the pod (podshaper.io/warnings)" \
   bash -c "grep -A3 'podshaper.io/warnings:' '$tmp/undersized.describe' | grep -q 'podshaper.io/nccl-communicators not set'"
-sed -n '/^Events:/,$p' "$tmp/undersized.describe" | grep -a ShmExhausted | cut -c1-400 | sed 's/^/    /'
+sed -n '/^Events:/,$p' "$tmp/undersized.describe" | grep -a ShmExhausted | cut -c1-400 | sed 's/^/    /' || true
 
 check "NCCL's ENOSPC: the Job's pod ran twice and failed twice (restartPolicy OnFailure)" \
   eventually 120 '[2-9]' bash -c "kubectl --kubeconfig $kubeconfig -n ml get pods -l job-name=nccl-shm -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'"
@@ -167,7 +167,7 @@ logs_of "$(nccl_pod)"
 check "(its second run found the first run's file in /dev/shm)" grep -q '^/dev/shm: [1-9] files left by earlier runs' "$tmp/$(nccl_pod).log"
 check "kubectl describe job nccl-shm: told once, naming the pod" \
   eventually 10 1 bash -c "kubectl --kubeconfig $kubeconfig -n ml describe job nccl-shm | grep -c 'ShmExhausted.*Pod ml/nccl-shm-'"
-sed -n '/^Events:/,$p' "$tmp/nccl.describe" | grep -a ShmExhausted | cut -c1-300 | sed 's/^/    /'
+sed -n '/^Events:/,$p' "$tmp/nccl.describe" | grep -a ShmExhausted | cut -c1-300 | sed 's/^/    /' || true
 kc -n ml delete job nccl-shm --wait=false >/dev/null
 kc -n ml delete pod dataloader-undersized --wait=false >/dev/null
 
@@ -175,7 +175,7 @@ check "too-big (8 GPUs, on a node of 4): admitted and Pending" eventually 10 Pen
 check "kubectl describe pod too-big: NotPlaceable, the GPU count no node has, and what nodes have" \
   eventually 60 '*NotPlaceable*It needs a node that has 8 GPUs (podshaper.io/gpu-count=8)*1 does not have 8 GPUs (4 GPUs: real-h200x4-0)*No node has that many GPUs: ask for a count the nodes have (4)*' \
   described pod too-big
-described pod too-big | sed -n '/^Events:/,$p' | grep -a NotPlaceable | cut -c1-400 | sed 's/^/    /'
+described pod too-big | sed -n '/^Events:/,$p' | grep -a NotPlaceable | cut -c1-400 | sed 's/^/    /' || true
 kc -n ml delete pod too-big --wait=false >/dev/null
 
 # A node-exclusive pod holds the node; another of its size waits for it.
@@ -195,7 +195,7 @@ done
 check "kubectl describe pod waiter: NotPlaceable, the validated node of its size runs node-exclusive pod ml/hold" \
   eventually 60 '*NotPlaceable*1 already runs a node-exclusive pod (real-h200x4-0 runs ml/hold)*It starts when a node-exclusive pod named here ends*' \
   described pod waiter
-described pod waiter | sed -n '/^Events:/,$p' | grep -a NotPlaceable | cut -c1-400 | sed 's/^/    /'
+described pod waiter | sed -n '/^Events:/,$p' | grep -a NotPlaceable | cut -c1-400 | sed 's/^/    /' || true
 kc -n ml delete pod hold waiter --wait=false >/dev/null
 
 # --- 4. unlimited memlock: it reaches the container's OCI spec, and this node cannot grant it
