@@ -278,6 +278,18 @@ Slots slotsOf(const std::vector<std::vector<Requirement>>& terms, bool nodeExclu
 
 constexpr std::size_t kPass = static_cast<std::size_t>(-1);
 
+// As the scheduler matches, except that a node podshaper has not judged (no gpu-count
+// label) is held to its allocatable GPUs: a node of the size asked that is not judged
+// yet fails for that, not for its size.
+bool matchesForWords(const Requirement& r, const NodeFacts& n) {
+  if (!r.field && kindOf(r.key) == SlotKind::kGpuCount && !labelOf(n, r.key) && n.node.gpus() > 0) {
+    NodeFacts sized = n;
+    sized.node.labels[r.key] = std::to_string(n.node.gpus());
+    return matches(r, sized);
+  }
+  return matches(r, n);
+}
+
 // The first slot a node fails, in reading order (kPass: none). A node matches the
 // affinity when any term matches; among failing terms, the one it comes closest to names
 // the slot (the memlock alternatives are one term each).
@@ -288,7 +300,7 @@ std::size_t firstFailure(const Slots& s, const std::vector<std::vector<Requireme
   for (std::size_t t = 0; t < terms.size(); ++t) {
     std::size_t failed = kPass;
     for (std::size_t i = 0; i < terms[t].size(); ++i) {
-      if (!matches(terms[t][i], n)) failed = std::min(failed, s.slotOf[t][i]);
+      if (!matchesForWords(terms[t][i], n)) failed = std::min(failed, s.slotOf[t][i]);
     }
     if (failed == kPass) {
       anyTerm = true;
@@ -503,7 +515,13 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
       if (s.slots[i].kind == SlotKind::kExclusive) {
         message += " It starts when a node-exclusive pod named here ends.";
       } else if (s.slots[i].kind == SlotKind::kValidated) {
-        message += " kubectl describe gtr " + failing[i].begin()->second.front() + " says why it is not validated.";
+        // The largest group's first node: judged and failing, or never reported.
+        const auto& [detail, names] = *std::max_element(
+            failing[i].begin(), failing[i].end(),
+            [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+        message += detail == "not judged by podshaper"
+                       ? " podshaper-agent has not reported " + names.front() + " (is it running there?)."
+                       : " kubectl describe gtr " + names.front() + " says why it is not validated.";
       } else {
         continue;
       }

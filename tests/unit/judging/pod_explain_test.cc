@@ -134,6 +134,16 @@ TEST(PodExplainPending, NotValidatedNodesAreGroupedByTheirReason) {
   EXPECT_EQ(j.cause, "validated");
 }
 
+TEST(PodExplainPending, ANodeOfTheSizeAskedThatPodshaperHasNotJudgedIsNotValidatedRatherThanTooSmall) {
+  NodeFacts unjudged = node("p5", 8, "");
+  auto j = judgePending(pendingPod(), {node("a", 4), unjudged}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("1 does not have 8 GPUs (4 GPUs: a); 1 is not validated (not judged by podshaper: "
+                                  "p5). podshaper-agent has not reported p5 (is it running there?)."),
+            std::string::npos)
+      << j.event->message;
+}
+
 TEST(PodExplainPending, MemlockNotGrantedIsNamedWithWhatTheNodeGrants) {
   auto j = judgePending(pendingPod(), {node("a", 8, "true", "65536"), node("b", 8, "true", "not-granted")}, kLater,
                         30);
