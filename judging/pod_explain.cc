@@ -510,6 +510,7 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
     message += " No node has that many GPUs: ask for a count the nodes have" +
                (have.empty() ? std::string() : " (" + joined(have) + ")") + ", or add such nodes.";
   } else {
+    // What to do, for each kind of failure that has an answer (most need an admin).
     for (std::size_t i = 0; i < s.slots.size(); ++i) {
       if (failCount[i] == 0) continue;
       if (s.slots[i].kind == SlotKind::kExclusive) {
@@ -522,10 +523,7 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
         message += detail == "not judged by podshaper"
                        ? " podshaper-agent has not reported " + names.front() + " (is it running there?)."
                        : " kubectl describe gtr " + names.front() + " says why it is not validated.";
-      } else {
-        continue;
       }
-      break;
     }
   }
   std::size_t most = kPass;

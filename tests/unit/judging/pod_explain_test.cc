@@ -164,6 +164,15 @@ TEST(PodExplainPending, ANodeTakenByANodeExclusivePodNamesThatPod) {
             std::string::npos)
       << m;
   EXPECT_NE(m.find("It starts when a node-exclusive pod named here ends."), std::string::npos) << m;
+  // With a node not validated besides: both are said.
+  NodeFacts z = node("z", 8, "false");
+  z.notValidatedReason = "ReportStale";
+  auto both = judgePending(pendingPod(), {x, z}, kLater, 30);
+  ASSERT_TRUE(both.event);
+  EXPECT_NE(both.event->message.find(" kubectl describe gtr z says why it is not validated. It starts when a "
+                                     "node-exclusive pod named here ends."),
+            std::string::npos)
+      << both.event->message;
 }
 
 TEST(PodExplainPending, CordonsAndUntoleratedTaintsAreSaid) {
