@@ -526,11 +526,12 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
       }
     }
   }
-  std::size_t most = kPass;
+  // What stops the nodes that come closest: the last requirement any node fails.
+  std::size_t closest = kPass;
   for (std::size_t i = 0; i < s.slots.size(); ++i) {
-    if (failCount[i] > 0 && (most == kPass || failCount[i] > failCount[most])) most = i;
+    if (failCount[i] > 0) closest = i;
   }
-  out.cause = !fit.empty() || most == kPass ? "scheduler" : causeWord(s.slots[most].kind);
+  out.cause = !fit.empty() || closest == kPass ? "scheduler" : causeWord(s.slots[closest].kind);
   out.answer = message.substr(message.find(": ") + 2);
   out.event = EventSpec{"Warning", reasons::kNotPlaceable, message};
   return out;

@@ -50,9 +50,9 @@ struct PendingJudgement {
   // The event's message without how long the pod has waited: it is told again only when
   // this changes.
   std::string answer;
-  // What keeps it off most nodes, for the metrics: gpu-count, validated, memlock, p2p,
-  // selector, cordoned, taint, node-exclusive; "scheduler" when podshaper's
-  // requirements are met.
+  // What stops the nodes that come closest (the last requirement, in reading order, that
+  // any node fails), for the metrics: gpu-count, validated, memlock, p2p, selector,
+  // cordoned, taint, node-exclusive; "scheduler" when podshaper's requirements are met.
   std::string cause;
   // Seconds until the pod should be looked at again (the grace's end, then a steady
   // recheck while it waits); unset when it is not pending.

@@ -164,6 +164,7 @@ TEST(PodExplainPending, ANodeTakenByANodeExclusivePodNamesThatPod) {
             std::string::npos)
       << m;
   EXPECT_NE(m.find("It starts when a node-exclusive pod named here ends."), std::string::npos) << m;
+  EXPECT_EQ(j.cause, "node-exclusive");  // what stops the closest node, not what most nodes fail
   // With a node not validated besides: both are said.
   NodeFacts z = node("z", 8, "false");
   z.notValidatedReason = "ReportStale";
