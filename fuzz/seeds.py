@@ -194,6 +194,36 @@ def watch_stream():
     t.add("garbage.bin", headers[2] + b"\x01\x02\xff\n[1,2,3]\n{\"object\":{}}\n{\"type\":\"RENAMED\",\"object\":{}}\n")
 
 
+def pod_explain():
+    """Shaped pods as the operator's cache holds them: the golden cases' shaped pods,
+    pending, and ended with the real DataLoader and NCCL lines (docs/hardware logs)."""
+    t = Target("pod_explain")
+    nccl = ("[2026-11-26 03:05:15] vm:2781:2911 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared "
+            "memory segment /dev/shm/nccl-4PshbB (size 34210176), error: No space left on device (28)")
+    dataloader = ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+                  "memory (shm).\nRuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error.\n"
+                  "rank 0: exit code 1\ntraining failed: 1 rank(s)\n")
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid", "controller": True}]
+    for f in sorted((ROOT / "tests/golden/cases").glob("*/expected.json"))[:6]:
+        pod = json.loads(f.read_text()).get("pod")
+        if not pod:
+            continue
+        pod["metadata"].update(uid="pod-uid", creationTimestamp="2026-11-18T11:06:40Z", ownerReferences=owner)
+        pending = json.loads(compact(pod))
+        pending["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "lastTransitionTime": "2026-11-18T11:06:41Z",
+            "message": "0/7 nodes are available: 7 node(s) didn't match Pod's node affinity/selector."}]}
+        t.add(f.parent.name + "-pending.json", compact(pending))
+        for name, state, message, restarts in (("dataloader", "state", dataloader, 0), ("nccl", "lastState", nccl, 2),
+                                               ("sigbus", "state", "", 0)):
+            ended = json.loads(compact(pod))
+            ended["spec"]["nodeName"] = "a"
+            term = {"exitCode": 135 if name == "sigbus" else 1, "reason": "Error", "message": message}
+            cs = {"name": pod["spec"]["containers"][0]["name"], "restartCount": restarts, state: {"terminated": term}}
+            ended["status"] = {"phase": "Failed", "containerStatuses": [cs]}
+            t.add(f.parent.name + "-" + name + ".json", compact(ended))
+
+
 if __name__ == "__main__":
     revs = admission()
     annotations(revs)
@@ -201,5 +231,6 @@ if __name__ == "__main__":
     config()
     nvidia_smi()
     watch_stream()
+    pod_explain()
     total = sum(f.stat().st_size for f in CORPUS.rglob("*") if f.is_file())
     print(f"seeds: {sum(1 for f in CORPUS.rglob('seed-*'))} files, {total} bytes under {CORPUS.relative_to(ROOT)}")

@@ -19,7 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all=(admission annotations config nvidia_smi quantity watch_stream)
+all=(admission annotations config nvidia_smi pod_explain quantity watch_stream)
 seconds=20
 jobs=1
 timeout=1
