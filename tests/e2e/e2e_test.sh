@@ -175,8 +175,9 @@ def shaped(p):
     c = p["spec"]["containers"][0]
     res = {f: {k: v for k, v in c["resources"].get(f, {}).items() if k != "nvidia.com/gpu"} for f in ("limits", "requests")}
     return {
+      # (the warnings name the GPUs as each pod asks them)
       "annotations": {k.replace("shaped-by", ""): v for k, v in p["metadata"]["annotations"].items()
-                      if "podshaper.io/" in k or "ulimits." in k},
+                      if ("podshaper.io/" in k or "ulimits." in k) and k != "podshaper.io/warnings"},
       "hostIPC": p["spec"].get("hostIPC"), "affinity": p["spec"].get("affinity"),
       "volumes": [v for v in p["spec"].get("volumes", []) if v["name"] == "podshaper-dshm"],
       "resources": res, "capabilities": c.get("securityContext", {}).get("capabilities"), "env": c.get("env"),
