@@ -31,8 +31,24 @@ struct Requirement {
   bool field = false;  // matchFields: metadata.name
 };
 
+// The node's GPUs as podshaper counts them: its gpu-count label, else what it allocates
+// (a node podshaper has not judged yet).
+std::optional<std::string> gpusOf(const NodeFacts& n) {
+  if (auto v = labelOf(n, std::string(names::kGpuCount))) return v;
+  if (n.node.gpus() > 0) return std::to_string(n.node.gpus());
+  return std::nullopt;
+}
+
+// As the scheduler matches, except that a node podshaper has not judged is held to its
+// allocatable GPUs: a node of the size asked that is not judged yet fails for that, not
+// for its size.
 bool matches(const Requirement& r, const NodeFacts& n) {
-  std::optional<std::string> value = r.field ? std::optional<std::string>(n.node.name) : labelOf(n, r.key);
+  std::optional<std::string> value;
+  if (r.field) {
+    value = n.node.name;
+  } else {
+    value = r.key == names::kGpuCount ? gpusOf(n) : labelOf(n, r.key);
+  }
   const bool in = value && std::find(r.values.begin(), r.values.end(), *value) != r.values.end();
   if (r.op == "In") return in;
   if (r.op == "NotIn") return !in;
@@ -278,18 +294,6 @@ Slots slotsOf(const std::vector<std::vector<Requirement>>& terms, bool nodeExclu
 
 constexpr std::size_t kPass = static_cast<std::size_t>(-1);
 
-// As the scheduler matches, except that a node podshaper has not judged (no gpu-count
-// label) is held to its allocatable GPUs: a node of the size asked that is not judged
-// yet fails for that, not for its size.
-bool matchesForWords(const Requirement& r, const NodeFacts& n) {
-  if (!r.field && kindOf(r.key) == SlotKind::kGpuCount && !labelOf(n, r.key) && n.node.gpus() > 0) {
-    NodeFacts sized = n;
-    sized.node.labels[r.key] = std::to_string(n.node.gpus());
-    return matches(r, sized);
-  }
-  return matches(r, n);
-}
-
 // The first slot a node fails, in reading order (kPass: none). A node matches the
 // affinity when any term matches; among failing terms, the one it comes closest to names
 // the slot (the memlock alternatives are one term each).
@@ -300,7 +304,7 @@ std::size_t firstFailure(const Slots& s, const std::vector<std::vector<Requireme
   for (std::size_t t = 0; t < terms.size(); ++t) {
     std::size_t failed = kPass;
     for (std::size_t i = 0; i < terms[t].size(); ++i) {
-      if (!matchesForWords(terms[t][i], n)) failed = std::min(failed, s.slotOf[t][i]);
+      if (!matches(terms[t][i], n)) failed = std::min(failed, s.slotOf[t][i]);
     }
     if (failed == kPass) {
       anyTerm = true;
@@ -502,7 +506,7 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
   } else if (gpuCountFailures == nodes.size() && !nodes.empty()) {
     std::map<uint64_t, std::size_t> sizes;
     for (const NodeFacts& n : nodes) {
-      auto g = parseCount(labelOf(n, key(names::kGpuCount)).value_or(std::to_string(n.node.gpus())));
+      auto g = parseCount(gpusOf(n).value_or("0"));
       if (g && *g > 0) ++sizes[*g];
     }
     std::vector<std::string> have;
