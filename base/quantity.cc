@@ -1,5 +1,7 @@
 #include "base/quantity.h"
 
+#include "base/text.h"
+
 #include <array>
 #include <cstddef>
 #include <limits>
@@ -8,6 +10,9 @@
 
 namespace podshaper {
 namespace {
+
+// The user's text in a message: quoted, at most 64 bytes of it.
+std::string quoted(std::string_view text) { return "\"" + cutUtf8(std::string(text), 64) + "\""; }
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -42,7 +47,7 @@ std::optional<u128> pow10(int n) {
 }
 
 Error notAQuantity(std::string_view text, std::string_view why) {
-  return makeError("\"" + std::string(text) + "\" is not a quantity (" + std::string(why) +
+  return makeError(quoted(text) + " is not a quantity (" + std::string(why) +
                    "; examples: 18Mi, 1.5Gi, 19267584)");
 }
 
@@ -116,10 +121,10 @@ Result<int64_t> parseQuantity(std::string_view text) {
 
   u128 mantissa = 0;
   for (char c : digits) mantissa = mantissa * 10 + static_cast<unsigned>(c - '0');
-  if (negative && mantissa != 0) return makeError("\"" + std::string(text) + "\" is negative");
+  if (negative && mantissa != 0) return makeError(quoted(text) + " is negative");
   if (mantissa == 0) return int64_t{0};
 
-  auto tooLarge = [&] { return makeError("\"" + std::string(text) + "\" is too large"); };
+  auto tooLarge = [&] { return makeError(quoted(text) + " is too large"); };
   auto scaled = mul128(mantissa, u128{1} << pow2);
   if (pow2 >= 127 || !scaled) return tooLarge();
   u128 value = *scaled;
@@ -156,16 +161,16 @@ std::string formatBytes(int64_t bytes) {
 Result<uint64_t> parseCount(std::string_view text) {
   if (text.empty()) return makeError("is empty; expected a non-negative integer");
   if (text[0] == '-') {
-    return makeError("\"" + std::string(text) + "\" is negative; expected a non-negative integer");
+    return makeError(quoted(text) + " is negative; expected a non-negative integer");
   }
   uint64_t value = 0;
   for (char c : text) {
     if (!isDigit(c)) {
-      return makeError("\"" + std::string(text) + "\" is not a non-negative integer");
+      return makeError(quoted(text) + " is not a non-negative integer");
     }
     if (__builtin_mul_overflow(value, 10, &value) ||
         __builtin_add_overflow(value, static_cast<uint64_t>(c - '0'), &value)) {
-      return makeError("\"" + std::string(text) + "\" is too large");
+      return makeError(quoted(text) + " is too large");
     }
   }
   return value;

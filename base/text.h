@@ -2,6 +2,8 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace podshaper {
 
@@ -13,6 +15,31 @@ inline std::string cutUtf8(std::string text, std::size_t max) {
   while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xC0) == 0x80) text.pop_back();
   if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xC0) text.pop_back();
   return text + "...";
+}
+
+// A container path as the runtime resolves a mount destination: made absolute, then
+// cleaned lexically like Go's filepath.Clean ("/dev//shm", "/dev/shm/.", "dev/shm" and
+// "/dev/x/../shm" are all "/dev/shm").
+inline std::string cleanPath(std::string_view path) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(start, end - start);
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    start = end + 1;
+  }
+  std::string out;
+  for (std::string_view part : parts) {
+    out += '/';
+    out += part;
+  }
+  return out.empty() ? "/" : out;
 }
 
 }  // namespace podshaper

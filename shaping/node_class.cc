@@ -103,23 +103,33 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
     if (auto g = nodeGpus(node, byLabels, config.memlock)) classes.insert(*g);
   }
 
-  // Nodes of the size a node-exclusive pod asks that placement cannot use now.
+  // Nodes of the size a node-exclusive pod asks (at least the GPUs a shared pod asks)
+  // that placement cannot use now.
   std::vector<const Node*> waitingFor;
-  if (!requestedGpus && podGpus && nodeExclusive && byLabels && !classes.contains(*podGpus)) {
+  const bool anyClassHolds = podGpus && classes.lower_bound(*podGpus) != classes.end();
+  if (!requestedGpus && podGpus && byLabels &&
+      (nodeExclusive ? !classes.contains(*podGpus) : !anyClassHolds)) {
     for (const auto& node : cluster->nodes) {
-      if (nodeSize(node) == *podGpus) waitingFor.push_back(&node);
+      const uint64_t size = nodeSize(node);
+      if (nodeExclusive ? size == *podGpus : size >= *podGpus) waitingFor.push_back(&node);
     }
   }
+  for (const auto& node : cluster->nodes) nc.largestNode = std::max(nc.largestNode.value_or(0), nodeSize(node));
+  if (nc.largestNode == 0) nc.largestNode.reset();
   nc.sizes = sizesInWords(cluster->nodes);
 
   if (requestedGpus) {
     nc.gpus = *requestedGpus;
     nc.source = "from the pod's nodeSelector " + std::string(names::kGpuCount);
   } else if (!waitingFor.empty()) {
-    nc.gpus = *podGpus;
+    // A shared pod: the smallest of the nodes that hold it.
+    nc.gpus = nodeExclusive ? *podGpus : nodeSize(**std::min_element(waitingFor.begin(), waitingFor.end(),
+                                                                      [](const Node* a, const Node* b) {
+                                                                        return nodeSize(*a) < nodeSize(*b);
+                                                                      }));
     nc.source = "the size it asks; nodes of that size exist";
-    nc.warnings.push_back("no node with " + std::to_string(*podGpus) + " GPUs can take the pod now: " +
-                          nodesAndWhy(waitingFor, config.memlock) +
+    nc.warnings.push_back("no node with " + std::string(nodeExclusive ? "" : "at least ") + std::to_string(*podGpus) +
+                          " GPUs can take the pod now: " + nodesAndWhy(waitingFor, config.memlock) +
                           ": it waits Pending until one can (kubectl describe pod tells why it waits)");
   } else if (classes.empty()) {
     nc.gpus = config.gpusPerNode;
@@ -140,16 +150,25 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
     }
   }
 
+  // The nodes that could take the pod: those placement uses now, else those of its size
+  // that wait to be validated. The /dev/shm cap is judged against the least memory among them.
   bool anyTarget = false;
   bool allP2P = true;
+  auto fits = [&](uint64_t g) { return nodeExclusive ? g == nc.gpus : g >= podGpus.value_or(nc.gpus); };
   for (const auto& node : cluster->nodes) {
     auto g = nodeGpus(node, byLabels, config.memlock);
-    if (!g || (nodeExclusive ? *g != nc.gpus : *g < podGpus.value_or(nc.gpus))) continue;
+    if (!g || !fits(*g)) continue;
     anyTarget = true;
     if (node.memoryBytes && (!nc.memoryBytes || *node.memoryBytes < *nc.memoryBytes)) {
       nc.memoryBytes = node.memoryBytes;
     }
     if (label(node, names::kP2P) != names::kP2PAll) allP2P = false;
+  }
+  if (!anyTarget) {
+    for (const auto& node : cluster->nodes) {
+      if (!fits(nodeSize(node)) || !node.memoryBytes) continue;
+      if (!nc.memoryBytes || *node.memoryBytes < *nc.memoryBytes) nc.memoryBytes = node.memoryBytes;
+    }
   }
   if (!nc.memoryBytes) nc.memoryBytes = config.nodeMemory;
   nc.p2pAllPairs = byLabels && anyTarget && allP2P;

@@ -23,6 +23,9 @@ struct NodeClass {
   // When the pod asks more GPUs than G: what the cluster's GPU nodes have, in words
   // ("the cluster's GPU nodes have 4 GPUs (3 nodes) or 2 (1 node)"); empty without a cluster.
   std::string sizes;
+  // The most GPUs any node of the cluster has, validated or not; unset without a cluster
+  // view or GPU nodes. A pod asking more can run nowhere.
+  std::optional<uint64_t> largestNode;
   std::vector<std::string> warnings;
 };
 

@@ -2,13 +2,15 @@
 
 #include "base/checked.h"
 #include "base/json_util.h"
+#include "base/text.h"
 
 namespace podshaper {
 namespace {
 
 using nlohmann::json;
 
-std::string inQuotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+// A name the user wrote, in a message: quoted, at most 100 bytes of it.
+std::string inQuotes(std::string_view s) { return "\"" + cutUtf8(std::string(s), 100) + "\""; }
 
 }  // namespace
 

@@ -4,6 +4,8 @@
 #include "base/json_util.h"
 #include "base/checked.h"
 #include "base/quantity.h"
+#include "base/text.h"
+#include "shaping/request_limits.h"
 
 #include <set>
 
@@ -18,7 +20,8 @@ const json* memberPtr(const json& object, std::string_view key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-std::string inQuotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+// A name or value the user wrote, in a message: quoted, at most 100 bytes of it.
+std::string inQuotes(std::string_view s) { return "\"" + cutUtf8(std::string(s), 100) + "\""; }
 
 Error annotationError(std::string_view key, const std::string& why, std::string_view hint) {
   return makeError("annotation " + std::string(key) + ": " + why + "; " + std::string(hint));
@@ -60,13 +63,16 @@ Result<uint64_t> containerGpus(const json& container, const std::string& name) {
   return uint64_t{0};
 }
 
+// The container's own volume at /dev/shm, the path compared as the runtime resolves it
+// ("/dev//shm" and "/dev/shm/." are /dev/shm too).
 std::optional<std::string> ownShmVolume(const json& container) {
   const json* mounts = memberPtr(container, "volumeMounts");
   if (mounts == nullptr || !mounts->is_array()) return std::nullopt;
   for (const auto& m : *mounts) {
-    std::string path = m.value("mountPath", std::string());
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    if (path == names::kShmMountPath) return m.value("name", std::string());
+    const json& path = member(m, "mountPath");
+    if (path.is_string() && cleanPath(path.get_ref<const std::string&>()) == names::kShmMountPath) {
+      return stringMember(m, "name");
+    }
   }
   return std::nullopt;
 }
@@ -126,7 +132,7 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
   in.warnings = claims.warnings;
   for (std::size_t i = 0; i < containers->size(); ++i) {
     const json& c = (*containers)[i];
-    std::string name = c.is_object() ? c.value("name", std::string()) : std::string();
+    std::string name = stringMember(c, "name");
     auto gpus = containerGpus(c, name);
     if (!gpus) return gpus.error();
     auto fromClaims = containerClaimGpus(c, claims, taken);
@@ -136,6 +142,11 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
                             ", counted for an earlier container: it gets no /dev/shm, memory or ranks for them");
     }
     if (*gpus == 0 && !fromClaims->counted) continue;
+    if (in.gpuContainers.size() == kMaxGpuContainers) {
+      return makeError("container " + inQuotes(name) + " is GPU container " + std::to_string(kMaxGpuContainers + 1) +
+                       " of the pod; podshaper shapes at most " + std::to_string(kMaxGpuContainers) +
+                       " (each holds a GPU of the one node the pod runs on): put the GPUs in fewer containers");
+    }
     if (fromClaims->counted) in.gpusFromClaims = true;
     if (fromClaims->all) allRequests.push_back(name);
     // A wrapped sum read as a small pod (0 GPUs: 0 ranks, a 0-byte /dev/shm).
@@ -217,13 +228,17 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
                            "use node-exclusive or shared");
   }
 
+  // The scheduler compares label values as strings: "08" matches no node the operator
+  // labelled "8", so only the count as the operator writes it is read as one.
   const json* selector = spec ? memberPtr(*spec, "nodeSelector") : nullptr;
   const json* g = selector ? memberPtr(*selector, names::kGpuCount) : nullptr;
   if (g != nullptr) {
-    auto value = parseCount(g->is_string() ? g->get<std::string>() : g->dump());
-    if (!value || *value == 0) {
-      return makeError("nodeSelector " + std::string(names::kGpuCount) +
-                       ": expected a positive GPU count, e.g. \"8\"");
+    const std::string text = g->is_string() ? g->get<std::string>() : g->dump();
+    auto value = parseCount(text);
+    if (!value || *value == 0 || std::to_string(*value) != text) {
+      return makeError("nodeSelector " + std::string(names::kGpuCount) + ": " +
+                       inQuotes(cutUtf8(text, 64)) + " matches no node podshaper labels; it writes the GPU count " +
+                       "in decimal with no sign or leading zeros, e.g. \"8\"");
     }
     in.requestedNodeGpus = *value;
   }

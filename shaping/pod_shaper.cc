@@ -9,6 +9,7 @@
 #include "shaping/memlock_pod.h"
 #include "shaping/node_class.h"
 #include "shaping/pod_inputs.h"
+#include "shaping/request_limits.h"
 #include "shaping/shm.h"
 
 namespace podshaper {
@@ -132,32 +133,34 @@ bool namespaceOptedOut(const AdmissionContext& ctx) {
   return v != ns->second.end() && v->second == "disabled";
 }
 
-bool alreadyShaped(const json& pod) {
-  if (annotation(pod, names::kShapedBy)) return true;
-  const json& volumes = member(member(pod, "spec"), "volumes");
-  if (!volumes.is_array()) return false;
-  return std::any_of(volumes.begin(), volumes.end(), [](const json& v) {
-    return v.is_object() && v.value("name", std::string()) == names::kShmVolume;
-  });
+// What podshaper wrote says the pod is shaped (a re-invocation, a shaped pod's manifest
+// created again); a volume that only has podshaper's name does not.
+bool alreadyShaped(const json& pod) { return annotation(pod, names::kShapedBy).has_value(); }
+
+const json* volumeNamed(const json& pod, std::string_view name) {
+  for (const json& v : member(member(pod, "spec"), "volumes")) {
+    if (member(v, "name") == name) return &v;
+  }
+  return nullptr;
 }
 
-// A user's own /dev/shm volume is kept; say so if it is smaller than needed.
-void checkOwnShm(const json& pod, const GpuContainer& c, uint64_t shmBytes,
-                 std::vector<std::string>& warnings) {
-  const json& volumes = member(member(pod, "spec"), "volumes");
-  if (!volumes.is_array()) return;
-  for (const json& v : volumes) {
-    if (!v.is_object() || v.value("name", std::string()) != *c.ownShmVolume) continue;
-    const json& emptyDir = member(v, "emptyDir");
-    if (!emptyDir.is_object() || !emptyDir.contains("sizeLimit")) return;
-    auto limit = parseQuantity(emptyDir["sizeLimit"].is_string() ? emptyDir["sizeLimit"].get<std::string>() : "");
-    if (limit && static_cast<uint64_t>(*limit) < shmBytes) {
+// A container's share of `bytes`, by its GPUs out of `of`, in whole MiB.
+uint64_t shareOf(uint64_t bytes, uint64_t gpus, uint64_t of) {
+  return ceilMiB(mulDivCeil(bytes, gpus, of).value_or(bytes)) * kMiB;
+}
+
+// A user's own /dev/shm volume is kept; say so if it is smaller than the container's share.
+void checkOwnShm(const json& pod, const GpuContainer& c, uint64_t shareBytes, std::vector<std::string>& warnings) {
+  if (const json* v = volumeNamed(pod, *c.ownShmVolume)) {
+    const json& sizeLimit = member(member(*v, "emptyDir"), "sizeLimit");
+    if (!sizeLimit.is_string()) return;
+    auto limit = parseQuantity(sizeLimit.get_ref<const std::string&>());
+    if (limit && static_cast<uint64_t>(*limit) < shareBytes) {
       warnings.push_back("container \"" + c.name + "\" keeps its own /dev/shm volume \"" +
                          *c.ownShmVolume + "\" of " + formatBytes(*limit) + ", smaller than the " +
-                         formatBytes(static_cast<int64_t>(shmBytes)) +
-                         " its DataLoader needs; DataLoader workers may die with a bus error");
+                         formatBytes(static_cast<int64_t>(shareBytes)) +
+                         " its ranks need; DataLoader workers may die with a bus error");
     }
-    return;
   }
 }
 
@@ -166,6 +169,11 @@ void checkOwnShm(const json& pod, const GpuContainer& c, uint64_t shmBytes,
 Result<bool> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
                           std::vector<std::string>& warnings) {
   const uint64_t G = nodeClass.gpus;
+  if (!in.nodeExclusive && nodeClass.largestNode && in.podGpus > *nodeClass.largestNode) {
+    return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords + " but no node has that many: " +
+                     nodeClass.sizes + ": split the job into pods of at most " +
+                     std::to_string(*nodeClass.largestNode) + " GPUs each");
+  }
   if (!in.nodeExclusive || in.podGpus == G) return false;
   if (in.podGpus > G) {
     return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
@@ -258,6 +266,10 @@ struct PodShape {
   const PodInputs& in;
   const Config& config;
   uint64_t shm = 0, ranks = 0;
+  // podshaper's /dev/shm volume and the GPUs of the containers that mount it: the pod's
+  // size when every GPU container does, else their share of it (docs/webhook.md
+  // "Several GPU containers").
+  uint64_t volume = 0, volumeGpus = 0;
   bool expanded = false;  // config partialNode: expand raised the first GPU container
   bool privilegedAllowed = false;
 };
@@ -267,7 +279,7 @@ struct PodShape {
 Result<bool> mountShm(json& container, const GpuContainer& c, const PodShape& p) {
   ensureArray(container, "volumeMounts")
       .push_back({{"name", key(names::kShmVolume)}, {"mountPath", key(names::kShmMountPath)}});
-  uint64_t share = ceilMiB(mulDivCeil(p.shm, c.gpus, p.in.podGpus).value_or(p.shm)) * kMiB;
+  const uint64_t share = shareOf(p.volume, c.gpus, p.volumeGpus);
   json& resources = container["resources"];
   for (const char* field : {"limits", "requests"}) {
     if (!resources.contains(field) || !resources[field].contains("memory")) continue;
@@ -284,13 +296,11 @@ Result<bool> mountShm(json& container, const GpuContainer& c, const PodShape& p)
 void setNprocs(json& container, const GpuContainer& c, const PodShape& p, bool expandedHere,
                std::vector<std::string>& warnings) {
   json& env = ensureArray(container, "env");
-  auto nproc = std::find_if(env.begin(), env.end(), [](const json& e) {
-    return e.is_object() && e.value("name", std::string()) == names::kNprocEnv;
-  });
+  auto nproc = std::find_if(env.begin(), env.end(), [](const json& e) { return member(e, "name") == names::kNprocEnv; });
   std::string nprocs = std::to_string(mulDivCeil(p.ranks, c.gpus, p.in.podGpus).value_or(p.ranks));
   if (nproc == env.end()) {
     env.push_back({{"name", key(names::kNprocEnv)}, {"value", nprocs}});
-  } else if (expandedHere && nproc->value("value", std::string()) != nprocs) {
+  } else if (expandedHere && member(*nproc, "value") != nprocs) {
     warnings.push_back("container \"" + c.name + "\": " + key(names::kNprocEnv) + " set to " + nprocs +
                        " for the expanded GPU count");
     (*nproc)["value"] = nprocs;
@@ -311,7 +321,7 @@ Result<bool> shapeContainer(json& container, json& annotations, const GpuContain
   }
   bool mounted = false;
   if (c.ownShmVolume) {
-    checkOwnShm(p.pod, c, p.shm, warnings);
+    checkOwnShm(p.pod, c, shareOf(p.shm, c.gpus, p.in.podGpus), warnings);
   } else {
     auto ok = mountShm(container, c, p);
     if (!ok) return ok.error();
@@ -342,9 +352,11 @@ Result<bool> shapeContainer(json& container, json& annotations, const GpuContain
 // Where the pod may run: alone on its node (node-exclusive), and on nodes the
 // operator validated, with G GPUs, granting the memlock asked; with P2P between all GPU
 // pairs where its NCCL reserve counts on P2P (a node without it would need more).
-void placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config, bool needsP2P) {
+Result<bool> placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
+                      bool needsP2P) {
   if (in.nodeExclusive) requireOnePodPerNode(shaped);
-  if (!nodeClass.placeByLabels) return;
+  if (!nodeClass.placeByLabels) return true;
+  if (auto sized = checkNodeAffinitySize(shaped); !sized) return sized;
   // A node that grants the memlock asked: unlimited, or (for a number of
   // bytes) unlimited or at least that many, one nodeSelectorTerm each.
   std::vector<std::vector<json>> alternatives;
@@ -355,6 +367,7 @@ void placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, con
     alternatives.push_back(std::move(requirements));
   }
   requireNodeLabels(shaped["spec"], alternatives);
+  return true;
 }
 
 // The warnings, one per line, as the podshaper.io/warnings annotation: at most
@@ -381,6 +394,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   ShapeOutcome out;
   out.pod = pod;
   if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return out;
+  if (auto sized = checkPodSize(pod); !sized) return deny(pod, sized.error().message);
 
   auto claims = readPodClaimGpus(pod, ctx.namespaceName, config.gpuDeviceClass, ctx.claims);
   if (!claims) return deny(pod, claims.error().message);
@@ -419,12 +433,22 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   }
   auto privileged = privilegesAllowed(ctx, config, warnings);
   if (!privileged) return deny(pod, privileged.error().message);
-  auto plan = planShm(shmInputsFor(in, ranks, nodeClass, config));
+  auto plan = planShm(shmInputsFor(in, ranks, nodeClass, config),
+                      in.ranks ? std::string(names::kRanksPerPod) : "the pod's " + in.gpuWords);
   if (!plan) return deny(pod, plan.error().message);
   if (auto capped = checkShmCap(*plan, nodeClass, config, warnings); !capped) return deny(pod, capped.error().message);
 
-  const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, *expanded, *privileged};
-  const std::string shmText = formatBytes(static_cast<int64_t>(plan->shmBytes));
+  uint64_t volumeGpus = 0;
+  for (const GpuContainer& c : in.gpuContainers) volumeGpus += c.ownShmVolume ? 0 : c.gpus;
+  const bool partialVolume = volumeGpus > 0 && volumeGpus < in.podGpus;
+  const uint64_t volume = partialVolume ? std::max(kMinShmBytes, shareOf(plan->shmBytes, volumeGpus, in.podGpus))
+                                        : plan->shmBytes;
+  if (volumeGpus > 0 && volumeNamed(pod, names::kShmVolume)) {
+    return deny(pod, "spec.volumes has a volume named \"" + key(names::kShmVolume) +
+                         "\", the name of the /dev/shm volume podshaper adds: rename it");
+  }
+  const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume, volumeGpus, *expanded, *privileged};
+  const std::string shmText = formatBytes(static_cast<int64_t>(volume));
   json shaped = pod;
   json& spec = shaped["spec"];
   json& annotations = shaped["metadata"]["annotations"];
@@ -439,10 +463,16 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
         .push_back({{"name", key(names::kShmVolume)}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
   }
   if (*privileged) spec["hostIPC"] = true;
-  placePod(shaped, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P);
+  if (auto placed = placePod(shaped, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P); !placed) {
+    return deny(pod, placed.error().message);
+  }
 
   annotations[key(names::kShmSize)] = shmText;
-  annotations[key(names::kShmFormula)] = plan->formula;
+  annotations[key(names::kShmFormula)] =
+      partialVolume ? plan->formula + "; podshaper's /dev/shm serves the containers holding " +
+                          std::to_string(volumeGpus) + " of the pod's " + std::to_string(in.podGpus) +
+                          " GPUs (the others mount their own): " + shmText
+                    : plan->formula;
   annotations[key(names::kShapedBy)] = ctx.shaperVersion + " config=" + config.hash();
   for (auto& w : warnings) {
     if (w.starts_with("podshaper: ")) w.erase(0, std::string_view("podshaper: ").size());
@@ -451,6 +481,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   if (!warnings.empty()) annotations[key(names::kWarnings)] = warningsAnnotation(warnings);
   else annotations.erase(key(names::kWarnings));
   shaped["metadata"]["labels"][key(names::kShapedLabel)] = "true";
+  if (auto fit = fitAnnotations(pod, shaped); !fit) return deny(pod, fit.error().message);
 
   out.pod = std::move(shaped);
   for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
@@ -462,10 +493,11 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
 ShapeOutcome shapePod(const json& pod, const Config& config, const AdmissionContext& context) {
   try {
     return shape(pod, config, context);
-  } catch (const json::exception& e) {
+  } catch (const json::exception&) {
     // The API server decodes pods before admission, so this means a hand-made
-    // request; deny rather than guess.
-    return deny(pod, std::string("the pod is malformed: ") + e.what());
+    // request; deny rather than guess, in words (not the library's).
+    return deny(pod, "the pod could not be read: a field podshaper reads has the wrong type (a hand-made request? "
+                     "the API server sends pods it has decoded)");
   }
 }
 

@@ -8,6 +8,8 @@
 #include "api/names.h"
 #include "base/checked.h"
 #include "base/quantity.h"
+#include "base/text.h"
+#include "shaping/request_limits.h"
 
 namespace podshaper {
 namespace {
@@ -48,11 +50,6 @@ std::string dtypeNames() {
   return names;
 }
 
-Error overflow(std::string_view what,
-              std::string_view check = "the batch size, workers, prefetch factor and ranks") {
-  return makeError("the /dev/shm size overflows 64 bits at " + std::string(what) + "; check " + std::string(check));
-}
-
 std::string bytesText(uint64_t b) { return formatBytes(static_cast<int64_t>(b)); }
 
 std::string counted(uint64_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
@@ -75,17 +72,22 @@ Result<uint64_t> shapeBytes(std::string_view shape, std::string_view dtype) {
   uint64_t total = *element;
   std::string_view rest = shape;
   if (rest.empty()) return makeError("shape is empty (expected e.g. 32x3x224x224)");
+  const std::string quoted = "\"" + cutUtf8(std::string(shape), 64) + "\"";
+  if (std::size_t dims = std::count(shape.begin(), shape.end(), 'x') + 1; dims > kMaxBatchDimensions) {
+    return makeError("shape " + quoted + " has " + std::to_string(dims) + " dimensions; at most " +
+                     std::to_string(kMaxBatchDimensions) + " (expected e.g. 32x3x224x224)");
+  }
   while (true) {
     std::size_t x = rest.find('x');
     std::string_view dim = rest.substr(0, x);
     auto n = parseCount(dim);
     if (!n) {
-      return makeError("shape \"" + std::string(shape) + "\": dimension " + n.error().message +
+      return makeError("shape " + quoted + ": dimension " + n.error().message +
                        " (expected e.g. 32x3x224x224)");
     }
-    if (*n == 0) return makeError("shape \"" + std::string(shape) + "\" has a zero dimension");
+    if (*n == 0) return makeError("shape " + quoted + " has a zero dimension");
     auto product = checkedMul(total, *n);
-    if (!product) return makeError("shape \"" + std::string(shape) + "\" overflows 64 bits");
+    if (!product) return makeError("shape " + quoted + " overflows 64 bits");
     total = *product;
     if (x == std::string_view::npos) break;
     rest = rest.substr(x + 1);
@@ -93,31 +95,48 @@ Result<uint64_t> shapeBytes(std::string_view shape, std::string_view dtype) {
   return total;
 }
 
-Result<ShmPlan> planShm(const ShmInputs& in) {
+Result<ShmPlan> planShm(const ShmInputs& in, std::string_view ranksFrom) {
+  // Past 64 bits: every input with its value, so the one that is wrong shows (a GPU count
+  // as much as a batch size).
+  auto overflow = [&in, ranksFrom]() -> Error {
+    std::string inputs = std::to_string(in.ranks) + " ranks" + (ranksFrom.empty() ? "" : " (" + std::string(ranksFrom) + ")");
+    if (in.workers > 0) {
+      inputs += " × ((" + std::to_string(in.workers) + " workers × prefetch " + std::to_string(in.prefetchFactor) +
+                " + 2) × " + std::to_string(in.batch.bytes) + " B (" + in.batch.source + ") + 1Mi) + " +
+                std::to_string(in.headroomPercent) + "% headroom";
+    }
+    if (in.nccl.transport != NcclTransport::kNone) {
+      inputs += ", + NCCL reserve " + std::to_string(in.ranks) + " ranks × " + std::to_string(in.nccl.communicators) +
+                " communicators (" + in.nccl.communicatorsFrom + ") × " + std::to_string(in.nccl.perCommunicatorBytes) +
+                " B";
+    }
+    return makeError("the /dev/shm size overflows 64 bits: " + inputs +
+                     "; no node has that memory: lower the number that is wrong");
+  };
   // With no workers the DataLoader makes its batches in the training process: nothing
   // of them is in /dev/shm.
   uint64_t perRank = 0;
   if (in.workers > 0) {
     auto batches = checkedMul(in.workers, in.prefetchFactor);
-    if (!batches || !(batches = checkedAdd(*batches, kHeldBatches))) return overflow("workers × prefetch");
+    if (!batches || !(batches = checkedAdd(*batches, kHeldBatches))) return overflow();
     auto bytes = checkedMul(*batches, in.batch.bytes);
-    if (!bytes || !(bytes = checkedAdd(*bytes, kDataLoaderExtraBytes))) return overflow("per-rank bytes");
+    if (!bytes || !(bytes = checkedAdd(*bytes, kDataLoaderExtraBytes))) return overflow();
     perRank = *bytes;
   }
   auto payload = checkedMul(in.ranks, perRank);
-  if (!payload) return overflow("ranks × per-rank bytes");
+  if (!payload) return overflow();
   auto scaled = checkedMul(*payload, 100 + in.headroomPercent);
-  if (!scaled) return overflow("headroom");
+  if (!scaled) return overflow();
   uint64_t withHeadroom = *scaled / 100 + (*scaled % 100 != 0 ? 1 : 0);
   // Bytes first: a transport that keeps nothing is 0 at any count.
   auto reserve = checkedMul(in.nccl.communicators, in.nccl.perCommunicatorBytes);
   if (reserve) reserve = checkedMul(*reserve, in.ranks);
-  if (!reserve) return overflow("the NCCL reserve", std::string(names::kNcclCommunicators) + " and the ranks");
+  if (!reserve) return overflow();
   auto totalMiB = checkedAdd(ceilMiB(withHeadroom), ceilMiB(*reserve));
-  if (!totalMiB) return overflow("total");
+  if (!totalMiB) return overflow();
   auto shm = checkedMul(std::max(*totalMiB, kMinShmBytes / kMiB), kMiB);
   if (!shm || *shm > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return overflow("total");
+    return overflow();
   }
 
   ShmPlan plan;

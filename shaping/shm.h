@@ -53,6 +53,7 @@ struct ShmPlan {
   std::string formula;            // the numbers above in words
 };
 
-Result<ShmPlan> planShm(const ShmInputs& in);
+// ranksFrom: where the ranks came from, for an error's words ("podshaper.io/ranks-per-pod").
+Result<ShmPlan> planShm(const ShmInputs& in, std::string_view ranksFrom = {});
 
 }  // namespace podshaper

@@ -1,0 +1,270 @@
+// What one admission costs for the largest and most hostile bodies the API server can
+// send (up to its 3 MiB request limit), next to an ordinary pod and an ordinary pod
+// padded to the same size (what parsing and diffing that many bytes costs anyway).
+// CPU time of the calling thread, in process: decode, shape, diff, encode.
+//
+//   admission_cost [--min-seconds S] [--json]
+//
+// The floor for a body is parsing it (json::parse), what any JSON webhook pays to read
+// it. An ordinary pod costs k such parses (copy, shape, diff, encode). Exit status 1 when
+// a hostile case costs more than 2k of its own parses (podshaper's work grows with the
+// bytes, not with what they say), or more than 250 ms (the webhook's timeout is 5 s, its
+// failurePolicy Fail).
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/names.h"
+#include "shaping/admission.h"
+
+namespace {
+
+using nlohmann::json;
+using podshaper::names::kGpuResource;
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+double threadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+struct Case {
+  std::string name;
+  std::string what;
+  std::string body;
+  bool hostile = true;
+};
+
+json& podOf(json& review) { return review["request"]["object"]; }
+json& firstContainer(json& review) { return podOf(review)["spec"]["containers"][0]; }
+
+// The ordinary review with one inert annotation that brings the body to `bytes`.
+std::string padded(json review, std::size_t bytes) {
+  const std::size_t now = review.dump().size();
+  const std::size_t pad = bytes > now + 64 ? bytes - now - 64 : 0;
+  podOf(review)["metadata"]["annotations"]["example.com/padding"] = std::string(pad, 'x');
+  return review.dump();
+}
+
+std::vector<Case> cases(const json& ordinary) {
+  constexpr std::size_t kLimit = 3 * 1024 * 1024 - 4096;  // the API server's request body limit, less the envelope
+  std::vector<Case> out;
+  out.push_back({"ordinary", "an 8-GPU training pod as the API server sends it", ordinary.dump(), false});
+  out.push_back({"ordinary-3MiB", "the same pod with a 3 MiB inert annotation", padded(ordinary, kLimit), false});
+
+  {  // The NRI ulimit annotation podshaper reads and extends, 2.5 MB of YAML.
+    json r = ordinary;
+    std::string yaml;
+    while (yaml.size() < 2500000) yaml += "- type: RLIMIT_NOFILE\n  soft: 1048576\n  hard: 1048576\n";
+    podOf(r)["metadata"]["annotations"][std::string(podshaper::names::kUlimitAnnotationPrefix) + "trainer"] = yaml;
+    out.push_back({"ulimits-yaml", "ulimits.noderesource.dev/container.trainer of 2.5 MB (42,000 entries)", r.dump()});
+  }
+  {  // Required node affinity podshaper adds its requirements to, term by term.
+    json r = ordinary;
+    json terms = json::array();
+    for (int i = 0; i < 10000; ++i) {
+      terms.push_back({{"matchExpressions",
+                        json::array({{{"key", "zone"}, {"operator", "In"}, {"values", {"z" + std::to_string(i)}}}})}});
+    }
+    podOf(r)["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"] = terms;
+    out.push_back({"selector-terms", "10,000 nodeSelectorTerms", r.dump()});
+  }
+  {  // Every container a GPU container: one mount, env, capability and NRI annotation each.
+    json r = ordinary;
+    json containers = json::array();
+    for (int i = 0; i < 11000; ++i) {
+      containers.push_back({{"name", "c" + std::to_string(i)},
+                            {"image", "x"},
+                            {"resources", {{"limits", {{std::string(kGpuResource), "1"}, {"memory", "1Gi"}}}}}});
+    }
+    podOf(r)["spec"]["containers"] = containers;
+    podOf(r)["metadata"]["annotations"]["podshaper.io/placement"] = "shared";
+    out.push_back({"gpu-containers", "11,000 GPU containers", r.dump()});
+  }
+  {  // A valid batch-shape that goes into the formula annotation.
+    json r = ordinary;
+    std::string shape = "32";
+    while (shape.size() < 200000) shape += "x1";
+    podOf(r)["metadata"]["annotations"]["podshaper.io/batch-shape"] = shape;
+    out.push_back({"batch-shape", "podshaper.io/batch-shape of 200 KB (100,000 dimensions)", r.dump()});
+  }
+  {  // env podshaper searches for PET_NPROC_PER_NODE and NCCL's switches.
+    json r = ordinary;
+    json env = json::array();
+    for (int i = 0; i < 60000; ++i) env.push_back({{"name", "V" + std::to_string(i)}, {"value", "1"}});
+    firstContainer(r)["env"] = env;
+    out.push_back({"env", "60,000 env entries in the GPU container", r.dump()});
+  }
+  {  // Mounts and volumes podshaper looks through for a /dev/shm of the user's.
+    json r = ordinary;
+    json mounts = json::array();
+    json volumes = json::array();
+    for (int i = 0; i < 20000; ++i) {
+      mounts.push_back({{"name", "v" + std::to_string(i)}, {"mountPath", "/data/" + std::to_string(i)}});
+      volumes.push_back({{"name", "v" + std::to_string(i)}, {"emptyDir", json::object()}});
+    }
+    firstContainer(r)["volumeMounts"] = mounts;
+    podOf(r)["spec"]["volumes"] = volumes;
+    out.push_back({"mounts", "20,000 volumes and mounts", r.dump()});
+  }
+  {  // Many small annotations beside podshaper's.
+    json r = ordinary;
+    for (int i = 0; i < 40000; ++i) podOf(r)["metadata"]["annotations"]["example.com/a" + std::to_string(i)] = "v";
+    out.push_back({"annotations", "40,000 annotations", r.dump()});
+  }
+  {  // Many resource claims, none of them GPUs podshaper knows of.
+    json r = ordinary;
+    json claims = json::array();
+    json uses = json::array();
+    for (int i = 0; i < 20000; ++i) {
+      claims.push_back({{"name", "c" + std::to_string(i)}, {"resourceClaimName", "claim-" + std::to_string(i)}});
+      uses.push_back({{"name", "c" + std::to_string(i)}});
+    }
+    podOf(r)["spec"]["resourceClaims"] = claims;
+    firstContainer(r)["resources"]["claims"] = uses;
+    out.push_back({"claims", "20,000 resource claims used by the GPU container", r.dump()});
+  }
+  for (Case& c : out) {
+    if (c.body.size() > kLimit + 4096) c.what += " (over the API server's 3 MiB: not sendable)";
+  }
+  return out;
+}
+
+struct Measured {
+  double cpuMs = 0;
+  double parseMs = 0;  // json::parse of the same body: what reading it costs any JSON webhook
+  std::size_t responseBytes = 0;
+  std::string decision;
+};
+
+Measured measure(const Case& c, const podshaper::Config& config, const podshaper::ClusterView& cluster,
+                 double minSeconds) {
+  Measured m;
+  int runs = 0;
+  const double start = threadCpuSeconds();
+  double spent = 0;
+  do {
+    auto decision = podshaper::admit(c.body, config, &cluster, "podshaper-webhook/bench");
+    std::string response = decision ? decision->review.dump() : decision.error().message;
+    m.responseBytes = response.size();
+    if (runs == 0) {
+      if (!decision) {
+        m.decision = "error: " + decision.error().message;
+      } else {
+        const json& r = decision->review["response"];
+        m.decision = r.value("allowed", false) ? (r.contains("patch") ? "allowed, patched" : "allowed")
+                                               : "denied: " + r["status"].value("message", std::string());
+      }
+      if (m.decision.size() > 150) m.decision = m.decision.substr(0, 150) + "…";
+    }
+    ++runs;
+    spent = threadCpuSeconds() - start;
+  } while (spent < minSeconds || runs < 3);
+  m.cpuMs = spent * 1000 / runs;
+  runs = 0;
+  const double parseStart = threadCpuSeconds();
+  do {
+    json parsed = json::parse(c.body, nullptr, false);
+    ++runs;
+    spent = threadCpuSeconds() - parseStart;
+  } while (spent < minSeconds / 2 || runs < 3);
+  m.parseMs = spent * 1000 / runs;
+  return m;
+}
+
+podshaper::ClusterView cluster() {
+  podshaper::ClusterView view;
+  for (int i = 0; i < 4; ++i) {
+    podshaper::Node n;
+    n.name = "h100-" + std::to_string(i);
+    n.allocatableGpus = 8;
+    n.memoryBytes = 2LL << 40;
+    n.labels = {{std::string(podshaper::names::kTopologyValidated), "true"},
+                {std::string(podshaper::names::kGpuCount), "8"},
+                {std::string(podshaper::names::kP2P), std::string(podshaper::names::kP2PAll)},
+                {std::string(podshaper::names::kMemlock), std::string(podshaper::names::kMemlockUnlimited)}};
+    view.nodes.push_back(n);
+  }
+  view.namespaceLabels = {{"ml", {}}};
+  return view;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double minSeconds = 1.0;
+  bool asJson = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--min-seconds" && i + 1 < argc) {
+      minSeconds = std::stod(argv[++i]);
+    } else if (a == "--json") {
+      asJson = true;
+    } else {
+      std::fprintf(stderr, "usage: admission_cost [--min-seconds S] [--json]\n");
+      return 2;
+    }
+  }
+  const std::string text = readFile(PODSHAPER_BENCH_DIR "/inputs/realistic-pod.json");
+  const json ordinary = json::parse(text, nullptr, false);
+  if (ordinary.is_discarded()) {
+    std::fprintf(stderr, "admission_cost: cannot read %s\n", PODSHAPER_BENCH_DIR "/inputs/realistic-pod.json");
+    return 2;
+  }
+  const podshaper::Config config;
+  const podshaper::ClusterView view = cluster();
+  const std::vector<Case> all = cases(ordinary);
+  std::vector<Measured> results;
+  for (const Case& c : all) results.push_back(measure(c, config, view, minSeconds));
+
+  // The floor of a body: parsing it. An ordinary pod costs k parses; a hostile body
+  // may cost at most 2k of its own parses.
+  const double ordinaryMs = results[0].cpuMs;
+  const double ordinaryParses = results[0].cpuMs / results[0].parseMs;
+  constexpr double kAbsoluteMs = 250;
+  bool over = false;
+  json rows = json::array();
+  if (!asJson) {
+    std::printf("%-15s %8s %9s %9s %8s %8s %7s  %s\n", "case", "body", "response", "CPU ms", "parse ms",
+                "×parse", "×ord.", "decision");
+  }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const Case& c = all[i];
+    const Measured& m = results[i];
+    const double parses = m.cpuMs / m.parseMs;
+    const bool bad = c.hostile && (parses > 2 * ordinaryParses || m.cpuMs > kAbsoluteMs);
+    over = over || bad;
+    if (asJson) {
+      rows.push_back({{"case", c.name}, {"what", c.what}, {"body_bytes", c.body.size()},
+                      {"response_bytes", m.responseBytes}, {"cpu_ms", m.cpuMs}, {"parse_ms", m.parseMs},
+                      {"x_parse", parses}, {"x_ordinary", m.cpuMs / ordinaryMs}, {"over_bound", bad},
+                      {"decision", m.decision}});
+    } else {
+      std::printf("%-15s %8zu %9zu %9.3f %8.3f %7.1f%s %7.0f  %s\n", c.name.c_str(), c.body.size(), m.responseBytes,
+                  m.cpuMs, m.parseMs, parses, bad ? "!" : " ", m.cpuMs / ordinaryMs, m.decision.c_str());
+    }
+  }
+  if (asJson) {
+    std::printf("%s\n", json{{"cases", rows}, {"bound_x_parse", 2 * ordinaryParses}, {"bound_ms", kAbsoluteMs}}.dump(2).c_str());
+  } else {
+    std::printf("bound: ≤ %.1f× parsing the body (twice the ordinary pod's %.1f), ≤ %.0f ms; ! marks a case over it\n",
+                2 * ordinaryParses, ordinaryParses, kAbsoluteMs);
+  }
+  return over ? 1 : 0;
+}

@@ -1,0 +1,114 @@
+#include "shaping/request_limits.h"
+
+#include <algorithm>
+
+#include "api/names.h"
+#include "base/json_util.h"
+#include "base/quantity.h"
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kDeprecatedUlimitPrefix = "ulimits.nri.containerd.io/container.";
+
+// "262814 B (256.7 KiB)"
+std::string bytesWords(std::size_t bytes) {
+  std::string out = std::to_string(bytes) + " B";
+  if (bytes < 10 * 1024) return out;
+  const std::size_t tenths = (bytes * 10 + 512) / 1024;
+  return out + " (" + std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " KiB)";
+}
+
+}  // namespace
+
+std::size_t annotationsBytes(const json& object) {
+  const json& annotations = member(member(object, "metadata"), "annotations");
+  if (!annotations.is_object()) return 0;
+  std::size_t total = 0;
+  for (auto it = annotations.begin(); it != annotations.end(); ++it) {
+    total += it.key().size() + (it->is_string() ? it->get_ref<const std::string&>().size() : it->dump().size());
+  }
+  return total;
+}
+
+std::string limitWords(std::size_t bytes) {
+  return formatBytes(static_cast<int64_t>(bytes)) + " (" + std::to_string(bytes) + " B)";
+}
+
+Result<bool> checkPodSize(const json& pod) {
+  const std::size_t total = annotationsBytes(pod);
+  if (total > kApiAnnotationsLimit) {
+    return makeError("metadata.annotations hold " + bytesWords(total) + " in all, above the API server's limit of " +
+                     limitWords(kApiAnnotationsLimit) + ": it would refuse the pod; remove the annotations it does "
+                     "not need");
+  }
+  const json& annotations = member(member(pod, "metadata"), "annotations");
+  if (!annotations.is_object()) return true;
+  for (auto it = annotations.begin(); it != annotations.end(); ++it) {
+    if (!it.key().starts_with(names::kUlimitAnnotationPrefix) && !it.key().starts_with(kDeprecatedUlimitPrefix)) {
+      continue;
+    }
+    const std::size_t size = it->is_string() ? it->get_ref<const std::string&>().size() : 0;
+    if (size > kMaxUlimitAnnotationBytes) {
+      return makeError("annotation " + it.key() + " is " + bytesWords(size) + "; podshaper reads a ulimit list of " +
+                       "at most " + limitWords(kMaxUlimitAnnotationBytes) + " to add RLIMIT_MEMLOCK to it: keep "
+                       "one entry per rlimit (- type: RLIMIT_NOFILE, soft: …, hard: …)");
+    }
+  }
+  return true;
+}
+
+Result<bool> checkNodeAffinitySize(const json& pod) {
+  const json& terms = member(member(member(member(member(pod, "spec"), "affinity"), "nodeAffinity"),
+                                    "requiredDuringSchedulingIgnoredDuringExecution"),
+                             "nodeSelectorTerms");
+  if (!terms.is_array()) return true;
+  const std::string field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+  if (terms.size() > kMaxSelectorTerms) {
+    return makeError(field + " has " + std::to_string(terms.size()) + " terms; podshaper adds its node requirements " +
+                     "to each and takes at most " + std::to_string(kMaxSelectorTerms) +
+                     ": merge terms (a term's values list takes many values)");
+  }
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    std::size_t requirements = 0;
+    for (const char* list : {"matchExpressions", "matchFields"}) {
+      if (const json& l = member(terms[i], list); l.is_array()) requirements += l.size();
+    }
+    if (requirements > kMaxTermRequirements) {
+      return makeError(field + "[" + std::to_string(i) + "] has " + std::to_string(requirements) +
+                       " requirements; podshaper takes at most " + std::to_string(kMaxTermRequirements) +
+                       " in a term it adds its node requirements to: merge them (one key, a values list)");
+    }
+  }
+  return true;
+}
+
+Result<bool> fitAnnotations(const json& original, json& shaped) {
+  std::size_t total = annotationsBytes(shaped);
+  if (total <= kApiAnnotationsLimit) return true;
+  json& annotations = shaped["metadata"]["annotations"];
+  annotations.erase(std::string(names::kWarnings));
+  total = annotationsBytes(shaped);
+  if (total <= kApiAnnotationsLimit) return true;
+  // What podshaper wrote: the annotations it added or changed, largest first.
+  const json& before = member(member(original, "metadata"), "annotations");
+  std::vector<std::pair<std::size_t, std::string>> added;
+  for (auto it = annotations.begin(); it != annotations.end(); ++it) {
+    if (member(before, it.key()) == *it) continue;
+    added.emplace_back(it.key().size() + (it->is_string() ? it->get_ref<const std::string&>().size() : 0), it.key());
+  }
+  std::sort(added.begin(), added.end(), std::greater<>());
+  std::string what;
+  for (std::size_t i = 0; i < added.size() && i < 3; ++i) {
+    what += (i ? ", " : "") + added[i].second + " " + bytesWords(added[i].first);
+  }
+  if (added.size() > 3) what += " and " + std::to_string(added.size() - 3) + " more";
+  return makeError("the annotations podshaper adds (" + what + ") would take metadata.annotations to " +
+                   bytesWords(total) + ", above the API server's limit of " + limitWords(kApiAnnotationsLimit) +
+                   ", which would refuse the pod; it has " + bytesWords(annotationsBytes(original)) +
+                   " of its own: remove the annotations it does not need");
+}
+
+}  // namespace podshaper

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+
+namespace podshaper {
+
+// What podshaper reads of a pod is bounded, so that an admission costs about what
+// parsing its body costs whatever the user wrote (bench/admission_cost), and what it
+// writes stays inside the limits the API server checks after the mutating webhooks
+// (docs/webhook.md "Limits").
+
+// The API server's limit on a pod's annotations: the sum of every key's and value's bytes.
+inline constexpr std::size_t kApiAnnotationsLimit = 256 * 1024;
+// An NRI ulimit annotation podshaper reads and extends: a list of a few rlimits is
+// a few hundred bytes.
+inline constexpr std::size_t kMaxUlimitAnnotationBytes = 16 * 1024;
+// GPU containers in one pod: each holds at least one GPU of one node.
+inline constexpr std::size_t kMaxGpuContainers = 64;
+// spec.affinity.nodeAffinity's required nodeSelectorTerms podshaper adds its
+// requirements to, and the requirements (matchExpressions and matchFields) of each.
+inline constexpr std::size_t kMaxSelectorTerms = 64;
+inline constexpr std::size_t kMaxTermRequirements = 64;
+// podshaper.io/batch-shape: dimensions of one batch tensor.
+inline constexpr std::size_t kMaxBatchDimensions = 16;
+
+// The bytes of an object's annotations as the API server counts them (keys and values).
+std::size_t annotationsBytes(const nlohmann::json& object);
+
+// "256 KiB (262144 B)"
+std::string limitWords(std::size_t bytes);
+
+// Checked before podshaper reads a pod: its annotations within the API server's limit
+// (it would refuse the pod anyway) and each NRI ulimit annotation within what podshaper
+// reads. An error names the annotation or field, the size and the limit.
+Result<bool> checkPodSize(const nlohmann::json& pod);
+
+// Checked before podshaper rewrites a GPU pod's required node affinity.
+Result<bool> checkNodeAffinitySize(const nlohmann::json& pod);
+
+// After shaping: the shaped pod's annotations within the API server's limit. Over it,
+// podshaper.io/warnings is left out first (the warnings still reach the create
+// response); still over, an error that says what podshaper added and what the pod had.
+Result<bool> fitAnnotations(const nlohmann::json& original, nlohmann::json& shaped);
+
+}  // namespace podshaper
