@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -15,6 +17,7 @@
 #include "fuzz/fuzz_check.h"
 #include "shaping/admission.h"
 #include "shaping/pod_shaper.h"
+#include "shaping/request_limits.h"
 #include "shaping/shm.h"
 
 namespace podshaper::fuzz {
@@ -124,14 +127,29 @@ const std::vector<Setting>& fuzzSettings() {
   return settings;
 }
 
+double threadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 void checkAdmission(std::string_view body, const Config& config, const ClusterView* cluster) {
+  // CPU bounded: an admission costs a bounded number of parses of its own body
+  // (bench/admission_cost measures the real ratio, about 3; this allows for sanitizers).
+  const double start = threadCpuSeconds();
   auto decision = admit(body, config, cluster, kVersion);
+  const double admitted = threadCpuSeconds();
+  const json reread = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const double parsed = threadCpuSeconds();
+  FUZZ_CHECK(admitted - start <= 40 * (parsed - admitted) + 0.05,
+             "admission took " + std::to_string((admitted - start) * 1000) + " ms of CPU, parsing its body " +
+                 std::to_string((parsed - admitted) * 1000) + " ms");
   if (!decision) {
     const std::string& m = decision.error().message;
     FUZZ_CHECK(m.starts_with("not an AdmissionReview"), m);
     return;
   }
-  const json in = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const json& in = reread;
   FUZZ_CHECK(!in.is_discarded(), "admit() accepted a body that does not parse");
   const json& review = decision->review;
   // The server sends exactly this: it must serialize (no invalid UTF-8).
@@ -141,6 +159,9 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
   } catch (const json::exception& e) {
     fail(__FILE__, __LINE__, "review.dump() throws", e.what());
   }
+  // What podshaper writes grows with the body, not with what the body asks.
+  FUZZ_CHECK(sent.size() <= 8 * body.size() + 64 * 1024,
+             "a " + std::to_string(body.size()) + " B review got a " + std::to_string(sent.size()) + " B response");
   FUZZ_CHECK(review.value("kind", "") == "AdmissionReview", message(review));
   FUZZ_CHECK(review.value("apiVersion", "") == "admission.k8s.io/v1", message(review));
   const json& response = review.at("response");
@@ -159,6 +180,8 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
     const json& status = response.at("status");
     FUZZ_CHECK(status.value("code", 0) == 403, message(status));
     FUZZ_CHECK(status.value("message", "").starts_with("podshaper: "), message(status));
+    // Words, never a library's exception text.
+    FUZZ_CHECK(status.value("message", "").find("json.exception") == std::string::npos, message(status));
     return;
   }
   if (!decision->mutated) return;
@@ -190,6 +213,10 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
                                          message(json::diff(outcome.pod, patched)));
   const json& annotations = patched.at("metadata").at("annotations");
   FUZZ_CHECK(annotations.contains(std::string(names::kShapedBy)), message(annotations));
+  // The API server checks its annotation limit after the mutating webhooks: a pod
+  // podshaper allows is never refused for what podshaper added.
+  FUZZ_CHECK(annotationsBytes(patched) <= kApiAnnotationsLimit,
+             std::to_string(annotationsBytes(patched)) + " B of annotations after the patch");
   // /dev/shm is never shaped below the runtime's default 64Mi.
   const json& shmSize = annotations.at(std::string(names::kShmSize));
   auto shm = parseQuantity(shmSize.is_string() ? shmSize.get<std::string>() : "");

@@ -49,7 +49,12 @@ def admission():
     t = Target("admission")
     revs = reviews()
     for name, review in revs:
-        t.add(name + ".json", compact(review))
+        text = compact(review)
+        # A seed sets libFuzzer's default -max_len: the golden case at the API server's
+        # annotation limit (256 KiB) would make every input that large; it is a golden test.
+        if len(text) > 64 * 1024:
+            continue
+        t.add(name + ".json", text)
     # The seed pod as the golden test stores it shaped: a second admission of it.
     seed = json.loads((ROOT / "tests/golden/cases/seed-8xh100-validated-p2p/review.json").read_text())
     shaped = json.loads((ROOT / "tests/golden/cases/seed-8xh100-validated-p2p/expected.json").read_text())["pod"]
@@ -204,7 +209,9 @@ def pod_explain():
                   "memory (shm).\nRuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error.\n"
                   "rank 0: exit code 1\ntraining failed: 1 rank(s)\n")
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid", "controller": True}]
-    for f in sorted((ROOT / "tests/golden/cases").glob("*/expected.json"))[:6]:
+    shaped = [f for f in sorted((ROOT / "tests/golden/cases").glob("*/expected.json"))
+              if json.loads(f.read_text()).get("allowed") and len(f.read_text()) < 64 * 1024]
+    for f in shaped[:6]:
         pod = json.loads(f.read_text()).get("pod")
         if not pod:
             continue
