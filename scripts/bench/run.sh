@@ -11,6 +11,9 @@ bash "$root/scripts/bench-build.sh" >/dev/null
 echo "== in process (Google Benchmark)" >&2
 "$PODSHAPER_BIN/admission_bench" --benchmark_min_time=$([[ $quick == yes ]] && echo 0.2 || echo 2) \
   --benchmark_format=json >"$root/build/bench/micro.json"
+echo "== the cost of hostile bodies (bench/admission_cost)" >&2
+"$PODSHAPER_BIN/admission_cost" --min-seconds $([[ $quick == yes ]] && echo 0.1 || echo 1) >&2 ||
+  echo "bench: a hostile body costs more than its bound (marked !)" >&2
 echo "== webhook against the peer" >&2
 if [[ $quick == yes ]]; then
   bash "$root/scripts/bench/webhook.sh" --duration 3 --soak 20
