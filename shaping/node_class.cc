@@ -17,6 +17,15 @@ std::string label(const Node& node, std::string_view key) {
   return it == node.labels.end() ? std::string() : it->second;
 }
 
+// The node's podshaper.io/gpu-count as the scheduler matches it against the "In [G]"
+// podshaper writes: only a label spelled as the operator writes it ("8", not "08").
+std::optional<uint64_t> gpuCountLabel(const Node& node) {
+  const std::string text = label(node, names::kGpuCount);
+  auto count = parseCount(text);
+  if (!count || *count == 0 || std::to_string(*count) != text) return std::nullopt;
+  return *count;
+}
+
 // The GPU count a node offers to placement: the operator's label once it has
 // judged the node (none when the node affinity keeps the pod off it: not
 // validated, or not granting the memlock asked), else the allocatable count.
@@ -24,14 +33,12 @@ std::optional<uint64_t> nodeGpus(const Node& node, bool byLabels, const MemlockL
   if (!byLabels) return node.gpus() > 0 ? std::optional<uint64_t>(node.gpus()) : std::nullopt;
   if (label(node, names::kTopologyValidated) != "true") return std::nullopt;
   if (!memlockLabelGrants(label(node, names::kMemlock), memlock)) return std::nullopt;
-  auto count = parseCount(label(node, names::kGpuCount));
-  if (!count || *count == 0) return std::nullopt;
-  return *count;
+  return gpuCountLabel(node);
 }
 
 // The GPUs a node has, validated or not: the operator's label, else the allocatable count.
 uint64_t nodeSize(const Node& node) {
-  if (auto count = parseCount(label(node, names::kGpuCount)); count && *count > 0) return *count;
+  if (auto count = gpuCountLabel(node)) return *count;
   return node.gpus();
 }
 

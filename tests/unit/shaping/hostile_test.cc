@@ -200,6 +200,13 @@ TEST(Hostile, AGpuCountSelectorIsReadAsTheSchedulerReadsIt) {
   }
   auto good = shape(TrainingPod().at("/spec/nodeSelector", json{{"podshaper.io/gpu-count", "8"}}), &cluster);
   EXPECT_TRUE(good.allowed) << good.message;
+  // A node labelled "08" by hand matches no "In [8]": it is not a node of 8 to place on.
+  ClusterView handLabelled;
+  handLabelled.nodes = {gpuNode("a", 8), gpuNode("b", 4)};
+  handLabelled.nodes[0].labels["podshaper.io/gpu-count"] = "08";
+  auto out = shape(TrainingPod(), &handLabelled);
+  EXPECT_TRUE(out.allowed) << out.message;
+  EXPECT_TRUE(warned(out, "no node with 8 GPUs can take the pod now: a (")) << out.warnings.front();
 }
 
 TEST(Hostile, AVolumeWithPodshapersNameIsNotTakenForPodshapers) {
