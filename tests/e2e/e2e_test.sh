@@ -90,6 +90,20 @@ set +e; pod bad ml 8 | sed 's/"float32"/"fp8"/' | kc create -f - 2>"$tmp/err" >/
 check "a bad annotation is refused" test $rc -ne 0
 check "with a message that says what to change" grep -q 'denied the request: podshaper: annotation podshaper.io/batch-dtype: unknown dtype "fp8"' "$tmp/err"
 
+# The API server checks its 256 KiB annotation limit after the mutating webhooks: a pod with
+# room for its own annotations but not for podshaper's is refused by podshaper, in its words,
+# not by the API server for what podshaper added.
+set +e
+pod full ml 8 | python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+p["metadata"]["annotations"]["example.com/model-card"] = "x" * (256 * 1024 - 600)
+print(json.dumps(p))' | kc create -f - 2>"$tmp/err" >/dev/null; rc=$?
+set -e
+check "a pod whose annotations leave no room for podshaper's is refused" test $rc -ne 0
+check "by podshaper, naming its annotations and the API server's limit" \
+  grep -q "denied the request: podshaper: the annotations podshaper adds (podshaper.io/shm-formula .*above the API server's limit of 256Ki" "$tmp/err"
+
 # --- 2. Pod Security baseline: a clear denial
 namespace restricted-ml pod-security.kubernetes.io/enforce=baseline
 pod t restricted-ml 8 > "$tmp/t.json"
