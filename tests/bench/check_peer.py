@@ -313,8 +313,14 @@ def variants(cases_dir, out_dir):
         trainer(p).setdefault("volumeMounts", []).append({"name": "dshm", "mountPath": "/dev/shm/"}),
         p["spec"].setdefault("volumes", []).append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}})))
     make("already-shaped-by", annotations={SHAPED_BY: "podshaper-webhook/0.1.0 config=x"})
-    make("already-has-dshm-volume", edit=lambda p: p["spec"].setdefault("volumes", []).append(
+    # A volume that only has podshaper's name does not make a pod shaped: denied where
+    # podshaper would add its own, kept where every GPU container mounts its own /dev/shm.
+    make("dshm-volume-name-taken-denied", edit=lambda p: p["spec"].setdefault("volumes", []).append(
         {"name": "podshaper-dshm", "emptyDir": {"medium": "Memory"}}))
+    make("dshm-volume-name-own-mount-kept", edit=lambda p: (
+        trainer(p).setdefault("volumeMounts", []).append({"name": "podshaper-dshm", "mountPath": "/dev/shm"}),
+        p["spec"].setdefault("volumes", []).append(
+            {"name": "podshaper-dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}})))
     make("not-opted-in", edit=lambda p: p["metadata"]["labels"].pop("podshaper.io/inject"))
     make("no-annotations-denied", drop=list(seed["request"]["object"]["metadata"]["annotations"]))
     make("node-memory-cap-denied", config="defaults:\n  nodeMemory: 8Gi\n")
@@ -322,6 +328,8 @@ def variants(cases_dir, out_dir):
     make("config-defaults", drop=("podshaper.io/dataloader-workers", "podshaper.io/prefetch-factor"),
          config="defaults:\n  workers: 2\n  prefetchFactor: 3\n  headroomPercent: 0\n  ncclCommunicators: 3\n"
                                              "  gpusPerNode: 8\nncclShmPerCommunicator:\n  shm: 100Mi\n")
+    limits_variants(make, seed, trainer, two_containers)
+
     # As the API server sends a pod: its own encoding of the typed object already has
     # the zero values Go writes, so the peer's patch must carry none of its own.
     def apiserver_form(pod):
@@ -333,6 +341,118 @@ def variants(cases_dir, out_dir):
     make("apiserver-form-realistic", base=realistic, edit=apiserver_form)
     make("realistic-shared-with-bytes", base=realistic, drop=shape,
          annotations={"podshaper.io/batch-bytes": "37Mi", "podshaper.io/placement": "shared"})
+
+
+def limits_variants(make, seed, trainer, two_containers):
+    """docs/webhook.md "Limits": each bound at its limit and one past it, the paths and
+    labels as compared, the shares of several GPU containers."""
+    own = sum(len(k.encode()) + len(v.encode()) for k, v in seed["request"]["object"]["metadata"]["annotations"].items())
+    pad_key = "example.com/padding"
+
+    def padded(total):
+        return {pad_key: "p" * (total - own - len(pad_key))}
+
+    make("annotations-over-api-limit-denied", annotations=padded(262145))
+    make("annotations-over-api-limit-not-gpu-pod-denied", annotations=padded(262145),
+         edit=lambda p: [trainer(p)["resources"][f].pop("nvidia.com/gpu") for f in ("limits", "requests")])
+    # At the limit before shaping: what podshaper adds (~860 B) takes it past, with or
+    # without podshaper.io/warnings.
+    make("annotations-at-api-limit-denied-after-shaping", annotations=padded(262144))
+    # ~170 B under the limit once shaped without podshaper.io/warnings (~340 B), ~170 B over
+    # with it: podshaper leaves its warnings annotation out; the peer writes none.
+    make("annotations-near-api-limit-warnings-left-out", annotations=padded(262144 - 861 - 170))
+    # A podshaper.io/warnings the user wrote is not kept (podshaper writes its own).
+    make("annotations-user-warnings-replaced", annotations={
+        "podshaper.io/warnings": "w" * 20000, **padded(262000 - 20000 - len("podshaper.io/warnings"))})
+
+    ulimit = "ulimits.noderesource.dev/container.trainer"
+    entry = "- type: RLIMIT_NOFILE\n  soft: 1\n  hard: 1\n"
+
+    def ulimit_of(size):
+        return "#" + "u" * (size - len(entry) - 2) + "\n" + entry
+    make("ulimit-annotation-at-limit-merged", annotations={ulimit: ulimit_of(16384)})
+    make("ulimit-annotation-too-large-denied", annotations={ulimit: ulimit_of(16385)})
+    make("ulimit-deprecated-annotation-too-large-denied",
+         annotations={"ulimits.nri.containerd.io/container.trainer": ulimit_of(16385)})
+    make("ulimit-annotation-of-another-container-too-large-denied",
+         annotations={"ulimits.noderesource.dev/container.other": ulimit_of(16385)})
+
+    def gpu_containers(n):
+        def edit(pod):
+            base = trainer(pod)
+            pod["spec"]["containers"] = []
+            for i in range(n):
+                c = copy.deepcopy(base)
+                c["name"] = "rank-%d" % i
+                for field in ("limits", "requests"):
+                    c["resources"][field]["nvidia.com/gpu"] = "1"
+                    c["resources"][field]["memory"] = "2Gi"
+                pod["spec"]["containers"].append(c)
+        return edit
+    shared = {"podshaper.io/placement": "shared", "podshaper.io/dataloader-workers": "1"}
+    make("gpu-containers-64-shared", annotations=shared, edit=gpu_containers(64))
+    make("gpu-containers-65-denied", annotations=shared, edit=gpu_containers(65))
+
+    def selector_terms(terms, expressions, fields=0):
+        def edit(pod):
+            pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone-%d" % j, "operator": "In", "values": [str(t)]}
+                                          for j in range(expressions)],
+                     **({"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n%d" % j]}
+                                         for j in range(fields)]} if fields else {})}
+                    for t in range(terms)]}}}
+        return edit
+    make("node-selector-terms-64", edit=selector_terms(64, 1))
+    make("node-selector-terms-65-denied", edit=selector_terms(65, 1))
+    make("node-selector-term-64-requirements", edit=selector_terms(2, 60, 4))
+    make("node-selector-term-65-requirements-denied", edit=selector_terms(2, 60, 5))
+    make("node-selector-terms-65-shared", annotations={"podshaper.io/placement": "shared"},
+         edit=selector_terms(65, 1))
+
+    make("shape-16-dimensions", annotations={"podshaper.io/batch-shape": "x".join(["1"] * 12 + ["32", "3", "224", "224"])})
+    make("shape-17-dimensions-denied",
+         annotations={"podshaper.io/batch-shape": "x".join(["1"] * 13 + ["32", "3", "224", "224"])})
+
+    def gpu_count(text):
+        return lambda pod: pod["spec"].__setitem__("nodeSelector", {"podshaper.io/gpu-count": text})
+    make("node-selector-gpu-count-8", edit=gpu_count("8"))
+    make("node-selector-gpu-count-leading-zero-denied", edit=gpu_count("08"))
+    make("node-selector-gpu-count-plus-denied", edit=gpu_count("+8"))
+    make("node-selector-gpu-count-zero-denied", edit=gpu_count("0"))
+
+    for name, path in (("double-slash", "/dev//shm"), ("dot", "/dev/shm/."), ("relative", "dev/shm"),
+                       ("dotdot", "/dev/x/../shm"), ("below", "/dev/shm/x")):
+        make("own-shm-path-" + name, edit=lambda p, path=path: (
+            trainer(p).setdefault("volumeMounts", []).append({"name": "dshm", "mountPath": path}),
+            p["spec"].setdefault("volumes", []).append(
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}})))
+
+    # Several GPU containers, some with their own /dev/shm: podshaper's volume and the
+    # raises are the share of the containers that mount it.
+    def own_shm(*names):
+        def edit(pod):
+            for c in pod["spec"]["containers"]:
+                if c["name"] in names:
+                    c.setdefault("volumeMounts", []).append({"name": "own-shm", "mountPath": "/dev/shm/"})
+            pod["spec"].setdefault("volumes", []).append(
+                {"name": "own-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}})
+        return edit
+    make("two-gpu-containers-one-own-shm", annotations={"podshaper.io/ranks-per-pod": "6"},
+         edit=lambda p: (two_containers(p), own_shm("trainer-b")(p)))
+    make("two-gpu-containers-both-own-shm", edit=lambda p: (two_containers(p), own_shm("trainer", "trainer-b")(p)))
+
+    def three_containers(pod):
+        gpu_containers(3)(pod)
+        for c, n in zip(pod["spec"]["containers"], ("2", "3", "3")):
+            for field in ("limits", "requests"):
+                c["resources"][field]["nvidia.com/gpu"] = n
+    make("three-gpu-containers-2-3-3-one-own-shm", edit=lambda p: (three_containers(p), own_shm("rank-1")(p)))
+    make("three-gpu-containers-small-share-at-least-64mi",
+         annotations={"podshaper.io/dataloader-workers": "0", "podshaper.io/nccl-communicators": "0"},
+         edit=lambda p: (three_containers(p), own_shm("rank-1", "rank-2")(p)))
+    make("gpu-containers-64-shared-half-own-shm", annotations=shared,
+         edit=lambda p: (gpu_containers(64)(p), own_shm(*["rank-%d" % i for i in range(0, 64, 2)])(p)))
 
 
 if __name__ == "__main__":

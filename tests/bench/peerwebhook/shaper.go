@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +38,7 @@ const (
 	labelShaped   = "podshaper.io/shaped"
 	annShmFormula = "podshaper.io/shm-formula"
 	annShapedBy   = "podshaper.io/shaped-by"
+	annWarnings   = "podshaper.io/warnings"
 
 	ulimitPrefix           = "ulimits.noderesource.dev/container."
 	ulimitDeprecatedPrefix = "ulimits.nri.containerd.io/container."
@@ -58,6 +61,17 @@ const (
 
 	// RLIM_INFINITY: the NRI ulimit-adjuster parses soft/hard as uint64 ("-1" fails).
 	rlimInfinity = "18446744073709551615"
+)
+
+// What podshaper reads of a pod, and what the API server checks after the mutating
+// webhooks (shaping/request_limits.h, docs/webhook.md "Limits").
+const (
+	apiAnnotationsLimit      = 256 * 1024 // the API server's: every annotation key's and value's bytes
+	maxUlimitAnnotationBytes = 16 * 1024  // an NRI ulimit annotation podshaper parses and extends
+	maxGPUContainers         = 64
+	maxSelectorTerms         = 64 // required nodeSelectorTerms podshaper adds its requirements to
+	maxTermRequirements      = 64 // matchExpressions and matchFields of each
+	maxBatchDimensions       = 16 // podshaper.io/batch-shape
 )
 
 // PodShaper shapes GPU training pods on CREATE: /dev/shm sized for the DataLoader,
@@ -91,11 +105,118 @@ func (s *PodShaper) Default(ctx context.Context, obj runtime.Object) error {
 	return nil
 }
 
+// alreadyShaped: what podshaper wrote says so (a re-invocation, a shaped pod's manifest
+// created again); a volume that only has podshaper's name does not.
 func alreadyShaped(pod *corev1.Pod) bool {
-	if _, ok := pod.Annotations[annShapedBy]; ok {
-		return true
+	_, ok := pod.Annotations[annShapedBy]
+	return ok
+}
+
+// annotationsBytes is the size of annotations as the API server counts it: keys and values.
+func annotationsBytes(annotations map[string]string) int {
+	total := 0
+	for k, v := range annotations {
+		total += len(k) + len(v)
 	}
-	return slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == shmVolume })
+	return total
+}
+
+// bytesWords is "262814 B (256.7 KiB)" (KiB from 10 KiB on).
+func bytesWords(n int) string {
+	out := strconv.Itoa(n) + " B"
+	if n < 10*1024 {
+		return out
+	}
+	tenths := (n*10 + 512) / 1024
+	return fmt.Sprintf("%s (%d.%d KiB)", out, tenths/10, tenths%10)
+}
+
+// limitWords is "256Ki (262144 B)".
+func limitWords(n int) string { return fmt.Sprintf("%s (%d B)", formatBytes(uint64(n)), n) }
+
+// quoted is a user's text in a message: quoted, at most max bytes of it (cut at a rune).
+func quoted(text string, max int) string {
+	if len(text) > max {
+		cut := max - 3
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "..."
+	}
+	return strconv.Quote(text)
+}
+
+// checkPodSize comes before anything of the pod is read: its annotations within the API
+// server's limit (it would refuse the pod anyway), each NRI ulimit annotation within what
+// podshaper parses.
+func checkPodSize(pod *corev1.Pod) error {
+	if total := annotationsBytes(pod.Annotations); total > apiAnnotationsLimit {
+		return fmt.Errorf("metadata.annotations hold %s in all, above the API server's limit of %s: it would refuse the pod; remove the annotations it does not need",
+			bytesWords(total), limitWords(apiAnnotationsLimit))
+	}
+	var tooLarge []string
+	for k, v := range pod.Annotations {
+		if (strings.HasPrefix(k, ulimitPrefix) || strings.HasPrefix(k, ulimitDeprecatedPrefix)) && len(v) > maxUlimitAnnotationBytes {
+			tooLarge = append(tooLarge, k)
+		}
+	}
+	if len(tooLarge) > 0 {
+		k := slices.Min(tooLarge) // the first by name, as podshaper's ordered object gives it
+		return fmt.Errorf("annotation %s is %s; podshaper reads a ulimit list of at most %s to add RLIMIT_MEMLOCK to it: keep one entry per rlimit (- type: RLIMIT_NOFILE, soft: …, hard: …)",
+			k, bytesWords(len(pod.Annotations[k])), limitWords(maxUlimitAnnotationBytes))
+	}
+	return nil
+}
+
+// checkNodeAffinitySize comes before podshaper adds its requirements to each required
+// nodeSelectorTerm.
+func checkNodeAffinitySize(pod *corev1.Pod) error {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	const field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) > maxSelectorTerms {
+		return fmt.Errorf("%s has %d terms; podshaper adds its node requirements to each and takes at most %d: merge terms (a term's values list takes many values)",
+			field, len(terms), maxSelectorTerms)
+	}
+	for i, t := range terms {
+		if n := len(t.MatchExpressions) + len(t.MatchFields); n > maxTermRequirements {
+			return fmt.Errorf("%s[%d] has %d requirements; podshaper takes at most %d in a term it adds its node requirements to: merge them (one key, a values list)",
+				field, i, n, maxTermRequirements)
+		}
+	}
+	return nil
+}
+
+// fitAnnotations: after shaping, the pod's annotations within the API server's limit
+// (podshaper leaves its podshaper.io/warnings out first; the peer writes none). written
+// are the annotations the peer wrote.
+func fitAnnotations(pod *corev1.Pod, ownBytes int, written []string) error {
+	total := annotationsBytes(pod.Annotations)
+	if total <= apiAnnotationsLimit {
+		return nil
+	}
+	size := func(k string) int { return len(k) + len(pod.Annotations[k]) }
+	slices.SortFunc(written, func(a, b string) int {
+		if d := size(b) - size(a); d != 0 {
+			return d
+		}
+		return strings.Compare(b, a)
+	})
+	var what strings.Builder
+	for i, k := range written[:min(len(written), 3)] {
+		if i > 0 {
+			what.WriteString(", ")
+		}
+		fmt.Fprintf(&what, "%s %s", k, bytesWords(size(k)))
+	}
+	if len(written) > 3 {
+		fmt.Fprintf(&what, " and %d more", len(written)-3)
+	}
+	return fmt.Errorf("the annotations podshaper adds (%s) would take metadata.annotations to %s, above the API server's limit of %s, which would refuse the pod; it has %s of its own: remove the annotations it does not need",
+		what.String(), bytesWords(total), limitWords(apiAnnotationsLimit), bytesWords(ownBytes))
 }
 
 // gpuContainer is a container that requests GPUs.
@@ -145,13 +266,11 @@ func containerGPUs(c *corev1.Container) (uint64, error) {
 	return 0, nil
 }
 
+// ownShmVolume is the container's own volume at /dev/shm, the path compared as the
+// runtime resolves it ("/dev//shm", "/dev/shm/." and "dev/shm" are /dev/shm too).
 func ownShmVolume(c *corev1.Container) string {
 	for _, m := range c.VolumeMounts {
-		path := m.MountPath
-		for len(path) > 1 && strings.HasSuffix(path, "/") {
-			path = path[:len(path)-1]
-		}
-		if path == shmMountPath {
+		if path.Clean("/"+m.MountPath) == shmMountPath {
 			return m.Name
 		}
 	}
@@ -236,6 +355,14 @@ func (s *PodShaper) readInputs(pod *corev1.Pod) (podInputs, error) {
 		if gpus == 0 {
 			continue
 		}
+		if len(in.containers) == maxGPUContainers {
+			return in, fmt.Errorf("container %s is GPU container %d of the pod; podshaper shapes at most %d (each holds a GPU of the one node the pod runs on): put the GPUs in fewer containers",
+				quoted(c.Name, 100), maxGPUContainers+1, maxGPUContainers)
+		}
+		podGPUs, ok := add(in.podGPUs, gpus)
+		if !ok {
+			return in, fmt.Errorf("container %s: %s %d takes the pod's GPUs past 64 bits", quoted(c.Name, 100), gpuResource, gpus)
+		}
 		if len(in.containers) == 0 {
 			in.span = readJobSpan(c)
 		} else {
@@ -245,7 +372,7 @@ func (s *PodShaper) readInputs(pod *corev1.Pod) (podInputs, error) {
 			in.p2pOff = readP2POff(c)
 		}
 		in.containers = append(in.containers, gpuContainer{index: i, gpus: gpus, ownShmVol: ownShmVolume(c)})
-		in.podGPUs += gpus
+		in.podGPUs = podGPUs
 	}
 	if len(in.containers) == 0 {
 		return in, nil
@@ -297,17 +424,33 @@ func (s *PodShaper) readInputs(pod *corev1.Pod) (podInputs, error) {
 			return in, annotationError(annPlacement, fmt.Sprintf("%q is not a placement", placement), "use node-exclusive or shared")
 		}
 	}
+	// The scheduler compares label values as strings: "08" matches no node the operator
+	// labelled "8", so only the count as the operator writes it is read as one.
 	if g, ok := pod.Spec.NodeSelector[labelGPUCount]; ok {
 		v, err := parseCount(g)
-		if err != nil || v == 0 {
-			return in, fmt.Errorf("nodeSelector %s: expected a positive GPU count, e.g. \"8\"", labelGPUCount)
+		if err != nil || v == 0 || strconv.FormatUint(v, 10) != g {
+			return in, fmt.Errorf("nodeSelector %s: %s matches no node podshaper labels; it writes the GPU count in decimal with no sign or leading zeros, e.g. \"8\"",
+				labelGPUCount, quoted(g, 64))
 		}
 		in.nodeSelectorGPUs = v
 	}
 	return in, nil
 }
 
+// shareOf is a container's share of bytes, by its GPUs out of of, in whole MiB.
+func shareOf(bytes, gpus, of uint64) uint64 {
+	share, ok := mulDivCeil(bytes, gpus, of)
+	if !ok {
+		share = bytes
+	}
+	return ceilMiB(share) * miB
+}
+
 func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
+	if err := checkPodSize(pod); err != nil {
+		return err
+	}
+	ownBytes := annotationsBytes(pod.Annotations)
 	in, err := s.readInputs(pod)
 	if err != nil {
 		return err
@@ -367,7 +510,24 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 				annNCCLCommunicators, plan.formula)
 		}
 	}
-	shmSize := resource.NewQuantity(int64(plan.bytes), resource.BinarySI)
+	// podshaper's volume is sized for the containers that mount it: the pod's size when
+	// every GPU container does, else their share of it (docs/webhook.md "Several GPU containers").
+	var volumeGPUs uint64
+	for _, gc := range in.containers {
+		if gc.ownShmVol == "" {
+			volumeGPUs += gc.gpus
+		}
+	}
+	partialVolume := volumeGPUs > 0 && volumeGPUs < in.podGPUs
+	volume := plan.bytes
+	if partialVolume {
+		volume = max(minShm, shareOf(plan.bytes, volumeGPUs, in.podGPUs))
+	}
+	if volumeGPUs > 0 && slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == shmVolume }) {
+		return fmt.Errorf("spec.volumes has a volume named %q, the name of the /dev/shm volume podshaper adds: rename it", shmVolume)
+	}
+	shmSize := resource.NewQuantity(int64(volume), resource.BinarySI)
+	written := []string{annShmSize, annShmFormula, annShapedBy}
 
 	needVolume := false
 	for i, gc := range in.containers {
@@ -383,17 +543,13 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 			}
 		}
 		if gc.ownShmVol != "" {
-			logOwnShm(ctx, pod, c, gc.ownShmVol, plan.bytes)
+			logOwnShm(ctx, pod, c, gc.ownShmVol, shareOf(plan.bytes, gc.gpus, in.podGPUs))
 		} else {
 			needVolume = true
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: shmVolume, MountPath: shmMountPath})
 			// The memory-backed emptyDir counts against the memory limit: pay for this
-			// container's share of it, rounded up to MiB.
-			share, ok := mulDivCeil(plan.bytes, gc.gpus, in.podGPUs)
-			if !ok {
-				share = plan.bytes
-			}
-			share = ceilMiB(share) * miB
+			// container's share of it (its GPUs out of the volume's), rounded up to MiB.
+			share := shareOf(volume, gc.gpus, volumeGPUs)
 			for _, l := range []namedList{{"limits", c.Resources.Limits}, {"requests", c.Resources.Requests}} {
 				current, ok := l.list[corev1.ResourceMemory]
 				if !ok {
@@ -420,7 +576,9 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 		if !slices.Contains(c.SecurityContext.Capabilities.Add, ipcLock) {
 			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, ipcLock)
 		}
-		setMemlock(ctx, pod, c.Name, memlockEntry(cfg))
+		if key := setMemlock(ctx, pod, c.Name, memlockEntry(cfg)); key != "" {
+			written = append(written, key)
+		}
 		// The log's tail as the termination message (File is what the API server defaults).
 		if c.TerminationMessagePolicy == "" || c.TerminationMessagePolicy == corev1.TerminationMessageReadFile {
 			c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
@@ -454,6 +612,9 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 	if in.nodeExclusive {
 		requireOnePodPerNode(pod)
 	}
+	if err := checkNodeAffinitySize(pod); err != nil {
+		return err
+	}
 	// A node that grants the memlock asked: unlimited, or (for a number of bytes)
 	// unlimited or at least that many, one nodeSelectorTerm each.
 	var alternatives [][]corev1.NodeSelectorRequirement
@@ -471,12 +632,19 @@ func (s *PodShaper) shape(ctx context.Context, pod *corev1.Pod) error {
 	}
 	pod.Annotations[annShmSize] = shmSize.String()
 	pod.Annotations[annShmFormula] = plan.formula
+	if partialVolume {
+		pod.Annotations[annShmFormula] += fmt.Sprintf("; podshaper's /dev/shm serves the containers holding %d of the pod's %d GPUs (the others mount their own): %s",
+			volumeGPUs, in.podGPUs, formatBytes(volume))
+	}
 	pod.Annotations[annShapedBy] = s.ShapedBy
+	// podshaper.io/warnings is podshaper's own (it keeps nothing a user wrote under that
+	// name); the peer has no admission warnings to write there.
+	delete(pod.Annotations, annWarnings)
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[labelShaped] = "true"
-	return nil
+	return fitAnnotations(pod, ownBytes, written)
 }
 
 func inRequirement(key, value string) corev1.NodeSelectorRequirement {
@@ -559,11 +727,12 @@ func requireNodeLabels(a *corev1.Affinity, alternatives [][]corev1.NodeSelectorR
 }
 
 // setMemlock asks the NRI ulimit-adjuster for the config's RLIMIT_MEMLOCK (entry) in the
-// container. A user's own ulimit annotation gains the entry, or is kept if it already sets memlock.
-func setMemlock(ctx context.Context, pod *corev1.Pod, container, memlockEntry string) {
+// container. A user's own ulimit annotation gains the entry, or is kept if it already sets
+// memlock. Returns the annotation it wrote, or "".
+func setMemlock(ctx context.Context, pod *corev1.Pod, container, memlockEntry string) string {
 	if len("container.")+len(container) > 63 {
 		logf.FromContext(ctx).Info("container name too long for the NRI ulimit annotation key; memlock left to the runtime default", "container", container)
-		return
+		return ""
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
@@ -581,20 +750,21 @@ func setMemlock(ctx context.Context, pod *corev1.Pod, container, memlockEntry st
 		}
 		if !isList {
 			logf.FromContext(ctx).Info("ulimit annotation is not a list of ulimits; left as it is, memlock not set", "annotation", key)
-			return
+			return ""
 		}
 		for _, item := range list {
 			if m, ok := item.(map[string]any); ok && isMemlock(m["type"]) {
-				return // the user chose a memlock limit: theirs to keep
+				return "" // the user chose a memlock limit: theirs to keep
 			}
 		}
 		if value != "" && !strings.HasSuffix(value, "\n") {
 			value += "\n"
 		}
 		pod.Annotations[key] = value + memlockEntry
-		return
+		return key
 	}
 	pod.Annotations[ulimitPrefix+container] = memlockEntry
+	return ulimitPrefix + container
 }
 
 func isMemlock(t any) bool {
@@ -606,14 +776,15 @@ func isMemlock(t any) bool {
 	return strings.TrimPrefix(name, "rlimit_") == "memlock"
 }
 
-// logOwnShm says when a container's own /dev/shm volume is smaller than needed (it is kept).
+// logOwnShm says when a container's own /dev/shm volume is smaller than its share of the
+// pod's /dev/shm (it is kept).
 func logOwnShm(ctx context.Context, pod *corev1.Pod, c *corev1.Container, volume string, need uint64) {
 	for _, v := range pod.Spec.Volumes {
 		if v.Name != volume {
 			continue
 		}
 		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && uint64(v.EmptyDir.SizeLimit.Value()) < need {
-			logf.FromContext(ctx).Info("container keeps its own /dev/shm volume, smaller than its DataLoader needs",
+			logf.FromContext(ctx).Info("container keeps its own /dev/shm volume, smaller than its ranks need",
 				"container", c.Name, "volume", volume, "sizeLimit", v.EmptyDir.SizeLimit.String(), "need", formatBytes(need))
 		}
 		return

@@ -39,14 +39,14 @@ func parseCount(text string) (uint64, error) {
 	case text == "":
 		return 0, errors.New("is empty; expected a non-negative integer")
 	case text[0] == '-':
-		return 0, fmt.Errorf("%q is negative; expected a non-negative integer", text)
+		return 0, fmt.Errorf("%s is negative; expected a non-negative integer", quoted(text, 64))
 	}
 	v, err := strconv.ParseUint(text, 10, 64)
 	if errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Errorf("%q is too large", text)
+		return 0, fmt.Errorf("%s is too large", quoted(text, 64))
 	}
 	if err != nil || text[0] == '+' {
-		return 0, fmt.Errorf("%q is not a non-negative integer", text)
+		return 0, fmt.Errorf("%s is not a non-negative integer", quoted(text, 64))
 	}
 	return v, nil
 }
@@ -60,17 +60,21 @@ func shapeBytes(shape, dtype string) (uint64, error) {
 	if shape == "" {
 		return 0, errors.New("shape is empty (expected e.g. 32x3x224x224)")
 	}
+	q := quoted(shape, 64)
+	if dims := strings.Count(shape, "x") + 1; dims > maxBatchDimensions {
+		return 0, fmt.Errorf("shape %s has %d dimensions; at most %d (expected e.g. 32x3x224x224)", q, dims, maxBatchDimensions)
+	}
 	for _, dim := range strings.Split(shape, "x") {
 		n, err := parseCount(dim)
 		if err != nil {
-			return 0, fmt.Errorf("shape %q: dimension %v (expected e.g. 32x3x224x224)", shape, err)
+			return 0, fmt.Errorf("shape %s: dimension %v (expected e.g. 32x3x224x224)", q, err)
 		}
 		if n == 0 {
-			return 0, fmt.Errorf("shape %q has a zero dimension", shape)
+			return 0, fmt.Errorf("shape %s has a zero dimension", q)
 		}
 		var ok bool
 		if total, ok = mul(total, n); !ok {
-			return 0, fmt.Errorf("shape %q overflows 64 bits", shape)
+			return 0, fmt.Errorf("shape %s overflows 64 bits", q)
 		}
 	}
 	return total, nil
