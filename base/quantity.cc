@@ -116,7 +116,7 @@ Result<int64_t> parseQuantity(std::string_view text) {
       pow10exp = expNegative ? -value : value;
       matched = true;
     }
-    if (!matched) return notAQuantity(text, "unknown suffix \"" + std::string(rest) + "\"");
+    if (!matched) return notAQuantity(text, "unknown suffix " + quoted(rest));
   }
 
   u128 mantissa = 0;

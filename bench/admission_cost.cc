@@ -95,7 +95,8 @@ std::vector<Case> cases(const json& ordinary) {
   // annotation limit, and within it.
   for (const auto& [name, bytes, what] :
        {std::tuple{"ulimits-2.5MB", 2500000, "ulimits.noderesource.dev/container.trainer of 2.5 MB (42,000 entries)"},
-        std::tuple{"ulimits-250KB", 250000, "ulimits.noderesource.dev/container.trainer of 250 KB (4,200 entries)"}}) {
+        std::tuple{"ulimits-250KB", 250000, "ulimits.noderesource.dev/container.trainer of 250 KB (4,200 entries)"},
+        std::tuple{"ulimits-4KiB", 4050, "ulimits.noderesource.dev/container.trainer of 4 KiB (the most podshaper reads)"}}) {
     json r = ordinary;
     std::string yaml;
     while (yaml.size() < static_cast<std::size_t>(bytes)) yaml += "- type: RLIMIT_NOFILE\n  soft: 1048576\n  hard: 1048576\n";
@@ -105,7 +106,7 @@ std::vector<Case> cases(const json& ordinary) {
   // Required node affinity podshaper adds its requirements to, term by term.
   for (const auto& [name, terms, expressions, what] :
        {std::tuple{"terms-10000", 10000, 1, "10,000 nodeSelectorTerms"},
-        std::tuple{"terms-64x64", 64, 64, "64 nodeSelectorTerms of 64 requirements (the most podshaper takes)"}}) {
+        std::tuple{"terms-64x8", 64, 8, "64 nodeSelectorTerms of 8 requirements (near the 32 KiB podshaper takes)"}}) {
     json r = ordinary;
     podOf(r)["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
             ["nodeSelectorTerms"] = selectorTerms(terms, expressions);
@@ -125,6 +126,14 @@ std::vector<Case> cases(const json& ordinary) {
     while (shape.size() < 200000) shape += "x1";
     podOf(r)["metadata"]["annotations"]["podshaper.io/batch-shape"] = shape;
     out.push_back({"batch-shape", "podshaper.io/batch-shape of 200 KB (100,000 dimensions)", r.dump()});
+  }
+  {  // $(NAME) in command words, expanded from the env as the kubelet does.
+    json r = ordinary;
+    std::string args = "--nnodes=";
+    for (int i = 0; i < 20000; ++i) args += "$(BIG)";
+    firstContainer(r)["env"] = json::array({{{"name", "BIG"}, {"value", std::string(100000, 'x')}}});
+    firstContainer(r)["args"] = json::array({args});
+    out.push_back({"env-expansion", "args of 20,000 $(BIG), BIG of 100 KB (2 GB expanded)", r.dump()});
   }
   {  // env podshaper searches for PET_NPROC_PER_NODE and NCCL's switches.
     json r = ordinary;

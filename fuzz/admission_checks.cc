@@ -141,7 +141,7 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
   const double admitted = threadCpuSeconds();
   const json reread = json::parse(body, nullptr, /*allow_exceptions=*/false);
   const double parsed = threadCpuSeconds();
-  FUZZ_CHECK(admitted - start <= 40 * (parsed - admitted) + 0.05,
+  FUZZ_CHECK(admitted - start <= 40 * (parsed - admitted) + 0.1,
              "admission took " + std::to_string((admitted - start) * 1000) + " ms of CPU, parsing its body " +
                  std::to_string((parsed - admitted) * 1000) + " ms");
   if (!decision) {

@@ -24,7 +24,7 @@ struct Setting {
 const std::vector<Setting>& fuzzSettings();
 
 // Admits `body` and checks what every answer must satisfy; aborts when one does not:
-// - CPU bounded: admitting costs at most 40 parses of the body (+50 ms), and the
+// - CPU bounded: admitting costs at most 40 parses of the body (+100 ms), and the
 //   response is at most 8 times the body (+64 KiB);
 // - an Error only for a body that is not an AdmissionReview, with a message;
 // - the response is an AdmissionReview v1 with the request's uid, dumps as JSON,

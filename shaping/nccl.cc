@@ -8,13 +8,19 @@
 
 #include "api/names.h"
 #include "base/quantity.h"
+#include "base/text.h"
 
 namespace podshaper {
 namespace {
 
 using json = nlohmann::json;
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+// A name or word the user wrote, in the formula's words: quoted, at most 100 bytes of it.
+std::string quoted(const std::string& s) { return "\"" + cutUtf8(s, 100) + "\""; }
+
+// What one command word may grow to by $(NAME) expansion: a node count is a few bytes, and
+// a word of many $(BIG) must not cost the webhook its memory.
+constexpr std::size_t kMaxExpandedWord = 1024;
 
 // A container's env as the kubelet sets it: each name's literal value (the last entry of a
 // name wins); nullopt for one set through valueFrom.
@@ -43,6 +49,7 @@ std::string expand(std::string word, const EnvValues& env) {
       at = close;
       continue;
     }
+    if (word.size() - (close - at + 1) + it->second->size() > kMaxExpandedWord) break;
     word.replace(at, close - at + 1, *it->second);
     at += it->second->size();
   }
@@ -87,14 +94,16 @@ JobSpan readJobSpan(const json& container, const std::string& name) {
   auto add = [&](JobSpan span) { fromFlags = fromFlags ? combineJobSpans(*fromFlags, span) : span; };
   for (std::size_t i = 0; i < w.size(); ++i) {
     if (w[i] == names::kStandaloneFlag) add({JobSpan::kOneNode, "torchrun " + w[i] + in});
-    if (w[i].starts_with(flag + "=")) add(spanOf(w[i].substr(flag.size() + 1), "torchrun " + w[i] + in));
-    if (w[i] == flag && i + 1 < w.size()) add(spanOf(w[i + 1], "torchrun " + flag + " " + w[i + 1] + in));
+    if (w[i].starts_with(flag + "=")) add(spanOf(w[i].substr(flag.size() + 1), "torchrun " + cutUtf8(w[i], 64) + in));
+    if (w[i] == flag && i + 1 < w.size()) {
+      add(spanOf(w[i + 1], "torchrun " + flag + " " + cutUtf8(w[i + 1], 64) + in));
+    }
   }
   if (fromFlags) return *fromFlags;  // the flag wins over the environment, as in torchrun
   auto nnodes = env.find(std::string(names::kNnodesEnv));
   if (nnodes == env.end()) return {JobSpan::kUnknown, "no torchrun --nnodes or " + std::string(names::kNnodesEnv) + in};
   if (!nnodes->second) return {JobSpan::kUnknown, std::string(names::kNnodesEnv) + " from valueFrom" + in};
-  return spanOf(*nnodes->second, std::string(names::kNnodesEnv) + "=" + *nnodes->second + in);
+  return spanOf(*nnodes->second, std::string(names::kNnodesEnv) + "=" + cutUtf8(*nnodes->second, 64) + in);
 }
 
 NcclEnv readNcclEnv(const json& container, const std::string& name) {

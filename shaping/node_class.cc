@@ -134,7 +134,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
                                                                       [](const Node* a, const Node* b) {
                                                                         return nodeSize(*a) < nodeSize(*b);
                                                                       }));
-    nc.source = "the size it asks; nodes of that size exist";
+    nc.source = nodeExclusive ? "the size it asks; nodes of that size exist" : "the nodes that hold it";
     nc.warnings.push_back("no node with " + std::string(nodeExclusive ? "" : "at least ") + std::to_string(*podGpus) +
                           " GPUs can take the pod now: " + nodesAndWhy(waitingFor, config.memlock) +
                           ": it waits Pending until one can (kubectl describe pod tells why it waits)");

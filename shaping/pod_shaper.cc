@@ -46,7 +46,18 @@ void requireNodeLabels(json& spec, const std::vector<std::vector<json>>& alterna
   json& terms = ensureArray(required, "nodeSelectorTerms");
   if (terms.empty()) terms.push_back(json::object());
   json shaped = json::array();
+  auto holds = [](const json& term, const std::vector<json>& requirements) {
+    const json& expressions = member(term, "matchExpressions");
+    return expressions.is_array() && std::all_of(requirements.begin(), requirements.end(), [&](const json& r) {
+             return std::find(expressions.begin(), expressions.end(), r) != expressions.end();
+           });
+  };
   for (const json& term : terms) {
+    // A term that already holds one alternative (a shaped pod's manifest) is kept as it is.
+    if (std::any_of(alternatives.begin(), alternatives.end(), [&](const auto& a) { return holds(term, a); })) {
+      shaped.push_back(term);
+      continue;
+    }
     for (const auto& requirements : alternatives) {
       json next = term;
       json& expressions = ensureArray(next, "matchExpressions");
@@ -169,7 +180,7 @@ void checkOwnShm(const json& pod, const GpuContainer& c, uint64_t shareBytes, st
 Result<bool> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
                           std::vector<std::string>& warnings) {
   const uint64_t G = nodeClass.gpus;
-  if (!in.nodeExclusive && nodeClass.largestNode && in.podGpus > *nodeClass.largestNode) {
+  if (!in.nodeExclusive && !in.allGpus && nodeClass.largestNode && in.podGpus > *nodeClass.largestNode) {
     return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords + " but no node has that many: " +
                      nodeClass.sizes + ": split the job into pods of at most " +
                      std::to_string(*nodeClass.largestNode) + " GPUs each");

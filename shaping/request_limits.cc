@@ -5,6 +5,9 @@
 #include "api/names.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
+#include "base/text.h"
+
+#include <set>
 
 namespace podshaper {
 namespace {
@@ -19,6 +22,15 @@ std::string bytesWords(std::size_t bytes) {
   if (bytes < 10 * 1024) return out;
   const std::size_t tenths = (bytes * 10 + 512) / 1024;
   return out + " (" + std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " KiB)";
+}
+
+// The annotations podshaper reads its inputs from.
+bool isInput(std::string_view key) {
+  for (std::string_view k : {names::kWorkers, names::kPrefetchFactor, names::kBatchBytes, names::kBatchShape,
+                             names::kBatchDtype, names::kRanksPerPod, names::kNcclCommunicators, names::kPlacement}) {
+    if (key == k) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -45,16 +57,41 @@ Result<bool> checkPodSize(const json& pod) {
                      "not need");
   }
   const json& annotations = member(member(pod, "metadata"), "annotations");
-  if (!annotations.is_object()) return true;
-  for (auto it = annotations.begin(); it != annotations.end(); ++it) {
+  std::size_t ulimits = 0;
+  for (auto it = annotations.begin(); annotations.is_object() && it != annotations.end(); ++it) {
+    const std::size_t size = it->is_string() ? it->get_ref<const std::string&>().size() : 0;
+    if (size > kMaxInputAnnotationBytes && isInput(it.key())) {
+      return makeError("annotation " + cutUtf8(it.key(), 100) + " is " + bytesWords(size) + "; podshaper reads at " +
+                       "most " + std::to_string(kMaxInputAnnotationBytes) + " B of its annotations (a count, a " +
+                       "quantity, a shape such as 32x3x224x224)");
+    }
     if (!it.key().starts_with(names::kUlimitAnnotationPrefix) && !it.key().starts_with(kDeprecatedUlimitPrefix)) {
       continue;
     }
-    const std::size_t size = it->is_string() ? it->get_ref<const std::string&>().size() : 0;
+    ulimits += size;
     if (size > kMaxUlimitAnnotationBytes) {
-      return makeError("annotation " + it.key() + " is " + bytesWords(size) + "; podshaper reads a ulimit list of " +
-                       "at most " + limitWords(kMaxUlimitAnnotationBytes) + " to add RLIMIT_MEMLOCK to it: keep "
-                       "one entry per rlimit (- type: RLIMIT_NOFILE, soft: …, hard: …)");
+      return makeError("annotation " + cutUtf8(it.key(), 100) + " is " + bytesWords(size) + "; podshaper reads a " +
+                       "ulimit list of at most " + limitWords(kMaxUlimitAnnotationBytes) + " to add RLIMIT_MEMLOCK " +
+                       "to it: keep one entry per rlimit (- type: RLIMIT_NOFILE, soft: …, hard: …)");
+    }
+    if (ulimits > kMaxUlimitAnnotationBytes) {
+      return makeError("the pod's NRI ulimit annotations (" + std::string(names::kUlimitAnnotationPrefix) +
+                       "<name>) hold more than " + limitWords(kMaxUlimitAnnotationBytes) + " in all, what " +
+                       "podshaper reads to add RLIMIT_MEMLOCK: keep one entry per rlimit in each");
+    }
+  }
+  std::set<std::string_view> seen;
+  for (const json& c : member(member(pod, "spec"), "containers")) {
+    const json& name = member(c, "name");
+    if (!name.is_string()) continue;
+    const std::string& n = name.get_ref<const std::string&>();
+    if (n.size() > kMaxContainerName) {
+      return makeError("container name \"" + cutUtf8(n, 64) + "\" is " + std::to_string(n.size()) +
+                       " bytes; the API server takes at most " + std::to_string(kMaxContainerName) + " (a DNS label)");
+    }
+    if (!seen.insert(n).second) {
+      return makeError("two containers are named \"" + n + "\"; the API server refuses a pod whose containers share a " +
+                       "name: give each its own");
     }
   }
   return true;
@@ -66,6 +103,23 @@ Result<bool> checkNodeAffinitySize(const json& pod) {
                              "nodeSelectorTerms");
   if (!terms.is_array()) return true;
   const std::string field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+  // The keys and values of every requirement: what copying a term copies.
+  std::size_t bytes = 0;
+  for (const json& term : terms) {
+    for (const char* list : {"matchExpressions", "matchFields"}) {
+      for (const json& r : member(term, list)) {
+        if (const json& k = member(r, "key"); k.is_string()) bytes += k.get_ref<const std::string&>().size();
+        for (const json& v : member(r, "values")) {
+          if (v.is_string()) bytes += v.get_ref<const std::string&>().size();
+        }
+      }
+    }
+  }
+  if (bytes > kMaxSelectorTermsBytes) {
+    return makeError(field + " hold " + bytesWords(bytes) + " of keys and values; podshaper copies the terms to add " +
+                     "its node requirements and takes at most " + limitWords(kMaxSelectorTermsBytes) +
+                     ": merge terms and values");
+  }
   if (terms.size() > kMaxSelectorTerms) {
     return makeError(field + " has " + std::to_string(terms.size()) + " terms; podshaper adds its node requirements " +
                      "to each and takes at most " + std::to_string(kMaxSelectorTerms) +

@@ -62,7 +62,7 @@ Result<uint64_t> dtypeBytes(std::string_view dtype) {
   for (const Dtype& d : kDtypes) {
     if (d.name == name) return d.bytes;
   }
-  return makeError("unknown dtype \"" + std::string(dtype) + "\" (use one of " + dtypeNames() +
+  return makeError("unknown dtype \"" + cutUtf8(std::string(dtype), 64) + "\" (use one of " + dtypeNames() +
                    ", or give " + std::string(names::kBatchBytes) + ")");
 }
 

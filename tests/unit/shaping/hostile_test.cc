@@ -42,7 +42,7 @@ TEST(Hostile, AHugeUlimitAnnotationIsDeniedByNameBeforeItIsParsed) {
   auto out = shape(TrainingPod().annotate(kUlimitKey, yaml));
   EXPECT_FALSE(out.allowed);
   EXPECT_TRUE(has(out.message, "annotation " + kUlimitKey + " is ")) << out.message;
-  EXPECT_TRUE(has(out.message, "at most 16Ki (16384 B)")) << out.message;
+  EXPECT_TRUE(has(out.message, "at most 4Ki (4096 B)")) << out.message;
   // Within the limit it is read and extended as before.
   auto small = shape(TrainingPod().annotate(kUlimitKey, "- type: RLIMIT_NOFILE\n  soft: 1\n  hard: 1\n"));
   ASSERT_TRUE(small.allowed) << small.message;
@@ -78,8 +78,19 @@ TEST(Hostile, ManyNodeSelectorTermsAreDeniedNamingTheField) {
   auto wide = shape(withTerms(1, kMaxTermRequirements + 1), &cluster);
   EXPECT_FALSE(wide.allowed);
   EXPECT_TRUE(has(wide.message, "nodeSelectorTerms[0] has 65 requirements")) << wide.message;
-  auto fine = shape(withTerms(kMaxSelectorTerms, kMaxTermRequirements), &cluster);
-  EXPECT_TRUE(fine.allowed) << fine.message;
+  EXPECT_TRUE(shape(withTerms(kMaxSelectorTerms, 4), &cluster).allowed);
+  EXPECT_TRUE(shape(withTerms(4, kMaxTermRequirements), &cluster).allowed);
+  // Few terms, long values: the bytes podshaper would copy are bounded too.
+  auto big = shape(TrainingPod().at(
+                       "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+                       json{{"nodeSelectorTerms",
+                             json::array({{{"matchExpressions", json::array({{{"key", "zone"},
+                                                                              {"operator", "In"},
+                                                                              {"values", json::array({std::string(40000, 'z')})}}})}}})}}),
+                   &cluster);
+  EXPECT_FALSE(big.allowed);
+  EXPECT_TRUE(has(big.message, "nodeSelectorTerms hold 40004 B (39.1 KiB) of keys and values")) << big.message;
+  EXPECT_TRUE(has(big.message, "takes at most 16Ki (16384 B)")) << big.message;
   // Without podshaper's node labels on any node the terms are not rewritten, so not limited.
   ClusterView unlabelled;
   unlabelled.nodes = {gpuNode("a", 8, "all", /*validated=*/false)};
@@ -114,6 +125,72 @@ TEST(Hostile, ABatchShapeOfManyDimensionsIsDeniedByName) {
   auto cut = shape(TrainingPod().annotate("podshaper.io/batch-shape", longShape));
   EXPECT_FALSE(cut.allowed);
   EXPECT_LT(cut.message.size(), 1000u) << cut.message.size();
+}
+
+TEST(Hostile, CommandWordsDoNotGrowWithoutBoundThroughEnvExpansion) {
+  // $(A) in a command word is expanded from the env, as the kubelet does: a small pod
+  // whose args repeat $(BIG) must not cost the webhook gigabytes.
+  std::string args;
+  for (int i = 0; i < 20000; ++i) args += "$(BIG)";
+  auto out = shape(TrainingPod()
+                       .at("/spec/containers/0/env", json::array({{{"name", "BIG"}, {"value", std::string(100000, 'x')}}}))
+                       .at("/spec/containers/0/args", json::array({"--nnodes=" + args})));
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_LT(out.pod["metadata"]["annotations"]["podshaper.io/shm-formula"].get<std::string>().size(), 2000u);
+}
+
+TEST(Hostile, ContainerNamesTheApiServerWouldRefuseAreDeniedFirst) {
+  auto twice = shape(TrainingPod().withContainer({{"name", "trainer"}, {"image", "x"}}));
+  EXPECT_FALSE(twice.allowed);
+  EXPECT_TRUE(has(twice.message, "two containers are named \"trainer\"")) << twice.message;
+  auto longName = shape(TrainingPod().at("/spec/containers/0/name", std::string(100000, 'n')));
+  EXPECT_FALSE(longName.allowed);
+  EXPECT_TRUE(has(longName.message, "is 100000 bytes; the API server takes at most 63")) << longName.message;
+  EXPECT_LT(longName.message.size(), 300u);
+}
+
+TEST(Hostile, PodshapersOwnAnnotationsAreReadUpToAFewHundredBytes) {
+  auto out = shape(TrainingPod()
+                       .withoutAnnotation("podshaper.io/batch-shape")
+                       .annotate("podshaper.io/batch-bytes", std::string(300, '0') + "18Mi"));
+  EXPECT_FALSE(out.allowed);
+  EXPECT_TRUE(has(out.message, "annotation podshaper.io/batch-bytes is 304 B; podshaper reads at most 256 B"))
+      << out.message;
+}
+
+TEST(Hostile, TheUlimitAnnotationsTogetherAreBounded) {
+  std::string yaml;
+  while (yaml.size() < 3 * 1024) yaml += "- type: RLIMIT_NOFILE\n  soft: 1\n  hard: 1\n";
+  auto out = shape(TrainingPod()
+                       .withGpus(4)
+                       .withContainer({{"name", "second"}, {"image", "x"},
+                                       {"resources", {{"limits", {{"nvidia.com/gpu", "4"}}}}}})
+                       .annotate(kUlimitKey, yaml)
+                       .annotate("ulimits.noderesource.dev/container.second", yaml));
+  EXPECT_FALSE(out.allowed);
+  EXPECT_TRUE(has(out.message, "the pod's NRI ulimit annotations (ulimits.noderesource.dev/container.<name>) hold more "
+                               "than 4Ki (4096 B) in all")) << out.message;
+}
+
+TEST(Hostile, AShapedManifestWithAMemlockQuantityIsNotMultipliedAgain) {
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8)};
+  cluster.nodes[0].labels["podshaper.io/memlock"] = "8388608";
+  Config config;
+  config.memlock = MemlockLimit{4 << 20};
+  AdmissionContext ctx;
+  ctx.namespaceName = "ml";
+  ctx.cluster = &cluster;
+  auto first = shapePod(TrainingPod(), config, ctx);
+  ASSERT_TRUE(first.allowed) << first.message;
+  const json& terms =
+      first.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 2u);  // memlock unlimited, or at least 4Mi
+  json stripped = first.pod;
+  stripped["metadata"]["annotations"].erase("podshaper.io/shaped-by");
+  auto again = shapePod(stripped, config, ctx);
+  ASSERT_TRUE(again.allowed) << again.message;
+  EXPECT_EQ(again.pod["spec"]["affinity"], first.pod["spec"]["affinity"]);
 }
 
 // --- never allowed, then refused by the API server for what podshaper added
