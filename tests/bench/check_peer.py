@@ -329,6 +329,7 @@ def variants(cases_dir, out_dir):
          config="defaults:\n  workers: 2\n  prefetchFactor: 3\n  headroomPercent: 0\n  ncclCommunicators: 3\n"
                                              "  gpusPerNode: 8\nncclShmPerCommunicator:\n  shm: 100Mi\n")
     limits_variants(make, seed, trainer, two_containers)
+    review_limits_variants(make, seed, trainer, two_containers, cases_dir)
 
     # As the API server sends a pod: its own encoding of the typed object already has
     # the zero values Go writes, so the peer's patch must carry none of its own.
@@ -370,12 +371,24 @@ def limits_variants(make, seed, trainer, two_containers):
 
     def ulimit_of(size):
         return "#" + "u" * (size - len(entry) - 2) + "\n" + entry
-    make("ulimit-annotation-at-limit-merged", annotations={ulimit: ulimit_of(16384)})
-    make("ulimit-annotation-too-large-denied", annotations={ulimit: ulimit_of(16385)})
-    make("ulimit-deprecated-annotation-too-large-denied",
-         annotations={"ulimits.nri.containerd.io/container.trainer": ulimit_of(16385)})
+    deprecated = "ulimits.nri.containerd.io/container."
+    make("ulimit-annotation-at-limit-merged", annotations={ulimit: ulimit_of(4096)})
+    make("ulimit-annotation-too-large-denied", annotations={ulimit: ulimit_of(4097)})
+    make("ulimit-deprecated-annotation-at-limit-merged", annotations={deprecated + "trainer": ulimit_of(4096)})
+    make("ulimit-deprecated-annotation-too-large-denied", annotations={deprecated + "trainer": ulimit_of(4097)})
     make("ulimit-annotation-of-another-container-too-large-denied",
-         annotations={"ulimits.noderesource.dev/container.other": ulimit_of(16385)})
+         annotations={"ulimits.noderesource.dev/container.other": ulimit_of(4097)})
+    # 4 KiB in all, over every container's and both prefixes.
+    make("ulimit-annotations-4096-in-all-merged",
+         annotations={ulimit: ulimit_of(2048), "ulimits.noderesource.dev/container.other": ulimit_of(2048)})
+    make("ulimit-annotations-4097-in-all-denied",
+         annotations={ulimit: ulimit_of(2048), "ulimits.noderesource.dev/container.other": ulimit_of(2049)})
+    make("ulimit-annotations-both-prefixes-4097-in-all-denied",
+         annotations={ulimit: ulimit_of(2000), deprecated + "trainer": ulimit_of(2097)})
+    make("ulimit-annotations-three-4096-in-all-merged",
+         annotations={ulimit: ulimit_of(1000), deprecated + "a": ulimit_of(1000), deprecated + "b": ulimit_of(2096)})
+    make("ulimit-annotations-three-4097-in-all-denied",
+         annotations={ulimit: ulimit_of(1000), deprecated + "a": ulimit_of(1000), deprecated + "b": ulimit_of(2097)})
 
     def gpu_containers(n):
         def edit(pod):
@@ -454,6 +467,129 @@ def limits_variants(make, seed, trainer, two_containers):
     make("gpu-containers-64-shared-half-own-shm", annotations=shared,
          edit=lambda p: (gpu_containers(64)(p), own_shm(*["rank-%d" % i for i in range(0, 64, 2)])(p)))
 
+
+def review_limits_variants(make, seed, trainer, two_containers, cases_dir):
+    """The second round of limits: podshaper's input annotations within 256 B, container
+    names the API server takes, the bytes of required terms, shaped terms kept, $(NAME)
+    expansion bounded and the words quoted into the formula cut as podshaper cuts them."""
+    inputs = ("podshaper.io/dataloader-workers", "podshaper.io/prefetch-factor", "podshaper.io/batch-bytes",
+              "podshaper.io/batch-shape", "podshaper.io/batch-dtype", "podshaper.io/ranks-per-pod",
+              "podshaper.io/nccl-communicators", "podshaper.io/placement")
+    make("input-annotation-256-workers", annotations={"podshaper.io/dataloader-workers": "0" * 255 + "8"})
+    make("input-annotation-256-batch-bytes", drop=("podshaper.io/batch-shape", "podshaper.io/batch-dtype"),
+         annotations={"podshaper.io/batch-bytes": "0" * 252 + "18Mi"})
+    for key in inputs:
+        make("input-annotation-257-%s-denied" % key.split("/")[1], annotations={key: "0" * 256 + "1"})
+    make("annotation-not-an-input-1000-bytes", annotations={"podshaper.io/notes": "n" * 1000})
+    # In key order: an input annotation too large comes before an NRI ulimit one.
+    make("input-annotation-257-and-ulimit-5000-denied", annotations={
+        "podshaper.io/ranks-per-pod": "0" * 256 + "8", "ulimits.noderesource.dev/container.trainer": "u" * 5000})
+
+    def rename(index, name):
+        return lambda pod: pod["spec"]["containers"][index].__setitem__("name", name)
+    make("container-name-63", edit=rename(0, "t" * 63))
+    make("container-name-64-denied", edit=rename(0, "t" * 64))
+    make("container-name-64-utf8-denied", edit=rename(0, "é" * 40))
+    make("container-name-64-sidecar-denied", edit=lambda p: (two_containers(p), rename(0, "s" * 64)(p)))
+    make("container-names-twice-denied", edit=lambda p: (two_containers(p), rename(2, "trainer")(p)))
+    make("container-names-twice-not-gpu-denied", edit=lambda p: (
+        two_containers(p), p["spec"]["containers"].append(copy.deepcopy(p["spec"]["containers"][0]))))
+    # podshaper checks spec.containers only: an init container's name is the API server's.
+    make("init-container-name-64-not-checked", edit=lambda p: p["spec"].__setitem__(
+        "initContainers", [{"name": "i" * 64, "image": "busybox"}]))
+
+    def values_of(n, tag):
+        out, i = [], 0
+        while n > 0:
+            v = ("%s%05d" % (tag, i) + "v" * 63)[:min(n, 63)]
+            out.append(v)
+            n -= len(v)
+            i += 1
+        return out
+
+    def terms_bytes(total, fields=0, terms=1):
+        """Required terms whose keys and values hold `total` bytes, `fields` of them in
+        matchFields, the rest in the first term's matchExpressions."""
+        def edit(pod):
+            expressions = total - fields
+            first = {"matchExpressions": [{"key": "zone", "operator": "In", "values": values_of(expressions - 4, "z")}]}
+            if fields:
+                first["matchFields"] = [{"key": "metadata.name", "operator": "In",
+                                         "values": values_of(fields - len("metadata.name"), "n")}]
+            pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [first] + [{"matchExpressions": []} for _ in range(terms - 1)]}}}
+        return edit
+    make("node-selector-terms-16384-bytes", edit=terms_bytes(16384))
+    make("node-selector-terms-16385-bytes-denied", edit=terms_bytes(16385))
+    make("node-selector-terms-16384-bytes-with-fields", edit=terms_bytes(16384, fields=8000))
+    make("node-selector-terms-16385-bytes-with-fields-denied", edit=terms_bytes(16385, fields=8000))
+    make("node-selector-terms-16385-bytes-shared-denied", annotations={"podshaper.io/placement": "shared"},
+         edit=terms_bytes(16385))
+    make("node-selector-terms-16385-bytes-65-terms-denied", edit=terms_bytes(16385, terms=65))
+    make("node-selector-terms-16384-bytes-memlock-quantity", edit=terms_bytes(16384), config="memlock: 64Gi\n")
+
+    # A shaped pod's manifest created again without podshaper.io/shaped-by: its terms,
+    # each holding one alternative, are kept as they are, not multiplied again.
+    def req(key, value, op="In"):
+        return {"key": key, "operator": op, "values": [value]}
+    validated = req("podshaper.io/topology-validated", "true")
+    unlimited = req("podshaper.io/memlock", "unlimited")
+    gt64 = req("podshaper.io/memlock", str(64 * 2**30 - 1), "Gt")
+    count8 = req("podshaper.io/gpu-count", "8")
+
+    def with_terms(*terms):
+        return lambda pod: pod["spec"].__setitem__("affinity", {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": list(t)} for t in terms]}}})
+    zone = req("zone", "a")
+    make("shaped-term-kept", edit=with_terms([validated, unlimited, count8]))
+    make("shaped-term-reordered-kept", edit=with_terms([count8, zone, unlimited, validated]))
+    make("shaped-term-other-gpu-count-multiplied", edit=with_terms([validated, unlimited, req("podshaper.io/gpu-count", "4")]))
+    make("shaped-terms-memlock-quantity-kept", config="memlock: 64Gi\n",
+         edit=with_terms([zone, validated, unlimited, count8], [zone, validated, gt64, count8]))
+    make("shaped-terms-memlock-quantity-one-kept-one-multiplied", config="memlock: 64Gi\n",
+         edit=with_terms([zone, validated, gt64, count8], [req("zone", "b"), validated, count8]))
+    make("shaped-terms-shared-kept", annotations={"podshaper.io/placement": "shared"}, config="memlock: 64Gi\n",
+         edit=with_terms([validated, unlimited], [validated, gt64]))
+    # The whole shaped pod of a golden case, its podshaper.io/shaped-by dropped.
+    golden = os.path.join(cases_dir, "memlock-4mi-own-terms-doubled")
+    manifest = copy.deepcopy(json.load(open(os.path.join(golden, "review.json"))))
+    manifest["request"]["object"] = json.load(open(os.path.join(golden, "expected.json")))["pod"]
+    for k in (SHAPED_BY, WARNINGS):
+        manifest["request"]["object"]["metadata"]["annotations"].pop(k)
+    make("shaped-manifest-memlock-quantity-recreated", base=manifest, config=open(os.path.join(golden, "config.yaml")).read())
+
+    # $(NAME) expansion stops at 1024 B a word; the words quoted into the formula are cut
+    # to 64 B as podshaper cuts them (never inside a UTF-8 character). With one rank the
+    # formula says where the job's span was read (NET, or one rank on one node).
+    def command(words, **env):
+        def edit(pod):
+            trainer(pod)["command"] = words
+            trainer(pod)["env"] = [{"name": k, "value": v} for k, v in env.items()]
+        return edit
+    one = {"podshaper.io/ranks-per-pod": "1"}
+    torchrun = lambda *w: ["torchrun", *w, "--nproc-per-node=8", "train.py"]
+    for ranks, suffix in ((None, ""), (one, "-one-rank")):
+        make("expand-nnodes-word-1024" + suffix, annotations=ranks,
+             edit=command(torchrun("--nnodes=$(A)"), A="0" * 1014 + "1"))
+        make("expand-nnodes-word-1025-not-expanded" + suffix, annotations=ranks,
+             edit=command(torchrun("--nnodes=$(A)"), A="0" * 1015 + "1"))
+    make("expand-stops-at-second-big", annotations=one,
+         edit=command(torchrun("--nnodes=$(N)$(BIG)$(BIG)"), N="1", BIG="0" * 1000))
+    make("expand-utf8-word-cut", annotations=one, edit=command(torchrun("--nnodes=$(BIG)$(BIG)"), BIG="é" * 500))
+    make("expand-utf8-word-cut-inside", annotations=one, edit=command(torchrun("--nnodes=x$(BIG)"), BIG="é" * 500))
+    make("expand-many-big-in-a-shell-line", annotations=one, edit=command(
+        ["sh", "-c", "torchrun --nnodes=$(N) " + "$(BIG)" * 4000 + " train.py"], N="1", BIG="x" * 1000))
+    make("expand-many-big-nnodes", annotations=one, edit=command(
+        ["sh", "-c", "torchrun --nnodes=" + "$(BIG)" * 4000 + " train.py"], BIG="€" * 100))
+    make("nnodes-flag-separate-long", annotations=one, edit=command(torchrun("--nnodes", "0" * 80 + "2")))
+    make("nnodes-flag-separate-utf8", annotations=one, edit=command(torchrun("--nnodes", "€" * 30)))
+    make("nnodes-flag-64-bytes-not-cut", annotations=one, edit=command(torchrun("--nnodes=" + "0" * 54 + "2")))
+    make("nnodes-flag-65-bytes-cut", annotations=one, edit=command(torchrun("--nnodes=" + "0" * 55 + "2")))
+    make("nnodes-env-long-one-node", annotations=one, edit=command(["python", "train.py"], PET_NNODES="0" * 100 + "1"))
+    make("nnodes-env-utf8-cut", annotations=one, edit=command(["python", "train.py"], PET_NNODES="a" + "é" * 40))
+    make("nnodes-env-utf8-cut-shm", edit=command(["python", "train.py"], PET_NNODES="a" + "é" * 40),
+         config="ncclShmPerCommunicator:\n  net: 200Mi\n")
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "variants":

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -58,9 +59,132 @@ func TestUlimitAnnotationSize(t *testing.T) {
 			t.Errorf("%s at the limit: %v", prefix, err)
 		}
 		err := shapeErr(trainingPod(map[string]string{prefix + "other": of(maxUlimitAnnotationBytes + 1)}))
-		if err == nil || !strings.HasPrefix(err.Error(), "annotation "+prefix+"other is 16385 B (16.0 KiB); podshaper reads a ulimit list of at most 16Ki (16384 B)") {
+		if err == nil || !strings.HasPrefix(err.Error(), "annotation "+prefix+"other is 4097 B; podshaper reads a ulimit list of at most 4Ki (4096 B)") {
 			t.Errorf("%s past it: %v", prefix, err)
 		}
+	}
+	// In all, over both prefixes: 4096 B is taken, 4097 B is not.
+	total := func(a, b int) error {
+		return shapeErr(trainingPod(map[string]string{ulimitPrefix + "trainer": of(a), ulimitDeprecatedPrefix + "other": of(b)}))
+	}
+	if err := total(2048, 2048); err != nil {
+		t.Errorf("4096 in all: %v", err)
+	}
+	if err := total(2048, 2049); err == nil || err.Error() != "the pod's NRI ulimit annotations (ulimits.noderesource.dev/container.<name>) hold more than 4Ki (4096 B) in all, what podshaper reads to add RLIMIT_MEMLOCK: keep one entry per rlimit in each" {
+		t.Errorf("4097 in all: %v", err)
+	}
+	// Each is checked before the sum: the first one too large is named.
+	if err := total(100, 4097); err == nil || !strings.HasPrefix(err.Error(), "annotation "+ulimitDeprecatedPrefix+"other is 4097 B;") {
+		t.Errorf("one too large: %v", err)
+	}
+}
+
+func TestInputAnnotationSize(t *testing.T) {
+	// A count of 256 digits is still a count.
+	if err := shapeErr(trainingPod(map[string]string{annWorkers: strings.Repeat("0", 255) + "8"})); err != nil {
+		t.Errorf("256: %v", err)
+	}
+	for _, k := range inputAnnotations {
+		err := shapeErr(trainingPod(map[string]string{k: strings.Repeat("0", 256) + "8"}))
+		if err == nil || err.Error() != "annotation "+k+" is 257 B; podshaper reads at most 256 B of its annotations (a count, a quantity, a shape such as 32x3x224x224)" {
+			t.Errorf("%s 257: %v", k, err)
+		}
+	}
+	// Others are not podshaper's inputs.
+	if err := shapeErr(trainingPod(map[string]string{"podshaper.io/other": strings.Repeat("x", 1000)})); err != nil {
+		t.Errorf("not an input: %v", err)
+	}
+	// In key order: podshaper.io/ before ulimits.
+	err := shapeErr(trainingPod(map[string]string{annWorkers: strings.Repeat("0", 257), ulimitPrefix + "trainer": strings.Repeat("u", 5000)}))
+	if err == nil || !strings.HasPrefix(err.Error(), "annotation "+annWorkers+" is 257 B") {
+		t.Errorf("order: %v", err)
+	}
+}
+
+func TestContainerNames(t *testing.T) {
+	named := func(names ...string) *corev1.Pod {
+		pod := trainingPod(nil)
+		one := pod.Spec.Containers[0]
+		pod.Spec.Containers = nil
+		for i, n := range names {
+			c := *one.DeepCopy()
+			c.Name = n
+			if i > 0 {
+				c.Resources = corev1.ResourceRequirements{}
+			}
+			pod.Spec.Containers = append(pod.Spec.Containers, c)
+		}
+		return pod
+	}
+	if err := shapeErr(named(strings.Repeat("a", 63))); err != nil {
+		t.Errorf("63: %v", err)
+	}
+	long := strings.Repeat("a", 64)
+	if err := shapeErr(named(long)); err == nil || err.Error() != `container name "`+long+`" is 64 bytes; the API server takes at most 63 (a DNS label)` {
+		t.Errorf("64: %v", err)
+	}
+	if err := shapeErr(named(long + "b")); err == nil || err.Error() != `container name "`+strings.Repeat("a", 61)+`..." is 65 bytes; the API server takes at most 63 (a DNS label)` {
+		t.Errorf("65: %v", err)
+	}
+	// Not a GPU container: checked too.
+	if err := shapeErr(named("trainer", long)); err == nil || !strings.Contains(err.Error(), "is 64 bytes") {
+		t.Errorf("64, sidecar: %v", err)
+	}
+	if err := shapeErr(named("trainer", "sidecar", "trainer")); err == nil || err.Error() != `two containers are named "trainer"; the API server refuses a pod whose containers share a name: give each its own` {
+		t.Errorf("twice: %v", err)
+	}
+}
+
+func TestCutUtf8AsPodshaper(t *testing.T) {
+	for _, tc := range []struct {
+		text  string
+		limit int
+		want  string
+	}{
+		{"short", 64, "short"},
+		{strings.Repeat("a", 64), 64, strings.Repeat("a", 64)},
+		{strings.Repeat("a", 65), 64, strings.Repeat("a", 61) + "..."},
+		// The cut falls inside "é": the character goes.
+		{strings.Repeat("é", 40), 64, strings.Repeat("é", 30) + "..."},
+		// The cut falls after a whole "é": podshaper drops it too.
+		{"a" + strings.Repeat("é", 40), 64, "a" + strings.Repeat("é", 29) + "..."},
+		{"€€€€", 8, "€..."},   // inside the second
+		{"€€€€", 9, "€..."},   // after the second: it goes too
+		{"€€€€", 10, "€€..."}, // one byte into the third
+		{"abcdef", 2, "..."},
+	} {
+		if got := cutUtf8(tc.text, tc.limit); got != tc.want {
+			t.Errorf("cutUtf8(%q, %d) = %q, want %q", tc.text, tc.limit, got, tc.want)
+		}
+	}
+}
+
+func TestExpansionBounded(t *testing.T) {
+	env := func(kv ...string) map[string]*string {
+		out := map[string]*string{}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = &kv[i+1]
+		}
+		return out
+	}
+	a1015 := strings.Repeat("0", 1014) + "1"
+	if got := expand("--nnodes=$(A)", env("A", a1015)); got != "--nnodes="+a1015 {
+		t.Errorf("1024 B: %d B", len(got))
+	}
+	if got := expand("--nnodes=$(A)", env("A", a1015+"0")); got != "--nnodes=$(A)" {
+		t.Errorf("1025 B: %d B", len(got))
+	}
+	// Expansion stops at the $(NAME) that would take the word past; the rest stays.
+	big := strings.Repeat("x", 1000)
+	if got := expand("$(N)$(BIG)$(BIG)$(N)", env("N", "1", "BIG", big)); got != "1"+big+"$(BIG)$(N)" {
+		t.Errorf("two BIG: %q", got)
+	}
+	// The word, cut, in the formula's words.
+	c := &corev1.Container{Name: "trainer", Args: []string{"--nnodes=$(BIG)$(BIG)"},
+		Env: []corev1.EnvVar{{Name: "BIG", Value: strings.Repeat("é", 500)}}}
+	span := readJobSpan(c)
+	if want := `torchrun --nnodes=` + strings.Repeat("é", 25) + `... in container "trainer" is not a node count`; span.kind != spanUnknown || span.source != want {
+		t.Errorf("span %v %q", span.kind, span.source)
 	}
 }
 
@@ -100,14 +224,87 @@ func TestNodeSelectorTerms(t *testing.T) {
 		}
 		return pod
 	}
-	if err := shapeErr(withTerms(64, 64)); err != nil {
-		t.Errorf("64 × 64: %v", err)
+	// 64 terms of 64 requirements would be 57344 B of keys and values: past the bytes.
+	if err := shapeErr(withTerms(64, 1)); err != nil {
+		t.Errorf("64 × 1: %v", err)
+	}
+	if err := shapeErr(withTerms(2, 64)); err != nil {
+		t.Errorf("2 × 64: %v", err)
 	}
 	if err := shapeErr(withTerms(65, 1)); err == nil || !strings.Contains(err.Error(), "nodeSelectorTerms has 65 terms") {
 		t.Errorf("65 terms: %v", err)
 	}
 	if err := shapeErr(withTerms(1, 65)); err == nil || !strings.Contains(err.Error(), "nodeSelectorTerms[0] has 65 requirements") {
 		t.Errorf("65 requirements: %v", err)
+	}
+}
+
+func TestNodeSelectorTermsBytes(t *testing.T) {
+	// One term of a 4-byte key; the rest of the bytes in values, half in matchFields.
+	withBytes := func(n, terms int) *corev1.Pod {
+		pod := trainingPod(nil)
+		expression := inRequirement("zone", strings.Repeat("a", n/2-4))
+		field := inRequirement("metadata.name", strings.Repeat("b", n-n/2-len("metadata.name")))
+		sel := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{expression}, MatchFields: []corev1.NodeSelectorRequirement{field}}}}
+		for range terms - 1 {
+			sel.NodeSelectorTerms = append(sel.NodeSelectorTerms, corev1.NodeSelectorTerm{})
+		}
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: sel}}
+		return pod
+	}
+	if err := shapeErr(withBytes(maxSelectorTermsBytes, 1)); err != nil {
+		t.Errorf("16384: %v", err)
+	}
+	const field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+	want := field + " hold 16385 B (16.0 KiB) of keys and values; podshaper copies the terms to add its node requirements and takes at most 16Ki (16384 B): merge terms and values"
+	if err := shapeErr(withBytes(maxSelectorTermsBytes+1, 1)); err == nil || err.Error() != want {
+		t.Errorf("16385: %v", err)
+	}
+	// The bytes before the count of terms.
+	if err := shapeErr(withBytes(maxSelectorTermsBytes+1, 65)); err == nil || err.Error() != want {
+		t.Errorf("16385 in 65 terms: %v", err)
+	}
+}
+
+// A term that already holds every requirement of one alternative (a shaped pod's manifest
+// created again without podshaper.io/shaped-by) is kept; the others are multiplied.
+func TestShapedTermsKept(t *testing.T) {
+	gpuCount := inRequirement(labelGPUCount, "8")
+	validated := inRequirement(labelTopologyValidated, "true")
+	unlimited := inRequirement(labelMemlock, "unlimited")
+	atLeast := corev1.NodeSelectorRequirement{Key: labelMemlock, Operator: corev1.NodeSelectorOpGt, Values: []string{"68719476735"}}
+	zone := inRequirement("zone", "a")
+	cfg := DefaultConfig()
+	cfg.Memlock = []byte(`"64Gi"`)
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := &PodShaper{Config: cfg, ShapedBy: "peer-webhook/test config=x"}
+	pod := trainingPod(nil)
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{zone, gpuCount, unlimited, validated}}, // holds the first
+			{MatchExpressions: []corev1.NodeSelectorRequirement{validated, atLeast, gpuCount}},         // holds the second
+			{MatchExpressions: []corev1.NodeSelectorRequirement{validated, gpuCount}},                  // holds neither
+		}}}}
+	if err := s.shape(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	terms := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	want := [][]corev1.NodeSelectorRequirement{
+		{zone, gpuCount, unlimited, validated},
+		{validated, atLeast, gpuCount},
+		{validated, gpuCount, unlimited},
+		{validated, gpuCount, atLeast},
+	}
+	if len(terms) != len(want) {
+		t.Fatalf("%d terms: %+v", len(terms), terms)
+	}
+	for i := range want {
+		if !equality.Semantic.DeepEqual(terms[i].MatchExpressions, want[i]) {
+			t.Errorf("term %d: %+v", i, terms[i].MatchExpressions)
+		}
 	}
 }
 

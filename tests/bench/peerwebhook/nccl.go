@@ -14,6 +14,9 @@ const (
 	standaloneFlag = "--standalone"
 	// NCCL's own switch that turns P2P off (its SHM transport between the pod's ranks).
 	ncclP2PDisableEnv = "NCCL_P2P_DISABLE"
+	// What one command word may grow to by $(NAME) expansion (podshaper's kMaxExpandedWord):
+	// expansion stops at the $(NAME) that would take it past.
+	maxExpandedWord = 1024
 )
 
 type spanKind int
@@ -73,7 +76,8 @@ func literalEnv(c *corev1.Container) map[string]*string {
 	return out
 }
 
-// expand is Kubernetes' $(NAME) expansion in command and args, from the container's env.
+// expand is Kubernetes' $(NAME) expansion in command and args, from the container's env,
+// up to maxExpandedWord bytes: the rest of the word is left unexpanded.
 func expand(word string, env map[string]*string) string {
 	at := strings.Index(word, "$(")
 	for at >= 0 {
@@ -84,6 +88,9 @@ func expand(word string, env map[string]*string) string {
 		end += at
 		next := end
 		if v, ok := env[word[at+2:end]]; ok && v != nil {
+			if len(word)-(end-at+1)+len(*v) > maxExpandedWord {
+				break
+			}
 			word = word[:at] + *v + word[end+1:]
 			next = at + len(*v)
 		}
@@ -113,7 +120,7 @@ func words(c *corev1.Container, env map[string]*string) []string {
 // command and args (every torchrun counts, and the flag wins, as in torchrun), else its
 // env PET_NNODES ("N" or "MIN:MAX").
 func readJobSpan(c *corev1.Container) jobSpan {
-	in := ` in container "` + c.Name + `"`
+	in := " in container " + quoted(c.Name, 100)
 	env := literalEnv(c)
 	w := words(c, env)
 	var fromFlags *jobSpan
@@ -128,10 +135,10 @@ func readJobSpan(c *corev1.Container) jobSpan {
 			add(jobSpan{spanOneNode, "torchrun " + w[i] + in})
 		}
 		if strings.HasPrefix(w[i], nnodesFlag+"=") {
-			add(spanOf(w[i][len(nnodesFlag)+1:], "torchrun "+w[i]+in))
+			add(spanOf(w[i][len(nnodesFlag)+1:], "torchrun "+cutUtf8(w[i], 64)+in))
 		}
 		if w[i] == nnodesFlag && i+1 < len(w) {
-			add(spanOf(w[i+1], "torchrun "+nnodesFlag+" "+w[i+1]+in))
+			add(spanOf(w[i+1], "torchrun "+nnodesFlag+" "+cutUtf8(w[i+1], 64)+in))
 		}
 	}
 	if fromFlags != nil {
@@ -144,13 +151,13 @@ func readJobSpan(c *corev1.Container) jobSpan {
 	case v == nil:
 		return jobSpan{spanUnknown, nnodesEnv + " from valueFrom" + in}
 	}
-	return spanOf(*v, nnodesEnv+"="+*v+in)
+	return spanOf(*v, nnodesEnv+"="+cutUtf8(*v, 64)+in)
 }
 
 // readP2POff is NCCL_P2P_DISABLE=1 in the container's env, in words, or "".
 func readP2POff(c *corev1.Container) string {
 	if v, ok := literalEnv(c)[ncclP2PDisableEnv]; ok && v != nil && *v == "1" {
-		return ncclP2PDisableEnv + `=1 in container "` + c.Name + `"`
+		return ncclP2PDisableEnv + "=1 in container " + quoted(c.Name, 100)
 	}
 	return ""
 }

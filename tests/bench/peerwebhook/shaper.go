@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,12 +67,19 @@ const (
 // webhooks (shaping/request_limits.h, docs/webhook.md "Limits").
 const (
 	apiAnnotationsLimit      = 256 * 1024 // the API server's: every annotation key's and value's bytes
-	maxUlimitAnnotationBytes = 16 * 1024  // an NRI ulimit annotation podshaper parses and extends
+	maxUlimitAnnotationBytes = 4 * 1024   // the NRI ulimit annotations podshaper parses and extends, each and in all
+	maxInputAnnotationBytes  = 256        // a podshaper.io/ annotation podshaper reads its inputs from
+	maxContainerName         = 63         // a container's name: a DNS label, as the API server checks
 	maxGPUContainers         = 64
-	maxSelectorTerms         = 64 // required nodeSelectorTerms podshaper adds its requirements to
-	maxTermRequirements      = 64 // matchExpressions and matchFields of each
-	maxBatchDimensions       = 16 // podshaper.io/batch-shape
+	maxSelectorTerms         = 64        // required nodeSelectorTerms podshaper adds its requirements to
+	maxTermRequirements      = 64        // matchExpressions and matchFields of each
+	maxSelectorTermsBytes    = 16 * 1024 // the keys and values of all their requirements
+	maxBatchDimensions       = 16        // podshaper.io/batch-shape
 )
+
+// inputAnnotations are the annotations podshaper reads its inputs from.
+var inputAnnotations = []string{annWorkers, annPrefetch, annBatchBytes, annBatchShape, annBatchDtype, annRanks,
+	annNCCLCommunicators, annPlacement}
 
 // PodShaper shapes GPU training pods on CREATE: /dev/shm sized for the DataLoader,
 // memory raised to pay for it, hostIPC, IPC_LOCK, memlock (config memlock) and whole-node
@@ -134,36 +141,68 @@ func bytesWords(n int) string {
 // limitWords is "256Ki (262144 B)".
 func limitWords(n int) string { return fmt.Sprintf("%s (%d B)", formatBytes(uint64(n)), n) }
 
-// quoted is a user's text in a message: quoted, at most max bytes of it (cut at a rune).
-func quoted(text string, max int) string {
-	if len(text) > max {
-		cut := max - 3
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut] + "..."
+// cutUtf8 is podshaper's cutUtf8 (base/text.h): text cut to at most max bytes, ending in
+// "..." when cut, never inside a UTF-8 character. As podshaper's, it drops the last
+// multi-byte character before the cut even when that one is whole.
+func cutUtf8(text string, limit int) string {
+	if len(text) <= limit {
+		return text
 	}
-	return strconv.Quote(text)
+	b := text[:max(limit-3, 0)]
+	for len(b) > 0 && b[len(b)-1]&0xC0 == 0x80 {
+		b = b[:len(b)-1]
+	}
+	if len(b) > 0 && b[len(b)-1] >= 0xC0 {
+		b = b[:len(b)-1]
+	}
+	return b + "..."
 }
 
+// quoted is a user's text in a message: quoted, at most max bytes of it, as podshaper quotes.
+func quoted(text string, limit int) string { return `"` + cutUtf8(text, limit) + `"` }
+
 // checkPodSize comes before anything of the pod is read: its annotations within the API
-// server's limit (it would refuse the pod anyway), each NRI ulimit annotation within what
-// podshaper parses.
+// server's limit (it would refuse the pod anyway); then, per annotation in key order (as
+// podshaper's ordered object gives them), podshaper's input annotations within 256 B and
+// the NRI ulimit annotations within 4 KiB each and in all; then container names that are
+// names (at most 63 bytes, unique: the API server refuses others).
 func checkPodSize(pod *corev1.Pod) error {
 	if total := annotationsBytes(pod.Annotations); total > apiAnnotationsLimit {
 		return fmt.Errorf("metadata.annotations hold %s in all, above the API server's limit of %s: it would refuse the pod; remove the annotations it does not need",
 			bytesWords(total), limitWords(apiAnnotationsLimit))
 	}
-	var tooLarge []string
-	for k, v := range pod.Annotations {
-		if (strings.HasPrefix(k, ulimitPrefix) || strings.HasPrefix(k, ulimitDeprecatedPrefix)) && len(v) > maxUlimitAnnotationBytes {
-			tooLarge = append(tooLarge, k)
+	keys := slices.Sorted(maps.Keys(pod.Annotations))
+	ulimits := 0
+	for _, k := range keys {
+		size := len(pod.Annotations[k])
+		if size > maxInputAnnotationBytes && slices.Contains(inputAnnotations, k) {
+			return fmt.Errorf("annotation %s is %s; podshaper reads at most %d B of its annotations (a count, a quantity, a shape such as 32x3x224x224)",
+				cutUtf8(k, 100), bytesWords(size), maxInputAnnotationBytes)
+		}
+		if !strings.HasPrefix(k, ulimitPrefix) && !strings.HasPrefix(k, ulimitDeprecatedPrefix) {
+			continue
+		}
+		ulimits += size
+		if size > maxUlimitAnnotationBytes {
+			return fmt.Errorf("annotation %s is %s; podshaper reads a ulimit list of at most %s to add RLIMIT_MEMLOCK to it: keep one entry per rlimit (- type: RLIMIT_NOFILE, soft: …, hard: …)",
+				cutUtf8(k, 100), bytesWords(size), limitWords(maxUlimitAnnotationBytes))
+		}
+		if ulimits > maxUlimitAnnotationBytes {
+			return fmt.Errorf("the pod's NRI ulimit annotations (%s<name>) hold more than %s in all, what podshaper reads to add RLIMIT_MEMLOCK: keep one entry per rlimit in each",
+				ulimitPrefix, limitWords(maxUlimitAnnotationBytes))
 		}
 	}
-	if len(tooLarge) > 0 {
-		k := slices.Min(tooLarge) // the first by name, as podshaper's ordered object gives it
-		return fmt.Errorf("annotation %s is %s; podshaper reads a ulimit list of at most %s to add RLIMIT_MEMLOCK to it: keep one entry per rlimit (- type: RLIMIT_NOFILE, soft: …, hard: …)",
-			k, bytesWords(len(pod.Annotations[k])), limitWords(maxUlimitAnnotationBytes))
+	seen := map[string]bool{}
+	for i := range pod.Spec.Containers {
+		n := pod.Spec.Containers[i].Name
+		if len(n) > maxContainerName {
+			return fmt.Errorf("container name \"%s\" is %d bytes; the API server takes at most %d (a DNS label)",
+				cutUtf8(n, 64), len(n), maxContainerName)
+		}
+		if seen[n] {
+			return fmt.Errorf("two containers are named \"%s\"; the API server refuses a pod whose containers share a name: give each its own", n)
+		}
+		seen[n] = true
 	}
 	return nil
 }
@@ -177,6 +216,22 @@ func checkNodeAffinitySize(pod *corev1.Pod) error {
 	}
 	const field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
 	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	// The keys and values of every requirement: what copying a term copies.
+	bytes := 0
+	for _, t := range terms {
+		for _, list := range [][]corev1.NodeSelectorRequirement{t.MatchExpressions, t.MatchFields} {
+			for _, r := range list {
+				bytes += len(r.Key)
+				for _, v := range r.Values {
+					bytes += len(v)
+				}
+			}
+		}
+	}
+	if bytes > maxSelectorTermsBytes {
+		return fmt.Errorf("%s hold %s of keys and values; podshaper copies the terms to add its node requirements and takes at most %s: merge terms and values",
+			field, bytesWords(bytes), limitWords(maxSelectorTermsBytes))
+	}
 	if len(terms) > maxSelectorTerms {
 		return fmt.Errorf("%s has %d terms; podshaper adds its node requirements to each and takes at most %d: merge terms (a term's values list takes many values)",
 			field, len(terms), maxSelectorTerms)
@@ -697,7 +752,9 @@ func requireOnePodPerNode(pod *corev1.Pod) {
 }
 
 // requireNodeLabels makes each nodeSelectorTerm (terms are ORed, expressions within one
-// ANDed; none is one empty term) into one term per alternative, with its requirements added.
+// ANDed; none is one empty term) into one term per alternative, with its requirements
+// added; a term that already holds every requirement of one alternative (a shaped pod's
+// manifest) is kept as it is.
 func requireNodeLabels(a *corev1.Affinity, alternatives [][]corev1.NodeSelectorRequirement) {
 	if a.NodeAffinity == nil {
 		a.NodeAffinity = &corev1.NodeAffinity{}
@@ -709,14 +766,26 @@ func requireNodeLabels(a *corev1.Affinity, alternatives [][]corev1.NodeSelectorR
 	if len(required.NodeSelectorTerms) == 0 {
 		required.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
 	}
+	has := func(list []corev1.NodeSelectorRequirement, r corev1.NodeSelectorRequirement) bool {
+		return slices.ContainsFunc(list, func(e corev1.NodeSelectorRequirement) bool { return equality.Semantic.DeepEqual(e, r) })
+	}
+	holds := func(term *corev1.NodeSelectorTerm, requirements []corev1.NodeSelectorRequirement) bool {
+		return !slices.ContainsFunc(requirements, func(r corev1.NodeSelectorRequirement) bool {
+			return !has(term.MatchExpressions, r)
+		})
+	}
 	shaped := make([]corev1.NodeSelectorTerm, 0, len(required.NodeSelectorTerms)*len(alternatives))
 	for i := range required.NodeSelectorTerms {
+		if slices.ContainsFunc(alternatives, func(a []corev1.NodeSelectorRequirement) bool {
+			return holds(&required.NodeSelectorTerms[i], a)
+		}) {
+			shaped = append(shaped, required.NodeSelectorTerms[i])
+			continue
+		}
 		for _, requirements := range alternatives {
 			term := *required.NodeSelectorTerms[i].DeepCopy()
 			for _, r := range requirements {
-				if !slices.ContainsFunc(term.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool {
-					return equality.Semantic.DeepEqual(e, r)
-				}) {
+				if !has(term.MatchExpressions, r) {
 					term.MatchExpressions = append(term.MatchExpressions, r)
 				}
 			}

@@ -30,7 +30,7 @@ func dtypeBytes(dtype string) (uint64, error) {
 	if size, ok := dtypeSizes[strings.TrimPrefix(dtype, "torch.")]; ok {
 		return size, nil
 	}
-	return 0, fmt.Errorf("unknown dtype %q (use one of %s, or give podshaper.io/batch-bytes)", dtype, strings.Join(dtypeNames, ", "))
+	return 0, fmt.Errorf("unknown dtype \"%s\" (use one of %s, or give podshaper.io/batch-bytes)", cutUtf8(dtype, 64), strings.Join(dtypeNames, ", "))
 }
 
 // parseCount reads a non-negative decimal integer.
