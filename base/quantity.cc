@@ -11,8 +11,7 @@
 namespace podshaper {
 namespace {
 
-// The user's text in a message: quoted, at most 64 bytes of it.
-std::string quoted(std::string_view text) { return "\"" + cutUtf8(std::string(text), 64) + "\""; }
+std::string quoted(std::string_view text) { return inQuotes(text, 64); }
 
 __extension__ typedef unsigned __int128 u128;
 

@@ -17,6 +17,11 @@ inline std::string cutUtf8(std::string text, std::size_t max) {
   return text + "...";
 }
 
+// What a user wrote, in a message: quoted, at most `max` bytes of it (cutUtf8).
+inline std::string inQuotes(std::string_view text, std::size_t max = 100) {
+  return "\"" + cutUtf8(std::string(text), max) + "\"";
+}
+
 // A container path as the runtime resolves a mount destination: made absolute, then
 // cleaned lexically like Go's filepath.Clean ("/dev//shm", "/dev/shm/.", "dev/shm" and
 // "/dev/x/../shm" are all "/dev/shm").

@@ -15,8 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// A name or word the user wrote, in the formula's words: quoted, at most 100 bytes of it.
-std::string quoted(const std::string& s) { return "\"" + cutUtf8(s, 100) + "\""; }
 
 // What one command word may grow to by $(NAME) expansion: a node count is a few bytes, and
 // a word of many $(BIG) must not cost the webhook its memory.
@@ -84,8 +82,8 @@ std::vector<std::string> words(const json& container, const EnvValues& env) {
 }  // namespace
 
 JobSpan readJobSpan(const json& container, const std::string& name) {
-  if (!container.is_object()) return {JobSpan::kUnknown, "container " + quoted(name) + " is malformed"};
-  const std::string in = " in container " + quoted(name);
+  if (!container.is_object()) return {JobSpan::kUnknown, "container " + inQuotes(name) + " is malformed"};
+  const std::string in = " in container " + inQuotes(name);
   const EnvValues env = literalEnv(container);
   const std::vector<std::string> w = words(container, env);
   const std::string flag(names::kNnodesFlag);
@@ -110,7 +108,7 @@ NcclEnv readNcclEnv(const json& container, const std::string& name) {
   NcclEnv out;
   if (!container.is_object()) return out;
   const EnvValues env = literalEnv(container);
-  const std::string in = " in container " + quoted(name);
+  const std::string in = " in container " + inQuotes(name);
   auto is = [&](std::string_view key, std::string_view value) {
     auto it = env.find(std::string(key));
     return it != env.end() && it->second && *it->second == value;

@@ -5,14 +5,8 @@
 #include "base/text.h"
 
 namespace podshaper {
-namespace {
 
 using nlohmann::json;
-
-// A name the user wrote, in a message: quoted, at most 100 bytes of it.
-std::string inQuotes(std::string_view s) { return "\"" + cutUtf8(std::string(s), 100) + "\""; }
-
-}  // namespace
 
 std::string_view kindName(ClaimKind kind) {
   return kind == ClaimKind::kTemplate ? "ResourceClaimTemplate" : "ResourceClaim";

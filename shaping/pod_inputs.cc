@@ -20,8 +20,6 @@ const json* memberPtr(const json& object, std::string_view key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-// A name or value the user wrote, in a message: quoted, at most 100 bytes of it.
-std::string inQuotes(std::string_view s) { return "\"" + cutUtf8(std::string(s), 100) + "\""; }
 
 Error annotationError(std::string_view key, const std::string& why, std::string_view hint) {
   return makeError("annotation " + std::string(key) + ": " + why + "; " + std::string(hint));

@@ -62,7 +62,7 @@ Result<uint64_t> dtypeBytes(std::string_view dtype) {
   for (const Dtype& d : kDtypes) {
     if (d.name == name) return d.bytes;
   }
-  return makeError("unknown dtype \"" + cutUtf8(std::string(dtype), 64) + "\" (use one of " + dtypeNames() +
+  return makeError("unknown dtype " + inQuotes(dtype, 64) + " (use one of " + dtypeNames() +
                    ", or give " + std::string(names::kBatchBytes) + ")");
 }
 
@@ -72,7 +72,7 @@ Result<uint64_t> shapeBytes(std::string_view shape, std::string_view dtype) {
   uint64_t total = *element;
   std::string_view rest = shape;
   if (rest.empty()) return makeError("shape is empty (expected e.g. 32x3x224x224)");
-  const std::string quoted = "\"" + cutUtf8(std::string(shape), 64) + "\"";
+  const std::string quoted = inQuotes(shape, 64);
   if (std::size_t dims = std::count(shape.begin(), shape.end(), 'x') + 1; dims > kMaxBatchDimensions) {
     return makeError("shape " + quoted + " has " + std::to_string(dims) + " dimensions; at most " +
                      std::to_string(kMaxBatchDimensions) + " (expected e.g. 32x3x224x224)");
