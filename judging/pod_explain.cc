@@ -407,17 +407,24 @@ std::vector<NodeFacts> nodeFacts(const std::vector<json>& nodes, const std::vect
   return out;
 }
 
-PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nodes, long long now,
-                              long long graceSeconds) {
-  PendingJudgement out;
+namespace {
+
+struct Wait {
+  bool pending = false;  // unscheduled, and not going away
+  long long age = 0;     // seconds since it began to wait
+  bool gated = false;    // held by scheduling gates
+};
+
+Wait waitOf(const json& pod, long long now) {
+  Wait w;
   const json& meta = member(pod, "metadata");
   const json& spec = member(pod, "spec");
   const std::string phase = stringMember(member(pod, "status"), "phase");
   if (!stringMember(spec, "nodeName").empty() || !member(meta, "deletionTimestamp").is_null() ||
       (!phase.empty() && phase != "Pending")) {
-    return out;
+    return w;
   }
-  out.pending = true;
+  w.pending = true;
   // Waiting since it was created, or since the scheduler last changed its mind (a pod
   // released from its scheduling gates waits from then).
   long long since = parseTime(stringMember(meta, "creationTimestamp")).value_or(now);
@@ -425,15 +432,36 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
     if (stringMember(c, "type") != "PodScheduled") continue;
     if (auto t = parseTime(stringMember(c, "lastTransitionTime"))) since = std::max(since, *t);
   }
-  const long long age = std::max(0LL, now - since);
+  w.age = std::max(0LL, now - since);
+  // Held back on purpose (Kueue and other admission controllers gate pods until their
+  // quota admits them): not the scheduler's to place yet, nothing to explain.
+  const json& gates = member(spec, "schedulingGates");
+  w.gated = gates.is_array() && !gates.empty();
+  return w;
+}
+
+}  // namespace
+
+bool waitsToBeExplained(const json& pod, long long now, long long graceSeconds) {
+  const Wait w = waitOf(pod, now);
+  return w.pending && w.age >= graceSeconds && !w.gated;
+}
+
+PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nodes, long long now,
+                              long long graceSeconds) {
+  PendingJudgement out;
+  const Wait w = waitOf(pod, now);
+  if (!w.pending) return out;
+  out.pending = true;
+  const long long age = w.age;
   if (age < graceSeconds) {
     out.lookAgainAfter = std::max(1LL, graceSeconds - age);
     return out;
   }
   out.lookAgainAfter = 30;
-  // Held back on purpose (Kueue and other admission controllers gate pods until their
-  // quota admits them): not the scheduler's to place yet, nothing to explain.
-  if (const json& gates = member(spec, "schedulingGates"); gates.is_array() && !gates.empty()) return out;
+  if (w.gated) return out;
+  const json& meta = member(pod, "metadata");
+  const json& spec = member(pod, "spec");
 
   const bool nodeExclusive =
       stringMember(member(meta, "labels"), key(names::kPlacementLabel)) == names::kNodeExclusive;
@@ -512,7 +540,8 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
     std::vector<std::string> have;
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) have.push_back(std::to_string(it->first));
     message += " No node has that many GPUs: ask for a count the nodes have" +
-               (have.empty() ? std::string() : " (" + joined(have) + ")") + ", or add such nodes.";
+               (have.empty() ? std::string() : " (" + joined(have) + ")") +
+               " in each pod's nvidia.com/gpu, splitting the job into more pods, or add such nodes.";
   } else {
     // What to do, for each kind of failure that has an answer (most need an admin).
     for (std::size_t i = 0; i < s.slots.size(); ++i) {
@@ -526,7 +555,8 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
             [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
         message += detail == "not judged by podshaper"
                        ? " podshaper-agent has not reported " + names.front() + " (is it running there?)."
-                       : " kubectl describe gtr " + names.front() + " says why it is not validated.";
+                       : " kubectl describe gtr " + names.front() +
+                             " (podshaper's report of that node's GPUs) says why it is not validated.";
       }
     }
   }
@@ -587,11 +617,25 @@ bool ncclLine(const std::string& l) {
 bool dataLoaderLine(const std::string& l) {
   return containsNoCase(l, "insufficient shared memory") || containsNoCase(l, "out of shared memory") ||
          containsNoCase(l, "is killed by signal: Bus error") || containsNoCase(l, "bus error encountered in worker") ||
-         (containsNoCase(l, "/torch_") && containsNoCase(l, "No space left on device")) ||
-         // What the training process says when it sees the worker gone before its own
-         // bus error line (which the log's 2 KiB tail may no longer hold).
-         (containsNoCase(l, "DataLoader worker (pid") && containsNoCase(l, "exited unexpectedly"));
+         (containsNoCase(l, "/torch_") && containsNoCase(l, "No space left on device"));
 }
+
+// What the training process says when it sees a worker gone, before (or without) the
+// worker's own bus error line, which the log's 2 KiB tail may no longer hold.
+bool workerGoneLine(const std::string& l) {
+  return containsNoCase(l, "DataLoader worker (pid") && containsNoCase(l, "exited unexpectedly");
+}
+
+// A worker that died of something else: killed by another signal (Killed: the OOM killer
+// at the memory limit; Segmentation fault, Aborted), or exited with a code (an exception).
+bool otherWorkerDeath(const std::string& l) {
+  return (containsNoCase(l, "is killed by signal:") && !containsNoCase(l, "Bus error")) ||
+         containsNoCase(l, "exited unexpectedly with exit code");
+}
+
+// torchrun's line when a rank died of SIGBUS ("Signal 7 (SIGBUS) received by PID 42");
+// the container itself then exits 1.
+bool sigbusLine(const std::string& l) { return containsNoCase(l, "(SIGBUS)"); }
 
 struct Cause {
   ShmCause cause;
@@ -604,10 +648,14 @@ std::optional<Cause> classify(const json& terminated) {
   const std::string message = stringMember(terminated, "message");
   if (auto l = lineWhere(message, ncclLine)) return Cause{ShmCause::kNccl, l};
   if (auto l = lineWhere(message, dataLoaderLine)) return Cause{ShmCause::kDataLoader, l};
+  if (!lineWhere(message, otherWorkerDeath)) {
+    if (auto l = lineWhere(message, workerGoneLine)) return Cause{ShmCause::kDataLoader, l};
+  }
   if ((code.is_number_integer() && code.get<long long>() == 135) ||
       (signal.is_number_integer() && signal.get<long long>() == 7)) {
     return Cause{ShmCause::kSigbus, std::nullopt};
   }
+  if (auto l = lineWhere(message, sigbusLine)) return Cause{ShmCause::kSigbus, l};
   return std::nullopt;
 }
 
@@ -619,16 +667,20 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
   switch (c.cause) {
     case ShmCause::kDataLoader: m += "a PyTorch DataLoader worker could not put its batch there"; break;
     case ShmCause::kNccl: m += "NCCL could not make its shared memory segment there"; break;
-    case ShmCause::kSigbus: m += "it was killed by SIGBUS (exit code 135), what writing into a full /dev/shm does"; break;
+    case ShmCause::kSigbus:
+      m += std::string(c.line ? "one of its processes was killed by SIGBUS" : "it was killed by SIGBUS (exit code 135)") +
+           ", which in a training pod is most often a write into a full /dev/shm";
+      break;
   }
   if (c.line) m += " (\"" + *c.line + "\")";
   m += ". ";
   m += size.empty() ? std::string("Its /dev/shm size is not recorded.")
                     : "/dev/shm was " + size + ", sized by podshaper for what the pod's annotations say.";
-  const std::string dataLoaderAdvice = " set " + key(names::kWorkers) + ", " + key(names::kPrefetchFactor) + " and " +
-                                       key(names::kBatchBytes) + " (or " + key(names::kBatchShape) + " and " +
-                                       key(names::kBatchDtype) + ") to what its DataLoader runs";
-  const std::string ncclAdvice = " set " + key(names::kNcclCommunicators) +
+  const std::string dataLoaderAdvice = " set the pod's annotations " + key(names::kWorkers) + ", " +
+                                       key(names::kPrefetchFactor) + " and " + key(names::kBatchBytes) + " (or " +
+                                       key(names::kBatchShape) + " and " + key(names::kBatchDtype) +
+                                       ") to what its DataLoader runs";
+  const std::string ncclAdvice = " set the pod's annotation " + key(names::kNcclCommunicators) +
                                  " to the NCCL communicators the job makes (one per process group)";
   switch (c.cause) {
     case ShmCause::kDataLoader:

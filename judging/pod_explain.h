@@ -43,6 +43,10 @@ std::vector<NodeFacts> nodeFacts(const std::vector<nlohmann::json>& nodes,
                                  const std::vector<nlohmann::json>& shapedPods,
                                  const std::function<std::string(const std::string&)>& notValidatedReason);
 
+// Every PendingJudgement::cause, in reading order (the metrics' series start from these).
+inline constexpr const char* kNotPlaceableCauses[] = {"gpu-count", "validated", "memlock",        "p2p",      "selector",
+                                                      "cordoned",  "taint",     "node-exclusive", "scheduler"};
+
 struct PendingJudgement {
   bool pending = false;  // unscheduled, and not going away
   // NotPlaceable, once the pod has waited longer than the grace.
@@ -62,6 +66,10 @@ struct PendingJudgement {
 // A pod that no node has taken for longer than `graceSeconds`: which of its requirements
 // (podshaper's node labels first, then its own selectors, taints, cordons and the
 // node-exclusive rule) how many nodes fail, with examples. now: seconds since the epoch.
+// Whether judgePending would explain `pod` now (unscheduled past the grace, not held by
+// scheduling gates): the nodes' facts are worth gathering only then.
+bool waitsToBeExplained(const nlohmann::json& pod, long long now, long long graceSeconds);
+
 PendingJudgement judgePending(const nlohmann::json& pod, const std::vector<NodeFacts>& nodes, long long now,
                               long long graceSeconds);
 

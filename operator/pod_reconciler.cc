@@ -12,6 +12,8 @@ namespace {
 // Told-once memories are per pod and forgotten with it; controllers' outlive their pods,
 // so that set is bounded by dropping it whole (a controller may then be told again).
 constexpr std::size_t kMaxOwnersRemembered = 100000;
+// A waiting pod's NotPlaceable is told again for new words at most this often.
+constexpr std::chrono::seconds kRetellAfter{600};
 }  // namespace
 
 PodReconciler::PodReconciler(ReconcileApi& api, const Clock& clock, metrics::Registry& metrics,
@@ -21,7 +23,13 @@ PodReconciler::PodReconciler(ReconcileApi& api, const Clock& clock, metrics::Reg
       mayWrite_(std::move(mayWrite)),
       options_(std::move(options)),
       metrics_(metrics),
-      writesEvent_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "event"}})) {}
+      writesEvent_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "event"}})) {
+  // Every series from 0, so that an alert on increase() sees the first Event of each.
+  for (const char* cause : kNotPlaceableCauses) podEvents(reasons::kNotPlaceable, cause);
+  for (ShmCause cause : {ShmCause::kDataLoader, ShmCause::kNccl, ShmCause::kSigbus}) {
+    podEvents(reasons::kShmExhausted, toString(cause));
+  }
+}
 
 bool PodReconciler::tell(const ObjectRef& about, const std::string& ns, const EventSpec& event) {
   unsigned sequence;
@@ -45,8 +53,18 @@ void PodReconciler::forget(const std::string& key) {
   if (it == uidOf_.end()) return;
   const std::string uid = it->second;
   uidOf_.erase(it);
+  forgetUid(uid);
+}
+
+void PodReconciler::forgetUid(const std::string& uid) {
   toldPending_.erase(uid);
   toldFailures_.erase(toldFailures_.lower_bound(uid + "/"), toldFailures_.lower_bound(uid + "0"));
+}
+
+metrics::Counter& PodReconciler::podEvents(std::string_view reason, std::string_view cause) {
+  return metrics_.counter("podshaper_operator_pod_events_total",
+                          "Events that explain a shaped pod, by reason (NotPlaceable, ShmExhausted) and cause.",
+                          {{"reason", std::string(reason)}, {"cause", std::string(cause)}});
 }
 
 Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::optional<json>& pod,
@@ -62,8 +80,14 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
   const std::string uid = stringMember(meta, "uid");
   const ObjectRef self{"v1", "Pod", stringMember(meta, "name"), uid, ns};
   {
+    // A pod deleted and made again under its name (a StatefulSet's, a training operator's
+    // "job-master-0") before this look: the earlier one's memories go now.
     std::lock_guard lock(mu_);
-    uidOf_[key] = uid;
+    auto [it, added] = uidOf_.try_emplace(key, uid);
+    if (!added && it->second != uid) {
+      forgetUid(it->second);
+      it->second = uid;
+    }
   }
   bool failed = false;
 
@@ -78,10 +102,7 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
         failed = true;
         continue;
       }
-      metrics_.counter("podshaper_operator_pod_events_total",
-                       "Events that explain a shaped pod, by reason (NotPlaceable, ShmExhausted) and cause.",
-                       {{"reason", reasons::kShmExhausted}, {"cause", toString(f.cause)}})
-          .inc();
+      podEvents(reasons::kShmExhausted, toString(f.cause)).inc();
       spdlog::info("pod {}: {} ({}), container {}", key, reasons::kShmExhausted, toString(f.cause), f.container);
       std::lock_guard lock(mu_);
       toldFailures_.insert(f.key);
@@ -105,25 +126,27 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
 
   std::optional<std::chrono::seconds> again;
   static const std::vector<NodeFacts> kNone;
-  const auto facts = stringMember(member(*pod, "spec"), "nodeName").empty() ? nodes() : nullptr;
-  const PendingJudgement pending =
-      judgePending(*pod, facts ? *facts : kNone, clock_.wallMicros() / 1000000, options_.pendingGrace.count());
+  const long long now = clock_.wallMicros() / 1000000;
+  const auto facts = waitsToBeExplained(*pod, now, options_.pendingGrace.count()) ? nodes() : nullptr;
+  const PendingJudgement pending = judgePending(*pod, facts ? *facts : kNone, now, options_.pendingGrace.count());
   if (pending.lookAgainAfter) again = std::chrono::seconds(*pending.lookAgainAfter);
   if (pending.event) {
     bool told;
     {
       std::lock_guard lock(mu_);
       auto it = toldPending_.find(uid);
-      told = it != toldPending_.end() && it->second == pending.answer;
+      // Told again when what stops it changes, or when the words change (counts, the
+      // scheduler's message) and the last telling is older than kRetellAfter.
+      told = it != toldPending_.end() &&
+             (it->second.answer == pending.answer ||
+              (it->second.cause == pending.cause && now - it->second.at < kRetellAfter.count()));
     }
     if (!told) {
       if (tell(self, ns, *pending.event)) {
-        metrics_.counter("podshaper_operator_pod_events_total", "",
-                         {{"reason", reasons::kNotPlaceable}, {"cause", pending.cause}})
-            .inc();
+        podEvents(reasons::kNotPlaceable, pending.cause).inc();
         spdlog::info("pod {}: {} ({})", key, reasons::kNotPlaceable, pending.cause);
         std::lock_guard lock(mu_);
-        toldPending_[uid] = pending.answer;
+        toldPending_[uid] = ToldPending{pending.answer, pending.cause, now};
       } else {
         failed = true;
       }

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,14 @@ class PodReconciler {
  private:
   bool tell(const ObjectRef& about, const std::string& ns, const EventSpec& event);
   void forget(const std::string& key);
+  void forgetUid(const std::string& uid);  // with mu_ held
+  metrics::Counter& podEvents(std::string_view reason, std::string_view cause);
+
+  struct ToldPending {
+    std::string answer;  // the NotPlaceable told, without how long it had waited
+    std::string cause;
+    long long at = 0;    // when (seconds since the epoch)
+  };
 
   ReconcileApi& api_;
   const Clock& clock_;
@@ -50,7 +59,7 @@ class PodReconciler {
 
   std::mutex mu_;  // guards everything below
   std::map<std::string, std::string> uidOf_;          // pod key → uid
-  std::map<std::string, std::string> toldPending_;    // pod uid → the NotPlaceable answer told
+  std::map<std::string, ToldPending> toldPending_;    // pod uid → the NotPlaceable told
   std::set<std::string> toldFailures_;                // ShmFailure keys ("uid/container/…")
   std::set<std::string> toldOwners_;                  // controller uids told of a ShmExhausted pod
   unsigned eventSequence_ = 0;

@@ -76,6 +76,9 @@ check "operator: write report status" can podshaper-operator patch gputopologyre
 check "operator: not report specs" cannot podshaper-operator update gputopologyreports.podshaper.io
 check "operator: label Nodes" can podshaper-operator patch nodes
 check "operator: record Events" can podshaper-operator create events -n default
+check "operator: not change Events" cannot podshaper-operator patch events -n default
+check "operator: read the pods it explains" can podshaper-operator watch pods -n default
+check "operator: not change pods" cannot podshaper-operator delete pods -n default
 check "operator: its Lease" can podshaper-operator update leases.coordination.k8s.io/podshaper-operator -n $ns
 check "operator: the webhook's Secret" can podshaper-operator update secrets/podshaper-webhook-tls -n $ns
 check "operator: no other Secret" cannot podshaper-operator get secrets/other -n $ns

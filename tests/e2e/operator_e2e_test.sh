@@ -231,7 +231,7 @@ pod waiting-4 4 | kc -n training create -f - >/dev/null 2>&1
 check "created, it stays Pending (unbound)" eventually 10 "Pending " \
   kc -n training get pod waiting-4 -o jsonpath='{.status.phase} {.spec.nodeName}'
 check "kubectl describe pod: NotPlaceable, how many nodes fail which requirement, and the report's reason" \
-  eventually 30 "*NotPlaceable*It needs a node that has 4 GPUs (podshaper.io/gpu-count=4), is validated by podshaper*2 do not have 4 GPUs (8 GPUs: $p4d, $p5); 1 is not validated (P2PUnavailable: $g6e)*kubectl describe gtr $g6e says why it is not validated*" \
+  eventually 30 "*NotPlaceable*It needs a node that has 4 GPUs (podshaper.io/gpu-count=4), is validated by podshaper*2 do not have 4 GPUs (8 GPUs: $p4d, $p5); 1 is not validated (P2PUnavailable: $g6e)*kubectl describe gtr $g6e (podshaper's report of that node's GPUs) says why it is not validated*" \
   kc -n training describe pod waiting-4
 check "kubectl describe pod: the admission warnings (podshaper.io/warnings)" \
   eventually 5 "*podshaper.io/warnings:*no node with 4 GPUs can take the pod now*" kc -n training describe pod waiting-4

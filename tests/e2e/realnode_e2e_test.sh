@@ -154,7 +154,7 @@ shm_u=$(kc -n ml get pod dataloader-undersized -o jsonpath='{.metadata.annotatio
 check "... it says a DataLoader worker ran out of /dev/shm, and the size it had ($shm_u)" \
   grep -aq "Container \"trainer\" ran out of /dev/shm: a PyTorch DataLoader worker could not put its batch there.*/dev/shm was $shm_u," "$tmp/undersized.describe"
 check "... and names the annotations to change" \
-  grep -aq 'set podshaper.io/dataloader-workers, podshaper.io/prefetch-factor and podshaper.io/batch-bytes (or podshaper.io/batch-shape and podshaper.io/batch-dtype) to what its DataLoader runs' "$tmp/undersized.describe"
+  grep -aq 'annotations podshaper.io/dataloader-workers, podshaper.io/prefetch-factor and podshaper.io/batch-bytes (or podshaper.io/batch-shape and podshaper.io/batch-dtype) to what its DataLoader runs' "$tmp/undersized.describe"
 check "... and the formula's inputs (4x3x224x224 float32)" grep -aq 'The size: 1 ranks × ((2 workers × prefetch 4.*4x3x224x224 float32' "$tmp/undersized.describe"
 # (kubectl describe prints a value of several lines under its key, each cut to 138 characters)
 check "kubectl describe pod: the admission warnings are on the pod (podshaper.io/warnings)" \
@@ -167,7 +167,7 @@ check "kubectl describe pod: ShmExhausted, NCCL could not make its segment, twic
   eventually 30 2 bash -c "kubectl --kubeconfig $kubeconfig -n ml describe pod $(nccl_pod) | grep -c 'ShmExhausted.*NCCL could not make its shared memory segment there'"
 described pod "$(nccl_pod)" >"$tmp/nccl.describe"
 check "... quoting NCCL's line and naming podshaper.io/nccl-communicators" \
-  grep -q 'Error while creating shared memory segment /dev/shm/nccl-4PshbB.*set podshaper.io/nccl-communicators to the NCCL communicators the job makes' "$tmp/nccl.describe"
+  grep -q 'Error while creating shared memory segment /dev/shm/nccl-4PshbB.*annotation podshaper.io/nccl-communicators to the NCCL communicators the job makes' "$tmp/nccl.describe"
 check "... and the second run is told that its earlier run left its files in /dev/shm" \
   grep -q "This was run 2 of the container in this pod: /dev/shm is the pod's emptyDir and keeps what earlier runs left" "$tmp/nccl.describe"
 logs_of "$(nccl_pod)"

@@ -112,7 +112,8 @@ TEST(PodExplainPending, NoNodeOfItsSizeSaysWhichSizesExist) {
   EXPECT_NE(m.find("Of 3 nodes, 3 do not have 8 GPUs (4 GPUs: a, b; 2 GPUs, not judged by podshaper: c)."),
             std::string::npos)
       << m;
-  EXPECT_NE(m.find("No node has that many GPUs: ask for a count the nodes have (4, 2), or add such nodes."),
+  EXPECT_NE(m.find("No node has that many GPUs: ask for a count the nodes have (4, 2) in each pod's nvidia.com/gpu, splitting "
+                   "the job into more pods, or add such nodes."),
             std::string::npos)
       << m;
   EXPECT_EQ(j.cause, "gpu-count");
@@ -130,7 +131,7 @@ TEST(PodExplainPending, NotValidatedNodesAreGroupedByTheirReason) {
                    "ReportStale: d)."),
             std::string::npos)
       << m;
-  EXPECT_NE(m.find("kubectl describe gtr b says why it is not validated."), std::string::npos) << m;
+  EXPECT_NE(m.find("kubectl describe gtr b (podshaper's report of that node's GPUs) says why it is not validated."), std::string::npos) << m;
   EXPECT_EQ(j.cause, "validated");
 }
 
@@ -170,7 +171,7 @@ TEST(PodExplainPending, ANodeTakenByANodeExclusivePodNamesThatPod) {
   z.notValidatedReason = "ReportStale";
   auto both = judgePending(pendingPod(), {x, z}, kLater, 30);
   ASSERT_TRUE(both.event);
-  EXPECT_NE(both.event->message.find(" kubectl describe gtr z says why it is not validated. It starts when a "
+  EXPECT_NE(both.event->message.find(" kubectl describe gtr z (podshaper's report of that node's GPUs) says why it is not validated. It starts when a "
                                      "node-exclusive pod named here ends."),
             std::string::npos)
       << both.event->message;
@@ -315,7 +316,7 @@ TEST(PodExplainTerminations, NcclsNoSpaceLineNamesTheCommunicators) {
   EXPECT_EQ(f[0].cause, ShmCause::kNccl);
   EXPECT_NE(f[0].event.message.find("NCCL could not make its shared memory segment there (\"[2026-11-26 03:05:15]"),
             std::string::npos);
-  EXPECT_NE(f[0].event.message.find("set podshaper.io/nccl-communicators"), std::string::npos);
+  EXPECT_NE(f[0].event.message.find("set the pod's annotation podshaper.io/nccl-communicators"), std::string::npos);
 }
 
 TEST(PodExplainTerminations, ExitCode135WithoutWordsIsSigbus) {
@@ -331,6 +332,64 @@ TEST(PodExplainTerminations, OtherEndsAreNotBlamedOnShm) {
   EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 0}, {"message", kDataLoaderTail}})).empty());
   EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 137}, {"reason", "OOMKilled"}})).empty());
   EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 1}, {"message", "No space left on device: /data/ckpt"}})).empty());
+}
+
+TEST(PodExplainTerminations, EachOfPyTorchsSharedMemoryLinesIsTheDataLoader) {
+  // The lines PyTorch prints (torch/utils/data/_utils/signal_handling.py, dataloader.py,
+  // the shared-memory allocator), each alone in the log's tail.
+  for (const std::string line :
+       {"RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that dataloader's "
+        "workers are out of shared memory. Please try to raise your shared memory limit.",
+        "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly",
+        "RuntimeError: unable to write to file </torch_4242_1879384152_0>: No space left on device (28)",
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm)."}) {
+    auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"message", "Traceback (most recent call last):\n" + line}}));
+    ASSERT_EQ(f.size(), 1u) << line;
+    EXPECT_EQ(f[0].cause, ShmCause::kDataLoader) << line;
+    EXPECT_NE(f[0].event.message.find(line.substr(0, 60)), std::string::npos) << f[0].event.message;
+  }
+}
+
+TEST(PodExplainTerminations, AWorkerThatDiedOfSomethingElseIsNotBlamedOnShm) {
+  // The OOM killer at the container's memory limit, a crash, an exception in the worker:
+  // PyTorch's "exited unexpectedly" comes with each, and /dev/shm is not the cause.
+  for (const std::string tail :
+       {"RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.\n"
+        "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly\n",
+        "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Segmentation fault.\n"
+        "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly\n",
+        "RuntimeError: DataLoader worker (pid 4242) exited unexpectedly with exit code 1. Details are lost due to "
+        "multiprocessing.\n"}) {
+    EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 1}, {"message", tail}})).empty()) << tail;
+  }
+}
+
+TEST(PodExplainTerminations, NcclsFailedToExtendLineIsNccl) {
+  auto f = judgeTerminations(endedPod(
+      {{"exitCode", 1},
+       {"message", "NCCL WARN Error: failed to extend /dev/shm/nccl-Xb3kQ2 to 9637892 bytes, error: No space left "
+                   "on device (28)\n"}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].cause, ShmCause::kNccl);
+}
+
+TEST(PodExplainTerminations, ARankKilledBySigbusUnderTorchrunIsSigbus) {
+  // torchrun (torch.distributed.elastic) exits 1 and names the signal its rank died of.
+  auto f = judgeTerminations(endedPod(
+      {{"exitCode", 1},
+       {"message", "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -7) local_rank: 0 "
+                   "(pid: 42) of binary: /usr/bin/python3\nSignal 7 (SIGBUS) received by PID 42\n"}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].cause, ShmCause::kSigbus);
+  EXPECT_NE(f[0].event.message.find("one of its processes was killed by SIGBUS"), std::string::npos)
+      << f[0].event.message;
+  EXPECT_NE(f[0].event.message.find("(\"Signal 7 (SIGBUS) received by PID 42\")"), std::string::npos);
+}
+
+TEST(PodExplainTerminations, Signal7WithoutAnExitCodeIsSigbus) {
+  auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"signal", 7}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].cause, ShmCause::kSigbus);
 }
 
 TEST(PodExplainTerminations, ARestartedRunSaysEarlierRunsFilledIt) {

@@ -65,7 +65,7 @@ class PodReconcilerTest : public ::testing::Test {
   }
 };
 
-TEST_F(PodReconcilerTest, APendingPodIsToldOnceAfterTheGraceAndAgainWhenTheAnswerChanges) {
+TEST_F(PodReconcilerTest, APendingPodIsToldOnceAfterTheGraceAndAgainWhenWhatStopsItChanges) {
   auto r = reconcile(waitingPod(10));
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(r.requeueAfter, std::chrono::seconds(20));
@@ -83,14 +83,65 @@ TEST_F(PodReconcilerTest, APendingPodIsToldOnceAfterTheGraceAndAgainWhenTheAnswe
   reconcile(waitingPod(70));  // same answer, a longer wait: not told again
   EXPECT_EQ(api.events.size(), 1u);
 
-  nodes.push_back(fourGpuNode());
-  nodes.back().node.name = "b";
+  // The node now has 8 GPUs: podshaper's requirements are met, the scheduler's turn (another
+  // cause), told at once.
+  nodes[0].node.labels = {{"podshaper.io/gpu-count", "8"}};
   reconcile(waitingPod(100));
   ASSERT_EQ(api.events.size(), 2u);
-  EXPECT_NE(api.events[1]["message"].get<std::string>().find("Of 2 nodes"), std::string::npos);
-  EXPECT_NE(registry.render().find("podshaper_operator_pod_events_total{cause=\"gpu-count\",reason=\"NotPlaceable\"} 2"),
+  EXPECT_NE(api.events[1]["message"].get<std::string>().find("1 node meets all of it (a)"), std::string::npos)
+      << api.events[1]["message"];
+  const std::string rendered = registry.render();
+  EXPECT_NE(rendered.find("podshaper_operator_pod_events_total{cause=\"gpu-count\",reason=\"NotPlaceable\"} 1"),
             std::string::npos)
-      << registry.render();
+      << rendered;
+  EXPECT_NE(rendered.find("podshaper_operator_pod_events_total{cause=\"scheduler\",reason=\"NotPlaceable\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(PodReconcilerTest, NewWordsForTheSameCauseAreToldAtMostEveryTenMinutes) {
+  reconcile(waitingPod(40));
+  ASSERT_EQ(api.events.size(), 1u);
+  nodes.push_back(fourGpuNode());  // "Of 2 nodes": other words, the same cause
+  nodes.back().node.name = "b";
+  clock.advance(60);
+  reconcile(waitingPod(100));
+  EXPECT_EQ(api.events.size(), 1u);
+  clock.advance(600);
+  reconcile(waitingPod(700));
+  ASSERT_EQ(api.events.size(), 2u);
+  EXPECT_NE(api.events[1]["message"].get<std::string>().find("Of 2 nodes"), std::string::npos);
+}
+
+TEST_F(PodReconcilerTest, EverySeriesStartsAtZero) {
+  // An alert on increase() sees a series' first Event only when the series was there before it.
+  const std::string rendered = registry.render();
+  for (const char* series : {"{cause=\"gpu-count\",reason=\"NotPlaceable\"} 0", "{cause=\"scheduler\",reason=\"NotPlaceable\"} 0",
+                             "{cause=\"dataloader\",reason=\"ShmExhausted\"} 0", "{cause=\"nccl\",reason=\"ShmExhausted\"} 0",
+                             "{cause=\"sigbus\",reason=\"ShmExhausted\"} 0"}) {
+    EXPECT_NE(rendered.find(std::string("podshaper_operator_pod_events_total") + series), std::string::npos)
+        << series << " in " << rendered;
+  }
+  EXPECT_NE(rendered.find("# HELP podshaper_operator_pod_events_total Events that explain"), std::string::npos);
+}
+
+TEST_F(PodReconcilerTest, APendingPodInItsGraceOrGatedDoesNotReadTheNodes) {
+  reconcile(waitingPod(10));
+  json gated = waitingPod(100);
+  gated["spec"]["schedulingGates"] = {{{"name", "kueue.x-k8s.io/admission"}}};
+  reconcile(gated);
+  EXPECT_EQ(nodesAsked, 0);
+  reconcile(waitingPod(100));
+  EXPECT_EQ(nodesAsked, 1);
+}
+
+TEST_F(PodReconcilerTest, APodMadeAgainUnderItsNameForgetsTheEarlierOne) {
+  reconcile(failedPod(1, "lastState", kNccl));
+  json again = failedPod(1, "lastState", kNccl);
+  again["metadata"]["uid"] = "pod-uid-2";  // deleted and made again before a look saw it gone
+  reconcile(again);
+  EXPECT_EQ(api.writes.size(), 3u);  // told for the new pod; the Job once
+  reconcile(failedPod(1, "lastState", kNccl));  // the first uid's memories are gone: told again
+  EXPECT_EQ(api.writes.size(), 4u);
 }
 
 TEST_F(PodReconcilerTest, ABoundPodDoesNotReadTheNodes) {
