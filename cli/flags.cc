@@ -10,10 +10,16 @@
 namespace podshaper::cli {
 
 Result<Flags> Flags::parse(int argc, char** argv, int first, const std::set<std::string>& valued,
-                           const std::set<std::string>& boolean) {
+                           const std::set<std::string>& boolean,
+                           const std::map<std::string, std::string>& shortNames) {
   Flags flags;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      auto it = shortNames.find(arg.substr(1, 1));
+      if (it == shortNames.end()) return makeError("unknown flag " + arg.substr(0, 2));
+      arg = "--" + it->second + (arg.size() > 2 ? "=" + arg.substr(arg[2] == '=' ? 3 : 2) : "");
+    }
     if (!arg.starts_with("--")) return makeError("unexpected argument \"" + arg + "\"");
     std::string name = arg.substr(2);
     std::optional<std::string> value;

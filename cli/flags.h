@@ -11,12 +11,14 @@
 
 namespace podshaper::cli {
 
-// `--name value` and `--name=value` flags after a subcommand; `--flag` alone for booleans.
+// `--name value` and `--name=value` flags after a subcommand; `--flag` alone for booleans;
+// `-x value` where `shortNames` maps x to a name (as kubectl's -f and -n).
 class Flags {
  public:
   // Parses argv[first..]; names outside `valued` and `boolean` are errors.
   static Result<Flags> parse(int argc, char** argv, int first, const std::set<std::string>& valued,
-                             const std::set<std::string>& boolean = {});
+                             const std::set<std::string>& boolean = {},
+                             const std::map<std::string, std::string>& shortNames = {});
 
   std::optional<std::string> get(const std::string& name) const;
   std::string get(const std::string& name, const std::string& fallback) const;

@@ -54,6 +54,11 @@ echo "warnings the API server would pass to kubectl:"
 sed 's/^/  /' "$tmp/warnings"
 echo
 echo "a bad annotation is a denial that says what to change:"
-sed 's/"float32"/"fp8"/' "$review" | "$bin" review --output pod 2>&1 >/dev/null | grep '^Error' | sed 's/^/  /'
+# (exit 1: a denial, as kubectl exits)
+{ sed 's/"float32"/"fp8"/' "$review" | "$bin" review --output pod 2>&1 >/dev/null || true; } | grep '^Error' | sed 's/^/  /'
+echo
+echo "your own manifests (a Job, a JobSet, any workload; exit 1 on a denial, for CI):"
+echo "  $bin review -f examples/training-job.yaml > shaped.yaml"
+"$bin" review --config "$config" -f examples/training-job.yaml 2>&1 >/dev/null | sed 's/^/  /' | cut -c1-160 || true
 echo
 echo "The full AdmissionReview response (JSON Patch): $bin review --config $config < $review"

@@ -130,12 +130,6 @@ std::string podSecurityLevel(const AdmissionContext& ctx) {
   return level == ns->second.end() ? std::string() : level->second;
 }
 
-// The MutatingWebhookConfiguration's objectSelector sends only labelled pods;
-// checking again keeps a misconfigured registration from shaping other pods.
-bool optedIn(const json& pod) {
-  return member(member(member(pod, "metadata"), "labels"), key(names::kInjectLabel)) == "true";
-}
-
 bool namespaceOptedOut(const AdmissionContext& ctx) {
   if (ctx.cluster == nullptr) return false;
   auto ns = ctx.cluster->namespaceLabels.find(ctx.namespaceName);
@@ -500,6 +494,12 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
 }
 
 }  // namespace
+
+// The MutatingWebhookConfiguration's objectSelector sends only labelled pods;
+// checking again keeps a misconfigured registration from shaping other pods.
+bool optedIn(const json& pod) {
+  return member(member(member(pod, "metadata"), "labels"), key(names::kInjectLabel)) == "true";
+}
 
 ShapeOutcome shapePod(const json& pod, const Config& config, const AdmissionContext& context) {
   try {

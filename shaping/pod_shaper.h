@@ -34,4 +34,7 @@ struct ShapeOutcome {
 // to change.
 ShapeOutcome shapePod(const nlohmann::json& pod, const Config& config, const AdmissionContext& context);
 
+// Labelled podshaper.io/inject: "true": the pods the API server sends podshaper.
+bool optedIn(const nlohmann::json& pod);
+
 }  // namespace podshaper

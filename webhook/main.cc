@@ -13,8 +13,17 @@ constexpr const char* kUsage = R"(usage:
                           [--kubeconfig FILE | --in-cluster] [--threads N]
                           [--read-timeout 10s] [--idle-timeout 60s]
                           [--shutdown-delay 0s] [--drain-timeout 10s]
+  podshaper-webhook review -f FILE|- [-n NAMESPACE] [--config FILE] [--cluster FILE] [--output yaml|json]
   podshaper-webhook review [--config FILE] [--cluster FILE] [--output review|pod] < admissionreview.json
   podshaper-webhook version
+
+review -f:
+  Pods and workloads (Job, CronJob, Deployment, JobSet, PyTorchJob, any kind with pod
+  templates), YAML or JSON, several to a file: each pod template shaped as the pods made
+  from it would be, printed in the input's format; warnings and denials on stderr.
+  Exit 0 when every pod would be admitted, 1 when one would be denied, 2 for bad input.
+  -n: the namespace of objects that name none (default: "default"). --cluster: the output
+  of `kubectl get namespaces,nodes -o json`, to decide as serve would on that cluster.
 
 serve:
   --read-timeout D    a request must arrive whole within D of its first byte (and a

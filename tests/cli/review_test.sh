@@ -19,7 +19,7 @@ pod=$("$bin" review --config "$tmp/config.yaml" --output pod < "$cases/seed-no-c
 check "the seed example with no reserve is 6008Mi" contains "$pod" '"podshaper.io/shm-size": "6008Mi"'
 
 out=$("$bin" review < "$cases/denied-unknown-dtype/review.json"); rc=$?
-check "a denial still exits 0" test $rc -eq 0
+check "a denial still exits 0 with the AdmissionReview out (the response is the result)" test $rc -eq 0
 check "a denial says allowed false and why" \
   python3 -c 'import json,sys; r=json.loads(sys.argv[1])["response"]; assert not r["allowed"] and "unknown dtype" in r["status"]["message"]' "$out"
 
@@ -32,7 +32,7 @@ python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps({"
   "$cases/dra-template-8-gpus/cluster.json" > "$tmp/dra-cluster.json"
 pod=$("$bin" review --cluster "$tmp/dra-cluster.json" --output pod < "$cases/dra-template-8-gpus/review.json" 2>/dev/null)
 check "--cluster reads the templates a DRA pod names (8 GPUs: 7053Mi)" contains "$pod" '"podshaper.io/shm-size": "7053Mi"'
-"$bin" review --cluster "$tmp/cluster.json" --output pod < "$cases/dra-template-8-gpus/review.json" >/dev/null 2>"$tmp/err"
+set +e; "$bin" review --cluster "$tmp/cluster.json" --output pod < "$cases/dra-template-8-gpus/review.json" >/dev/null 2>"$tmp/err"; set -e
 check "a DRA pod whose template --cluster lacks is denied, naming it" \
   contains "$(cat "$tmp/err")" 'Error: denied: podshaper: ResourceClaimTemplate "eight-h100" (spec.resourceClaims["gpus"]) was not found'
 "$bin" review --output pod < "$cases/dra-template-8-gpus/review.json" >/dev/null 2>"$tmp/err"
@@ -41,6 +41,89 @@ echo '{"kind":"Pod"}' > "$tmp/notalist.json"
 set +e; "$bin" review --cluster "$tmp/notalist.json" < "$cases/seed-8xh100-validated-p2p/review.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
 check "a --cluster file that is not a List exits 2" test $rc -eq 2
 check "saying what it expected" contains "$(cat "$tmp/err")" "expected a List"
+
+set +e; "$bin" review --output pod < "$cases/denied-unknown-dtype/review.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "--output pod exits 1 on a denial, as kubectl does" test $rc -eq 1
+check "... saying why on stderr" contains "$(cat "$tmp/err")" "Error: denied: podshaper: annotation podshaper.io/batch-dtype"
+
+# -f: the user's own YAML, a Pod or any workload with pod templates.
+cat > "$tmp/workloads.yaml" <<'YAML'
+# A Job of two 8-GPU workers, opted in on its pod template
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  completions: 2
+  template:
+    metadata:
+      labels: {podshaper.io/inject: "true"}
+      annotations: {podshaper.io/dataloader-workers: "8", podshaper.io/batch-bytes: 18Mi}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: trainer
+        image: pytorch:2
+        command: [torchrun, --standalone, --nproc-per-node=8, train.py]
+        resources:
+          limits: {nvidia.com/gpu: 8, memory: 100Gi}
+---
+# Labelled on the Deployment, not on its template: the API server never sends its pods
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: serve, labels: {podshaper.io/inject: "true"}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: serve}}
+  template:
+    metadata: {labels: {app: serve}}
+    spec:
+      containers:
+      - {name: server, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+YAML
+"$bin" review -f "$tmp/workloads.yaml" >"$tmp/out.yaml" 2>"$tmp/err"; rc=$?
+check "-f: every pod admitted exits 0" test $rc -eq 0
+check "-f: YAML in, YAML out, the Job's template shaped" python3 - "$tmp/out.yaml" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+docs = text.split("\n---\n")
+assert len(docs) == 2, text
+job = docs[0]
+assert "kind: Job" in job and "podshaper.io/shm-size:" in job and "medium: Memory" in job, job
+assert "podshaper.io/shaped: \"true\"" in job, job        # a string that reads as a boolean stays quoted
+assert "completions: 2" in job, job                          # the Job's own fields as written
+assert "podshaper.io/shm-size" not in docs[1], docs[1]       # not opted in: left as written
+PY
+check "-f: the template not labelled is named, and why it is left" \
+  contains "$(cat "$tmp/err")" 'Note: Deployment default/serve spec.template: not labelled podshaper.io/inject: "true", so the API server does not call podshaper for the pods made from it; left as written'
+check "-f: warnings name the object and the template" contains "$(cat "$tmp/err")" "Warning: Job ml/train spec.template: "
+"$bin" review -f - --output json <"$tmp/workloads.yaml" >"$tmp/out.json" 2>/dev/null
+check "-f -: stdin, and --output json prints a List" \
+  python3 -c 'import json,sys; l=json.load(open(sys.argv[1])); assert l["kind"]=="List" and len(l["items"])==2 and "podshaper.io/shm-size" in l["items"][0]["spec"]["template"]["metadata"]["annotations"]' "$tmp/out.json"
+"$bin" review -f "$tmp/out.yaml" >"$tmp/again.yaml" 2>/dev/null
+check "-f: its own output reads back, and an already shaped template is left as it is" cmp -s "$tmp/out.yaml" "$tmp/again.yaml"
+"$bin" review -f "$root/examples/training-job.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+check "-f: the example job's two pods are admitted" test $rc -eq 0
+
+sed 's/podshaper.io\/batch-bytes: 18Mi/podshaper.io\/batch-bytes: 18Qi/' "$tmp/workloads.yaml" > "$tmp/denied.yaml"
+set +e; "$bin" review -f "$tmp/denied.yaml" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "-f: a denial exits 1 (a CI gate)" test $rc -eq 1
+check "-f: ... naming the object, the template and the annotation" \
+  contains "$(cat "$tmp/err")" "Error: Job ml/train spec.template: denied: podshaper: annotation podshaper.io/batch-bytes"
+printf 'kind: Pod\nmetadata: {name: [\n' > "$tmp/broken.yaml"
+set +e; "$bin" review -f "$tmp/broken.yaml" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
+check "-f: YAML that does not parse exits 2" test $rc -eq 2
+check "... naming the file and the line, on one line" \
+  test "$(grep -c "$tmp/broken.yaml: line .*not valid YAML" "$tmp/err") $(wc -l < "$tmp/err")" = "1 1"
+check "... and nothing on stdout" test ! -s "$tmp/out"
+set +e; "$bin" review -f "$tmp/none.yaml" 2>"$tmp/err"; rc=$?; set -e
+check "-f: a missing file exits 2, naming it" test "$rc $(grep -c "none.yaml" "$tmp/err")" = "2 1"
+set +e; "$bin" review -f - < "$cases/seed-no-cluster-nccl-reserve/review.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "-f with an AdmissionReview exits 2, saying where it goes" test "$rc $(grep -c "without -f" "$tmp/err")" = "2 1"
+set +e; "$bin" review -n ml < "$cases/seed-no-cluster-nccl-reserve/review.json" >/dev/null 2>&1; rc=$?; set -e
+check "-n without -f exits 2" test $rc -eq 2
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n' > "$tmp/cm.yaml"
+"$bin" review -f "$tmp/cm.yaml" >/dev/null 2>"$tmp/err"
+check "-f: a file with no pod says so" contains "$(cat "$tmp/err")" "no pod or pod template found"
 
 for input in 'not json' '{"kind":"Pod","apiVersion":"v1"}' '' '[1,2]'; do
   set +e; "$bin" review <<<"$input" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e

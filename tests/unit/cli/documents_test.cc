@@ -1,0 +1,116 @@
+#include "cli/documents.h"
+
+#include <gtest/gtest.h>
+
+namespace podshaper::cli {
+namespace {
+
+using json = nlohmann::json;
+
+json one(const std::string& text) {
+  auto docs = readDocuments(text);
+  EXPECT_TRUE(docs.ok()) << (docs.ok() ? "" : docs.error().message);
+  if (!docs.ok() || docs->size() != 1) return json();
+  return docs->front();
+}
+
+TEST(ReadDocuments, ScalarsAsKubernetesReadsThem) {
+  json doc = one(R"(
+a: 8
+b: "8"
+c: true
+d: 'true'
+e: ~
+f: 1.5
+g: 18Mi
+h: 0x1f
+i: -3
+j: 12345678901234567890123
+k: ""
+l: |
+  two
+  lines
+m: [1, "2", x]
+)");
+  EXPECT_EQ(doc["a"], 8);
+  EXPECT_EQ(doc["b"], "8");
+  EXPECT_EQ(doc["c"], true);
+  EXPECT_EQ(doc["d"], "true");
+  EXPECT_TRUE(doc["e"].is_null());
+  EXPECT_EQ(doc["f"], 1.5);
+  EXPECT_EQ(doc["g"], "18Mi");
+  EXPECT_EQ(doc["h"], 31);
+  EXPECT_EQ(doc["i"], -3);
+  EXPECT_EQ(doc["j"], "12345678901234567890123");  // past 64 bits: kept as written
+  EXPECT_EQ(doc["k"], "");
+  EXPECT_EQ(doc["l"], "two\nlines\n");
+  EXPECT_EQ(doc["m"], json::array({1, "2", "x"}));
+}
+
+TEST(ReadDocuments, SeveralDocumentsEmptyOnesSkipped) {
+  auto docs = readDocuments("---\nkind: Job\n---\n---\nkind: Pod\n...\n");
+  ASSERT_TRUE(docs.ok());
+  ASSERT_EQ(docs->size(), 2u);
+  EXPECT_EQ((*docs)[0]["kind"], "Job");
+  EXPECT_EQ((*docs)[1]["kind"], "Pod");
+  EXPECT_TRUE(readDocuments("").value().empty());
+}
+
+TEST(ReadDocuments, JsonAsJson) {
+  json doc = one("  {\"a\": \"1\", \"b\": 1}");
+  EXPECT_EQ(doc["a"], "1");
+  EXPECT_EQ(doc["b"], 1);
+}
+
+TEST(ReadDocuments, BadInputIsAClearError) {
+  auto yaml = readDocuments("kind: Pod\nmetadata: {name: [\n");
+  ASSERT_FALSE(yaml.ok());
+  EXPECT_NE(yaml.error().message.find("not valid YAML"), std::string::npos) << yaml.error().message;
+  EXPECT_NE(yaml.error().message.find("line "), std::string::npos) << yaml.error().message;
+  auto badJson = readDocuments("{\"kind\": ");
+  ASSERT_FALSE(badJson.ok());
+  EXPECT_NE(badJson.error().message.find("not valid JSON at byte"), std::string::npos);
+  auto key = readDocuments("? [a]\n: b\n");
+  ASSERT_FALSE(key.ok());
+  EXPECT_NE(key.error().message.find("not a string"), std::string::npos);
+}
+
+TEST(ReadDocuments, AliasesThatExpandBeyondReasonAreRefused) {
+  // A "billion laughs": each level ten aliases of the one before.
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    std::string prev = "*a" + std::to_string(i - 1);
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += (j ? ", " : "") + prev;
+    text += "]\n";
+  }
+  auto docs = readDocuments(text);
+  ASSERT_FALSE(docs.ok());
+  EXPECT_NE(docs.error().message.find("more than a million values"), std::string::npos) << docs.error().message;
+}
+
+TEST(ReadDocuments, DeepNestingIsRefused) {
+  std::string deep(300, '[');
+  deep += std::string(300, ']');
+  EXPECT_FALSE(readDocuments("a: " + deep + "\n").ok());
+  EXPECT_FALSE(readDocuments("{\"a\": " + deep + "}").ok());
+}
+
+TEST(ToYaml, ReadsBackAsTheSameJson) {
+  json value = {{"strings", {"true", "8", "1e3", "null", "", "~", "18Mi", "a: b", "- x", "#c", "two\nlines\n", "tab\there"}},
+                {"numbers", {8, -3, 1.5, 0}},
+                {"booleans", {true, false}},
+                {"nothing", nullptr},
+                {"empty", json::object()},
+                {"none", json::array()},
+                {"podshaper.io/shm-size", "8231Mi"},
+                {"8", "key that reads as a number"}};
+  std::string yaml = toYaml(value);
+  auto back = readDocuments(yaml);
+  ASSERT_TRUE(back.ok()) << yaml;
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ(back->front(), value) << yaml;
+}
+
+}  // namespace
+}  // namespace podshaper::cli
