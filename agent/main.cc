@@ -1,7 +1,4 @@
 // podshaper-agent: measures a GPU node's topology with NVML and CUDA.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <iostream>
 #include <string>
 
@@ -9,6 +6,7 @@
 #include "agent/memlock_probe.h"
 #include "agent/run.h"
 #include "cli/flags.h"
+#include "cli/logging.h"
 
 namespace {
 
@@ -35,6 +33,9 @@ constexpr const char* kUsage = R"(usage:
   --memlock-probe-wait S
                        how long the first report waits to hear from the probe (default 30)
   memlock-probe        writes its RLIMIT_MEMLOCK to --output FILE, then waits for SIGTERM
+
+Every command also takes --log-level trace|debug|info|warn|error (info) and
+--log-format text|json (text; json: one object a line, the time in UTC).
 )";
 
 int probe(int argc, char** argv) {
@@ -74,8 +75,12 @@ int probe(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // stdout carries the report; logs go to stderr.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("podshaper-agent"));
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  auto log = podshaper::cli::takeLogFlags(argc, argv);
+  if (!log) {
+    std::cerr << "podshaper-agent: " << log.error().message << "\n";
+    return 2;
+  }
+  podshaper::cli::setUpLogging("podshaper-agent", *log);
   std::string command = argc > 1 ? argv[1] : "";
   if (command == "probe") return probe(argc, argv);
   if (command == "run") return podshaper::agent::runReporter(argc, argv);

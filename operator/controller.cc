@@ -6,6 +6,7 @@
 
 #include "api/names.h"
 #include "base/json_util.h"
+#include "cli/logging.h"
 #include "kube/protocol.h"
 
 namespace podshaper::op {
@@ -269,6 +270,7 @@ void Controller::work() {
     queueDepth_.set(static_cast<double>(queue_.depth()));
     const auto start = std::chrono::steady_clock::now();
     Reconciler::Result result{Reconciler::Outcome::Retry, std::nullopt};
+    cli::LogObject about("node/" + *key);
     try {
       result = reconciler_.reconcile(*key, reports_.get(*key), nodes_.get(*key), policies());
     } catch (const std::exception& e) {

@@ -1,10 +1,8 @@
 // podshaper-operator: judges GPUTopologyReports against TopologyPolicies.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <iostream>
 #include <string>
 
+#include "cli/logging.h"
 #include "operator/run.h"
 
 namespace {
@@ -12,13 +10,20 @@ namespace {
 constexpr const char* kUsage = R"(usage:
   podshaper-operator run [--kubeconfig FILE | --in-cluster] [--config FILE] [--listen HOST:PORT] [--identity NAME]
   podshaper-operator version
+
+Every command also takes --log-level trace|debug|info|warn|error (info) and
+--log-format text|json (text; json: one object a line, the time in UTC).
 )";
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  spdlog::set_default_logger(spdlog::stderr_color_mt("podshaper-operator"));
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  auto log = podshaper::cli::takeLogFlags(argc, argv);
+  if (!log) {
+    std::cerr << "podshaper-operator: " << log.error().message << "\n";
+    return 2;
+  }
+  podshaper::cli::setUpLogging("podshaper-operator", *log);
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "run") return podshaper::op::runOperator(argc, argv);
   if (command == "version") {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/json_util.h"
+#include "cli/logging.h"
 
 namespace podshaper::op {
 
@@ -79,6 +80,8 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
   const std::string ns = stringMember(meta, "namespace");
   const std::string uid = stringMember(meta, "uid");
   const ObjectRef self{"v1", "Pod", stringMember(meta, "name"), uid, ns};
+  const auto owner = controllerOf(*pod);
+  cli::LogObject about(key, owner ? owner->kind + " " + owner->name : "");
   {
     // A pod deleted and made again under its name (a StatefulSet's, a training operator's
     // "job-master-0") before this look: the earlier one's memories go now.
@@ -109,7 +112,7 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
     }
     // The controller once, whichever of its pods' failures comes first; a failed write is
     // tried again on the next look, even when the pod was told.
-    if (auto owner = controllerOf(*pod)) {
+    if (owner) {
       {
         std::lock_guard lock(mu_);
         if (toldOwners_.contains(owner->uid)) continue;

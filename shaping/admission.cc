@@ -54,6 +54,13 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
   json response = {{"uid", request["uid"]}, {"allowed", true}};
   if (isPodCreate(request)) {
     const json& pod = member(request, "object");
+    const json& meta = member(pod, "metadata");
+    const std::string name = stringMember(meta, "name");
+    decision.object = text(request, "namespace").value_or("") + "/" +
+                      (name.empty() ? stringMember(meta, "generateName") + "*" : name);
+    for (const json& ref : member(meta, "ownerReferences")) {
+      if (member(ref, "controller") == true) decision.owner = stringMember(ref, "kind") + " " + stringMember(ref, "name");
+    }
     AdmissionContext context;
     context.namespaceName = text(request, "namespace").value_or("");
     context.cluster = cluster;

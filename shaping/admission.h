@@ -15,6 +15,10 @@ struct AdmissionDecision {
   nlohmann::json review;  // the AdmissionReview v1 with .response
   bool allowed = true;
   bool mutated = false;   // a non-empty patch was returned
+  // For the logs: the pod ("ml/train-0"; "ml/train-*" while only generateName is set) and
+  // its controller ("Job train"), when the review is a pod's CREATE.
+  std::string object;
+  std::string owner;
 };
 
 // The webhook's handler as a pure function: AdmissionReview v1 in, AdmissionReview

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/logging.h"
 #include "webhook/config_file.h"
 #include "webhook/review.h"
 #include "webhook/serve.h"
@@ -36,11 +37,20 @@ serve:
   --drain-timeout D   then: stop listening, finish the requests in flight, close
                       idle connections; connections still open after D are cut
   Durations: 90s, 1m, 1m30s (whole seconds). A second signal ends the delay early.
+
+Every command also takes --log-level trace|debug|info|warn|error (info) and
+--log-format text|json (text; json: one object a line, the time in UTC).
 )";
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  auto log = podshaper::cli::takeLogFlags(argc, argv);
+  if (!log) {
+    std::cerr << "podshaper-webhook: " << log.error().message << "\n";
+    return 2;
+  }
+  podshaper::cli::setUpLogging("podshaper-webhook", *log);
   std::string command = argc > 1 ? argv[1] : "";
   if (command == "serve") return podshaper::webhook::runServe(argc, argv);
   if (command == "review") return podshaper::webhook::runReview(argc, argv);

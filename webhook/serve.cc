@@ -13,6 +13,7 @@
 #include "base/quantity.h"
 #include "base/timefmt.h"
 #include "cli/flags.h"
+#include "cli/logging.h"
 #include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -132,12 +133,18 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
       spdlog::warn("admission: bad request: {}", decision.error().message);
       return server::Response{400, "text/plain; charset=utf-8", decision.error().message + "\n"};
     }
+    cli::LogObject about(decision->object, decision->owner);
+    const std::string owner = decision->owner.empty() ? "" : " (" + decision->owner + ")";
     if (!decision->allowed) {
       m.denied->inc();
-      spdlog::info("admission: denied uid={}: {}", decision->review["response"]["uid"].get<std::string>(),
+      spdlog::info("admission: denied {}{} uid={}: {}", decision->object, owner,
+                   decision->review["response"]["uid"].get<std::string>(),
                    decision->review["response"]["status"]["message"].get<std::string>());
     } else {
       (decision->mutated ? m.mutated : m.allowed)->inc();
+      if (!decision->object.empty()) {
+        spdlog::debug("admission: {} {}{}", decision->mutated ? "shaped" : "allowed as it is", decision->object, owner);
+      }
     }
     return server::Response{200, "application/json", decision->review.dump()};
   });

@@ -17,7 +17,8 @@ makecert second
 cp "$tmp/first.crt" "$tmp/tls.crt"; cp "$tmp/first.key" "$tmp/tls.key"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" --tls-key "$tmp/tls.key" >"$tmp/log" 2>&1 &
+"$bin" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" --tls-key "$tmp/tls.key" \
+  --log-format json --log-level debug >"$tmp/log" 2>&1 &
 pid=$!
 for _ in $(seq 50); do curl -sk "https://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -62,6 +63,21 @@ check "the process is the same one" kill -0 "$pid"
 
 kill -TERM "$pid"; set +e; wait "$pid"; rc=$?; set -e; pid=""
 check "SIGTERM stops it cleanly" test $rc -eq 0
+check "--log-format json: every line is a JSON object with time (UTC), level, logger and msg" python3 - "$tmp/log" <<'PY'
+import json, re, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert lines, "no log lines"
+for l in lines:
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", l["time"]), l
+    assert l["logger"] == "podshaper-webhook" and l["level"] and l["msg"], l
+denied = [l for l in lines if l["msg"].startswith("admission: denied")]
+assert len(denied) == 1 and denied[0]["object"] == "ml/resnet-0", denied
+assert "podshaper.io/batch-dtype" in denied[0]["msg"] and "ml/resnet-0" in denied[0]["msg"], denied
+shaped = [l for l in lines if l["msg"].startswith("admission: shaped")]
+assert len(shaped) == 1 and shaped[0]["level"] == "debug", shaped   # --log-level debug prints debug lines
+PY
+set +e; "$bin" serve --log-level loud 2>"$tmp/err"; rc=$?; set -e
+check "a bad --log-level exits 2, naming the levels" test "$rc $(grep -c 'use trace, debug, info, warn or error' "$tmp/err")" = "2 1"
 
 set +e; "$bin" serve --listen 127.0.0.1:1 --tls-cert "$tmp/missing.crt" --tls-key "$tmp/tls.key" 2>"$tmp/err"; rc=$?; set -e
 check "a missing certificate is a clear error" test $rc -ne 0

@@ -209,6 +209,18 @@ check "with webhook.configText, memlock is added to it" bash -c \
   "grep -q '^    partialNode: warn' '$tmp/helm-memlock-text.yaml' && grep -q '^    memlock: 64Gi' '$tmp/helm-memlock-text.yaml' &&
    grep -q 'soft: 68719476736' '$tmp/helm-memlock-text.yaml'"
 
+# --- Logging: every component gets the flags, only where they are not the defaults.
+"$helm" template podshaper "$chart" --set logLevel=debug --set logFormat=json >"$tmp/helm-log.yaml"
+check "logLevel=debug logFormat=json: the webhook, the operator and the agent log so" python3 - "$tmp/helm-log.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+for kind, name in [("Deployment", "podshaper-webhook"), ("Deployment", "podshaper-operator"), ("DaemonSet", "podshaper-agent")]:
+    o = next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+    args = o["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--log-level") + 1] == "debug" and args[args.index("--log-format") + 1] == "json", (name, args)
+EOF
+check "at the defaults, no logging flags" bash -c "! grep -q -- '--log-' '$tmp/helm-default.yaml'"
+
 # --- Values that would break the install fail the render, naming the value.
 refuses() {  # refuses "what" "message" HELM-ARGS...
   local what=$1 msg=$2; shift 2
@@ -227,4 +239,6 @@ refuses "a fractional memlock" 'memlock: "1.5Gi": expected unlimited or a whole 
 refuses "a zero memlock" 'memlock: "0": a locked-memory limit is at least 1 byte' --set memlock=0
 refuses "memlock in webhook.config" 'webhook.config.memlock: set the top-level value memlock instead' --set webhook.config.memlock=4Mi
 refuses "memlock in webhook.configText" 'webhook.configText: leave memlock out' --set 'webhook.configText=memlock: 4Mi'
+refuses "a logLevel" 'logLevel: "verbose": expected trace, debug, info, warn or error' --set logLevel=verbose
+refuses "a logFormat" 'logFormat: "logfmt": expected text or json' --set logFormat=logfmt
 finish

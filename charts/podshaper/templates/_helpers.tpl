@@ -86,6 +86,13 @@ tolerations:
 {{- end -}}
 {{- end -}}
 
+{{/* The logging flags of all three components, as more items of an args flow list: none
+at the defaults, so that the default render is the manifests' objects. */}}
+{{- define "podshaper.logArgs" -}}
+{{- if ne (toString .Values.logLevel) "info" }}, --log-level, {{ .Values.logLevel | quote }}{{ end }}
+{{- if ne (toString .Values.logFormat) "text" }}, --log-format, {{ .Values.logFormat | quote }}{{ end }}
+{{- end -}}
+
 {{/* Values that would install a broken podshaper fail the render, naming the value. */}}
 {{- define "podshaper.validate" -}}
 {{- if not (has .Values.certificates.mode (list "operator" "cert-manager")) }}
@@ -111,6 +118,12 @@ tolerations:
 {{- fail "webhook.configText: leave memlock out and set the top-level value memlock: it feeds the agent's memlock-probe too" }}
 {{- end }}
 {{- $_ := include "podshaper.memlockRlimit" . }}
+{{- if not (has (toString .Values.logLevel) (list "trace" "debug" "info" "warn" "error")) }}
+{{- fail (printf "logLevel: %q: expected trace, debug, info, warn or error" (toString .Values.logLevel)) }}
+{{- end }}
+{{- if not (has (toString .Values.logFormat) (list "text" "json")) }}
+{{- fail (printf "logFormat: %q: expected text or json" (toString .Values.logFormat)) }}
+{{- end }}
 {{- range $k := list "interval" "heartbeat" }}
 {{- $v := index $.Values.agent $k }}
 {{- if or (not (include "podshaper.isNumber" $v)) (lt (float64 $v) 1.0) }}
