@@ -276,8 +276,9 @@ up() {
   # owner references; the job controller makes a Job's pods (training pods rarely come
   # one by one); the resourceclaim controller makes a pod's ResourceClaims from its
   # templates (GPUs through DRA). With a real node, also what makes installed podshaper run there:
-  # Deployments, DaemonSets, Service endpoints, disruption budgets.
-  local controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller,job-controller,resourceclaim-controller
+  # Deployments, DaemonSets, Service endpoints, disruption budgets. The clusterrole
+  # aggregation controller folds podshaper-view into the built-in view role.
+  local controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller,job-controller,resourceclaim-controller,clusterrole-aggregation-controller
   [[ $with_node == yes ]] &&
     controllers+=,deployment-controller,replicaset-controller,daemonset-controller,endpoints-controller,endpointslice-controller,disruption-controller
   start kube-controller-manager "$cpbin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \

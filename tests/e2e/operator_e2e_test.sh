@@ -70,7 +70,7 @@ l = json.load(sys.stdin)["metadata"].get("labels", {})
 print(" ".join(k[len("podshaper.io/"):] + "=" + v for k, v in sorted(l.items()) if k.startswith("podshaper.io/")))'
 }
 taints() { kc get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}={.value}:{.effect} {end}'; }
-row() { kc get gtr "$1" --no-headers | awk '{print $2, $3, $4, $5}'; }
+row() { kc get gtr "$1" --no-headers | awk '{print $2, $3, $4, $6}'; }
 # events KIND NAME REASON: how many times that Event was emitted in namespace default
 # (its objects, each counted `count` times)
 events() {
@@ -175,11 +175,13 @@ for n in $p5 $p4d $g6e; do
   check "$n is validated" eventually 20 "True RequirementsMet" cond $n Validated
 done
 kc get gtr | tee "$tmp/get.txt"
-check "kubectl get gtr shows NAME GPUS INTERCONNECT P2P VALIDATED AGE" \
-  test "$(head -1 "$tmp/get.txt" | awk '{$1 = $1; print}')" = "NAME GPUS INTERCONNECT P2P VALIDATED AGE"
+check "kubectl get gtr shows NAME GPUS INTERCONNECT P2P MEMLOCK VALIDATED REASON AGE" \
+  test "$(head -1 "$tmp/get.txt" | awk '{$1 = $1; print}')" = "NAME GPUS INTERCONNECT P2P MEMLOCK VALIDATED REASON AGE"
 check "p5: 8 GPUs, nvlink, P2P all, validated" eventually 5 "8 nvlink all True" row $p5
 check "p4d: 8 GPUs, nvlink, P2P all, validated" eventually 5 "8 nvlink all True" row $p4d
 check "g6e: 4 GPUs, pcie, P2P all, validated" eventually 5 "4 pcie all True" row $g6e
+check "kubectl get gtr: MEMLOCK unlimited, REASON RequirementsMet" eventually 5 "unlimited RequirementsMet" \
+  bash -c "kubectl --kubeconfig $kubeconfig get gtr $p5 --no-headers | awk '{print \$5, \$7}'"
 check "the status says memlock unlimited" eventually 5 unlimited field $p5 memlock
 check "and the policy that applies" eventually 5 default field $p5 'policies[*]'
 for c in "P2PComplete True AllPairsP2P" "MemlockUnlimited True Unlimited" "GPUCountMatchesNode True CountMatches" \
@@ -213,6 +215,8 @@ check "the g6e agent reports P2P NS between its two PCIe halves" agent_once $g6e
 check "g6e: Validated False (P2PUnavailable)" eventually 20 "False P2PUnavailable" cond $g6e Validated
 check "g6e: P2PComplete False" eventually 5 "False P2PUnavailable" cond $g6e P2PComplete
 check "g6e: P2P partial" eventually 5 "4 pcie partial False" row $g6e
+check "kubectl get gtr: REASON P2PUnavailable" eventually 5 "P2PUnavailable" \
+  bash -c "kubectl --kubeconfig $kubeconfig get gtr $g6e --no-headers | awk '{print \$7}'"
 check "g6e's node labels: topology-validated=false, p2p=partial" eventually 15 \
   "gpu-count=4 interconnect=pcie memlock=unlimited p2p=partial topology-validated=false" labels $g6e
 check "a Warning P2PUnavailable Event on the report names GPU0-GPU2 and /dev/shm" eventually 15 \
