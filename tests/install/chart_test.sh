@@ -209,6 +209,21 @@ check "with webhook.configText, memlock is added to it" bash -c \
   "grep -q '^    partialNode: warn' '$tmp/helm-memlock-text.yaml' && grep -q '^    memlock: 64Gi' '$tmp/helm-memlock-text.yaml' &&
    grep -q 'soft: 68719476736' '$tmp/helm-memlock-text.yaml'"
 
+# --- Per component: more flags and environment variables.
+"$helm" template podshaper "$chart" --set 'webhook.extraArgs={--threads,4}' --set 'operator.extraArgs={--identity,x}' \
+  --set 'webhook.extraEnv[0].name=A' --set-string 'webhook.extraEnv[0].value=1' --set 'operator.extraEnv[0].name=B' \
+  --set-string 'operator.extraEnv[0].value=2' --set 'agent.extraEnv[0].name=C' --set-string 'agent.extraEnv[0].value=3' >"$tmp/helm-extra.yaml"
+check "extraArgs and extraEnv reach each component's container" python3 - "$tmp/helm-extra.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+c = lambda kind, name: next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)["spec"]["template"]["spec"]["containers"][0]
+w, o, a = c("Deployment", "podshaper-webhook"), c("Deployment", "podshaper-operator"), c("DaemonSet", "podshaper-agent")
+assert w["args"][-2:] == ["--threads", "4"] and o["args"][-2:] == ["--identity", "x"], (w["args"], o["args"])
+assert {"name": "A", "value": "1"} in w["env"], w.get("env")
+assert {"name": "B", "value": "2"} in o["env"] and o["env"][0]["name"] == "POD_NAME", o["env"]
+assert {"name": "C", "value": "3"} in a["env"] and a["env"][0]["name"] == "NODE_NAME", a["env"]
+EOF
+
 # --- Logging: every component gets the flags, only where they are not the defaults.
 "$helm" template podshaper "$chart" --set logLevel=debug --set logFormat=json >"$tmp/helm-log.yaml"
 check "logLevel=debug logFormat=json: the webhook, the operator and the agent log so" python3 - "$tmp/helm-log.yaml" <<'EOF'
@@ -239,6 +254,12 @@ refuses "a fractional memlock" 'memlock: "1.5Gi": expected unlimited or a whole 
 refuses "a zero memlock" 'memlock: "0": a locked-memory limit is at least 1 byte' --set memlock=0
 refuses "memlock in webhook.config" 'webhook.config.memlock: set the top-level value memlock instead' --set webhook.config.memlock=4Mi
 refuses "memlock in webhook.configText" 'webhook.configText: leave memlock out' --set 'webhook.configText=memlock: 4Mi'
+# values.schema.json: a key the chart does not have, or a value of the wrong type, is refused.
+refuses "a misspelt key (webhook.replica)" "Additional property replica is not allowed" --set webhook.replica=3
+refuses "a misspelt top-level key" "Additional property memlok is not allowed" --set memlok=4Mi
+refuses "a list where a map goes" "nodeSelector" --set 'agent.nodeSelector={a}'
+refuses "a boolean as text" "createNamespace" --set-string createNamespace=yes
+refuses "an environment variable's value as a number" "extraEnv.0.value" --set 'webhook.extraEnv[0].name=A' --set 'webhook.extraEnv[0].value=1'
 refuses "a logLevel" 'logLevel: "verbose": expected trace, debug, info, warn or error' --set logLevel=verbose
 refuses "a logFormat" 'logFormat: "logfmt": expected text or json' --set logFormat=logfmt
 finish
