@@ -235,6 +235,15 @@ for kind, name in [("Deployment", "podshaper-webhook"), ("Deployment", "podshape
     assert args[args.index("--log-level") + 1] == "debug" and args[args.index("--log-format") + 1] == "json", (name, args)
 EOF
 check "at the defaults, no logging flags" bash -c "! grep -q -- '--log-' '$tmp/helm-default.yaml'"
+check "recommended labels: each workload and its pods say their app.kubernetes.io/component" python3 - "$tmp/helm-default.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+for kind, name, comp in [("Deployment", "podshaper-webhook", "webhook"), ("Deployment", "podshaper-operator", "operator"),
+                         ("DaemonSet", "podshaper-agent", "agent")]:
+    o = next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+    for labels in (o["metadata"]["labels"], o["spec"]["template"]["metadata"]["labels"]):
+        assert labels["app.kubernetes.io/component"] == comp and labels["app.kubernetes.io/part-of"] == "podshaper", labels
+EOF
 
 # --- Values that would break the install fail the render, naming the value.
 refuses() {  # refuses "what" "message" HELM-ARGS...
