@@ -60,9 +60,29 @@ check "helm template renders with default values" render helm-default.yaml
 check "helm template renders with certificates.mode=cert-manager" render helm-cm.yaml --set certificates.mode=cert-manager
 check "scripts/helm.sh template-default is the default render" \
   bash -c "scripts/helm.sh template-default | cmp -s - '$tmp/helm-default.yaml'"
-check "kubectl kustomize manifests/ renders" bash -c "kubectl kustomize manifests/ >'$tmp/kustomize-default.yaml'"
+check "kubectl kustomize manifests/ renders" bash -c "kubectl kustomize manifests/ >'$tmp/kustomize-default.raw.yaml'"
 check "kubectl kustomize manifests/overlays/cert-manager/ renders" \
-  bash -c "kubectl kustomize manifests/overlays/cert-manager/ >'$tmp/kustomize-cm.yaml'"
+  bash -c "kubectl kustomize manifests/overlays/cert-manager/ >'$tmp/kustomize-cm.raw.yaml'"
+# kustomize names each config's ConfigMap by a hash of its content (the chart rolls the
+# pods with a checksum annotation instead): a changed config is a new name in the
+# Deployment, which rolls its pods. The parity below compares them without the hash.
+hashed='podshaper-\(webhook\|operator\)-config-[a-z0-9]\{10\}'
+check "kustomize: each config's ConfigMap is named by its content's hash, and mounted by that name" \
+  test "$(grep -c "name: $hashed\$" "$tmp/kustomize-default.raw.yaml")" = 4
+config_names() { kubectl kustomize "$1" | grep -o "$hashed" | sort -u | tr '\n' ' '; }
+mkdir -p "$tmp/edited/manifests"
+cp -r manifests/base "$tmp/edited/manifests/"; cp -r crds "$tmp/edited/"
+sed -i 's/^  workers: 4$/  workers: 6/' "$tmp/edited/manifests/base/config/webhook.yaml"
+check "kustomize: an edited webhook config is a new ConfigMap name, the operator's stays" python3 - \
+  "$(config_names manifests/base)" "$(config_names "$tmp/edited/manifests/base")" <<'EOF'
+import sys
+before, after = sys.argv[1].split(), sys.argv[2].split()
+assert len(before) == len(after) == 2, (before, after)
+assert before[0] == after[0] and before[1] != after[1], (before, after)   # operator's sorts first
+EOF
+for v in default cm; do
+  sed 's/\(podshaper-\(webhook\|operator\)-config\)-[a-z0-9]\{10\}/\1/' "$tmp/kustomize-$v.raw.yaml" >"$tmp/kustomize-$v.yaml"
+done
 
 parity() {  # parity NAME KUSTOMIZE HELM [compare_manifests.py options]
   local name=$1 k=$2 h=$3; shift 3
