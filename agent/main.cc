@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kUsage = R"(usage:
   podshaper-agent probe [--fixture FILE [--p2p-fixture FILE]] [--format json|table] [--measure-bandwidth]
   podshaper-agent run --node NAME [--fixture FILE [--p2p-fixture FILE]] [--kubeconfig FILE]
-                      [--interval S] [--heartbeat S] [--once]
+                      [--interval S] [--heartbeat S] [--once] [--listen HOST:PORT]
                       [--memlock-probe-file FILE [--memlock-probe-pod NAMESPACE/NAME]
                        [--memlock-requested unlimited|QUANTITY] [--memlock-probe-wait S]]
   podshaper-agent memlock-probe --output FILE
@@ -32,6 +32,8 @@ constexpr const char* kUsage = R"(usage:
                        the memlock the probe's NRI annotation asks for (default unlimited)
   --memlock-probe-wait S
                        how long the first report waits to hear from the probe (default 30)
+  --listen HOST:PORT   serve /healthz, /readyz (ready once a report reached the API server)
+                       and /metrics over TLS with a self-signed certificate
   memlock-probe        writes its RLIMIT_MEMLOCK to --output FILE, then waits for SIGTERM
 
 Every command also takes --log-level trace|debug|info|warn|error (info) and

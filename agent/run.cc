@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <ctime>
 #include <filesystem>
@@ -17,6 +19,10 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/protocol.h"
+#include "metrics/metrics.h"
+#include "metrics/process.h"
+#include "server/https_server.h"
+#include "server/own_certificate.h"
 
 namespace podshaper::agent {
 namespace {
@@ -139,12 +145,78 @@ Result<MemlockProbeFlags> memlockProbeFlags(const cli::Flags& flags) {
   return out;
 }
 
+// --listen: /healthz, /readyz (once a probe has reached the API server) and /metrics over
+// TLS with a self-signed certificate (podshaper_agent_probes_total{result},
+// podshaper_agent_probe_duration_seconds, the API client's, the process's).
+class Serving {
+ public:
+  static Result<std::unique_ptr<Serving>> start(const std::string& listen) {
+    auto at = cli::parseListen(listen);
+    if (!at) return at.error();
+    auto cert = server::OwnCertificate::make("podshaper-agent");
+    if (!cert) return cert.error();
+    std::unique_ptr<Serving> s(new Serving);
+    s->cert_ = std::move(*cert);
+    metrics::registerBuildInfo(*s->registry_, "agent", PODSHAPER_VERSION);
+    for (const char* result : {"created", "updated", "heartbeat", "unchanged", "error"}) s->count(result);
+    server::ServerOptions options;
+    options.host = at->host;
+    options.port = at->port;
+    options.certFile = s->cert_->certFile();
+    options.keyFile = s->cert_->keyFile();
+    options.threads = 1;
+    s->https_ = std::make_unique<server::HttpsServer>(options, s->registry_);
+    server::routeProbes(*s->https_, s->registry_, [ready = &s->ready_]() -> std::optional<std::string> {
+      if (!ready->load()) return "no probe has reached the API server yet";
+      return std::nullopt;
+    });
+    if (auto started = s->https_->start(); !started) return started.error();
+    spdlog::info("agent: serving /metrics and probes on {}:{}", at->host, s->https_->boundPort());
+    return s;
+  }
+  ~Serving() {
+    if (https_) https_->stop();
+  }
+  metrics::Registry* registry() { return registry_.get(); }
+  // One probe-and-report round: its outcome ("created", …, or "error") and duration.
+  void probed(const std::string& result, std::chrono::steady_clock::duration took) {
+    count(result).inc();
+    duration_.observe(std::chrono::duration<double>(took).count());
+    if (result == "error") return;
+    ready_.store(true);
+    lastReport_.set(static_cast<double>(std::time(nullptr)));
+  }
+
+ private:
+  Serving()
+      : registry_(std::make_shared<metrics::Registry>()),
+        duration_(registry_->histogram("podshaper_agent_probe_duration_seconds",
+                                       "One round: the node probed with NVML and CUDA, its report read and written.",
+                                       {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60})),
+        lastReport_(registry_->gauge("podshaper_agent_last_report_timestamp_seconds",
+                                     "When a round last reached the API server (the report written or found "
+                                     "current), in seconds since the epoch.")) {}
+  metrics::Counter& count(const std::string& result) {
+    return registry_->counter("podshaper_agent_probes_total",
+                              "Probe-and-report rounds, by result: created, updated, heartbeat, unchanged "
+                              "(the report was written so, or not at all), error.",
+                              {{"result", result}});
+  }
+  std::shared_ptr<metrics::Registry> registry_;
+  metrics::Histogram& duration_;
+  metrics::Gauge& lastReport_;
+  std::unique_ptr<server::OwnCertificate> cert_;
+  std::unique_ptr<server::HttpsServer> https_;
+  std::atomic<bool> ready_{false};
+};
+
 }  // namespace
 
 int runReporter(int argc, char** argv) {
   auto flags = cli::Flags::parse(argc, argv, 2,
                                  {"node", "fixture", "p2p-fixture", "kubeconfig", "interval", "heartbeat",
-                                  "memlock-probe-file", "memlock-probe-pod", "memlock-requested", "memlock-probe-wait"},
+                                  "memlock-probe-file", "memlock-probe-pod", "memlock-requested", "memlock-probe-wait",
+                                  "listen"},
                                  {"once"});
   if (!flags) return fail(flags.error().message);
   if (auto ok = flags->require({"node"}); !ok) return fail(ok.error().message);
@@ -163,7 +235,13 @@ int runReporter(int argc, char** argv) {
 
   const sigset_t signals = cli::blockStopSignals();
 
-  kube::Client client(*config);
+  std::unique_ptr<Serving> serving;
+  if (auto listen = flags->get("listen")) {
+    auto started = Serving::start(*listen);
+    if (!started) return fail("--listen: " + started.error().message);
+    serving = std::move(*started);
+  }
+  kube::Client client(*config, kube::ClientOptions{.metrics = serving ? serving->registry() : nullptr});
   auto backend = flags->has("fixture") ? makeFixtureBackend(*flags->get("fixture"), flags->get("p2p-fixture", ""))
                                        : makeNvmlBackend();
   const std::string node = *flags->get("node");
@@ -190,8 +268,10 @@ int runReporter(int argc, char** argv) {
     }
   }
   while (true) {
+    const auto start = std::chrono::steady_clock::now();
     auto result = reconcile(client, *backend, node, static_cast<long long>(*heartbeat), source ? &*source : nullptr,
                             memlock);
+    if (serving) serving->probed(result ? *result : "error", std::chrono::steady_clock::now() - start);
     if (result) {
       spdlog::info("agent: GPUTopologyReport/{}: {}", node, *result);
     } else {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kube/tls.h"
+#include "metrics/metrics.h"
 
 namespace podshaper::kube {
 namespace {
@@ -178,6 +179,21 @@ struct Client::Impl {
     return request;
   }
 
+  // One request's answer (its HTTP code, 0 for none) and how long it took, for the metrics.
+  void count(const std::string& verb, int code, std::chrono::steady_clock::time_point start) const {
+    if (options.metrics == nullptr) return;
+    options.metrics
+        ->counter("podshaper_kube_client_requests_total",
+                  "Requests to the Kubernetes API server, by verb and HTTP code (0: no response).",
+                  {{"verb", verb}, {"code", std::to_string(code)}})
+        .inc();
+    options.metrics
+        ->histogram("podshaper_kube_client_request_duration_seconds",
+                    "Time from a request to the API server until its answer was read (a watch: until it opened).",
+                    {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}, {{"verb", verb}})
+        .observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+
   // Sends the request, resending it after a 429 (see retryDelay). With `stop`,
   // a set flag abandons the request (and any wait to resend) within ~100 ms.
   ApiResult<json> send(const http::method& method, const std::string& target, const std::string* body = nullptr,
@@ -190,6 +206,7 @@ struct Client::Impl {
       int status = 0;
       std::string text;
       std::string retryAfter;
+      const auto start = std::chrono::steady_clock::now();
       try {
         pplx::cancellation_token_source cts;
         auto response =
@@ -201,8 +218,10 @@ struct Client::Impl {
         if (!content) return transportError(method, target, "stopped");
         text = std::move(*content);
       } catch (const std::exception& e) {
+        count(method, 0, start);
         return transportError(method, target, e.what());
       }
+      count(method, status, start);
       if (status >= 200 && status < 300) {
         if (text.empty()) return json::object();
         auto doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -327,11 +346,13 @@ WatchStatus Client::watch(const std::string& path, const std::string& resourceVe
                                                ? std::chrono::seconds(options.timeoutSeconds + 60)
                                                : std::chrono::seconds(3600);
     auto client = impl_->makeHttpClient(idle);
+    const auto start = std::chrono::steady_clock::now();
     auto response = waitUnlessStopped(
         client->request(impl_->makeRequest(http::methods::GET, target, nullptr, {}), cts.get_token()), stop, cts);
     if (!response) return finish(WatchEnd::Stopped);
 
     const int status = response->status_code();
+    impl_->count("WATCH", status, start);
     if (status != 200) {
       auto body = waitUnlessStopped(response->extract_utf8string(true), stop, cts);
       if (!body) return finish(WatchEnd::Stopped);

@@ -18,6 +18,10 @@
 #include "kube/config.h"
 #include "kube/protocol.h"
 
+namespace podshaper::metrics {
+class Registry;
+}
+
 namespace podshaper::kube {
 
 struct ClientOptions {
@@ -27,6 +31,10 @@ struct ClientOptions {
   int listPageSize = 500;
   std::string fieldManager = "podshaper";  // managedFields owner of our writes
   std::string userAgent = "podshaper";
+  // Where set: podshaper_kube_client_requests_total{verb, code} and
+  // podshaper_kube_client_request_duration_seconds{verb} (verb: GET, POST, PUT, PATCH,
+  // DELETE, WATCH; code 0: no response). Must outlive the client.
+  metrics::Registry* metrics = nullptr;
 };
 
 enum class WatchEnd {

@@ -15,11 +15,12 @@
 #include "kube/config.h"
 #include "kube/leader_elector.h"
 #include "metrics/metrics.h"
+#include "metrics/process.h"
 #include "operator/config.h"
 #include "operator/controller.h"
 #include "operator/webhook_certs.h"
-#include "pki/selfsigned.h"
 #include "server/https_server.h"
+#include "server/own_certificate.h"
 
 namespace podshaper::op {
 namespace {
@@ -36,16 +37,6 @@ std::string defaultIdentity() {
   gethostname(host, sizeof host - 1);
   return std::string(host) + "_" + std::to_string(getpid());
 }
-
-// The serving certificate for /metrics when none is configured: self-signed,
-// in a private directory removed at exit.
-struct TempCert {
-  std::filesystem::path dir;
-  ~TempCert() {
-    std::error_code ignored;
-    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
-  }
-};
 
 struct RunOptions {
   OperatorConfig config;
@@ -84,9 +75,9 @@ Result<RunOptions> parseRunFlags(int argc, char** argv) {
   return o;
 }
 
-// The serving certificate for /metrics: the configured one, or a self-signed one in
-// `temp`, removed at exit.
-Result<server::ServerOptions> serverOptions(const RunOptions& o, TempCert& temp) {
+// The serving certificate for /metrics: the configured one, or `own` made self-signed
+// (removed at exit).
+Result<server::ServerOptions> serverOptions(const RunOptions& o, std::unique_ptr<server::OwnCertificate>& own) {
   server::ServerOptions options;
   options.host = o.listen.host;
   options.port = o.listen.port;
@@ -95,16 +86,11 @@ Result<server::ServerOptions> serverOptions(const RunOptions& o, TempCert& temp)
     options.keyFile = o.config.tlsKeyFile;
     return options;
   }
-  char pattern[] = "/tmp/podshaper-operator-XXXXXX";
-  if (mkdtemp(pattern) == nullptr) return makeError("cannot make a directory for the serving certificate");
-  temp.dir = pattern;
-  options.certFile = (temp.dir / "tls.crt").string();
-  options.keyFile = (temp.dir / "tls.key").string();
-  if (auto ok = pki::writeSelfSignedCert(options.certFile, options.keyFile, "podshaper-operator",
-                                         {"localhost", "127.0.0.1"}, 365);
-      !ok) {
-    return makeError("serving certificate: " + ok.error().message);
-  }
+  auto made = server::OwnCertificate::make("podshaper-operator");
+  if (!made) return made.error();
+  own = std::move(*made);
+  options.certFile = own->certFile();
+  options.keyFile = own->keyFile();
   return options;
 }
 
@@ -123,16 +109,18 @@ int runOperator(int argc, char** argv) {
   auto parsed = parseRunFlags(argc, argv);
   if (!parsed) return fail(parsed.error().message);
   const RunOptions& o = *parsed;
-  TempCert tempCert;
-  auto options = serverOptions(o, tempCert);
+  std::unique_ptr<server::OwnCertificate> ownCert;
+  auto options = serverOptions(o, ownCert);
   if (!options) return fail(options.error().message);
 
   const sigset_t signals = cli::blockStopSignals();
 
   auto registry = std::make_shared<metrics::Registry>();
   metrics::Gauge& leaderGauge = registry->gauge("podshaper_operator_leader", "1 while this replica is the leader.");
+  metrics::registerBuildInfo(*registry, "operator", PODSHAPER_VERSION);
   kube::Client client(o.client, kube::ClientOptions{.fieldManager = "podshaper-operator",
-                                                    .userAgent = "podshaper-operator/" PODSHAPER_VERSION});
+                                                    .userAgent = "podshaper-operator/" PODSHAPER_VERSION,
+                                                    .metrics = registry.get()});
   std::unique_ptr<kube::LeaderElector> elector;
   auto mayWrite = [&elector] { return elector == nullptr || elector->isLeading(); };
   Controller controller(client, o.config, *registry, mayWrite, o.identity);

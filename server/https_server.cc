@@ -1,5 +1,7 @@
 #include "server/https_server.h"
 
+#include "metrics/process.h"
+
 #include <boost/asio/detail/socket_option.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -323,6 +325,7 @@ void routeProbes(HttpsServer& https, std::shared_ptr<metrics::Registry> registry
     return Response{200, "text/plain; charset=utf-8", "ok\n"};
   });
   https.route("GET", "/metrics", [registry = std::move(registry)](const Request&) {
+    metrics::updateProcessMetrics(*registry);
     return Response{200, "text/plain; version=0.0.4; charset=utf-8", registry->render()};
   });
 }

@@ -69,6 +69,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
     ShapeOutcome outcome = shapePod(pod, config, context);
     if (!outcome.allowed) {
       decision.allowed = false;
+      decision.cause = outcome.cause;
       response["allowed"] = false;
       response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", outcome.message}};
     } else {

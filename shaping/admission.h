@@ -19,6 +19,7 @@ struct AdmissionDecision {
   // its controller ("Job train"), when the review is a pod's CREATE.
   std::string object;
   std::string owner;
+  std::string cause;  // when denied: one of kDenialCauses (shaping/pod_shaper.h)
 };
 
 // The webhook's handler as a pure function: AdmissionReview v1 in, AdmissionReview

@@ -19,9 +19,10 @@ using json = nlohmann::json;
 
 std::string key(std::string_view k) { return std::string(k); }
 
-ShapeOutcome deny(const json& pod, std::string message) {
+ShapeOutcome deny(const json& pod, const char* cause, std::string message) {
   ShapeOutcome out;
   out.allowed = false;
+  out.cause = cause;
   out.message = "podshaper: " + std::move(message);
   out.pod = pod;
   return out;
@@ -395,16 +396,16 @@ std::string warningsAnnotation(const std::vector<std::string>& warnings) {
 }
 
 ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext& ctx) {
-  if (!pod.is_object() || !pod.contains("spec")) return deny(pod, "the object is not a Pod");
+  if (!pod.is_object() || !pod.contains("spec")) return deny(pod, "not-a-pod", "the object is not a Pod");
   ShapeOutcome out;
   out.pod = pod;
   if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return out;
-  if (auto sized = checkPodSize(pod); !sized) return deny(pod, sized.error().message);
+  if (auto sized = checkPodSize(pod); !sized) return deny(pod, "limits", sized.error().message);
 
   auto claims = readPodClaimGpus(pod, ctx.namespaceName, config.gpuDeviceClass, ctx.claims);
-  if (!claims) return deny(pod, claims.error().message);
+  if (!claims) return deny(pod, "claims", claims.error().message);
   auto read = readPodInputs(pod, config, *claims);
-  if (!read) return deny(pod, read.error().message);
+  if (!read) return deny(pod, "input", read.error().message);
   PodInputs in = std::move(read).value();
   std::vector<std::string> warnings = std::move(in.warnings);
   if (in.gpuContainers.empty()) {
@@ -430,18 +431,18 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
                        std::to_string(nodeClass.gpus) + " (" + nodeClass.source + ")");
   }
   auto expanded = fitNodeClass(in, nodeClass, config, warnings);
-  if (!expanded) return deny(pod, expanded.error().message);
+  if (!expanded) return deny(pod, "node-size", expanded.error().message);
   uint64_t ranks = in.ranks.value_or(in.podGpus);
   if (!in.ranks) {
     warnings.push_back(key(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) + ", the pod's " +
                        in.gpuWords);
   }
   auto privileged = privilegesAllowed(ctx, config, warnings);
-  if (!privileged) return deny(pod, privileged.error().message);
+  if (!privileged) return deny(pod, "pod-security", privileged.error().message);
   auto plan = planShm(shmInputsFor(in, ranks, nodeClass, config),
                       in.ranks ? std::string(names::kRanksPerPod) : "the pod's " + in.gpuWords);
-  if (!plan) return deny(pod, plan.error().message);
-  if (auto capped = checkShmCap(*plan, nodeClass, config, warnings); !capped) return deny(pod, capped.error().message);
+  if (!plan) return deny(pod, "shm-size", plan.error().message);
+  if (auto capped = checkShmCap(*plan, nodeClass, config, warnings); !capped) return deny(pod, "shm-cap", capped.error().message);
 
   uint64_t volumeGpus = 0;
   for (const GpuContainer& c : in.gpuContainers) volumeGpus += c.ownShmVolume ? 0 : c.gpus;
@@ -449,7 +450,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   const uint64_t volume = partialVolume ? std::max(kMinShmBytes, shareOf(plan->shmBytes, volumeGpus, in.podGpus))
                                         : plan->shmBytes;
   if (volumeGpus > 0 && volumeNamed(pod, names::kShmVolume)) {
-    return deny(pod, "spec.volumes has a volume named \"" + key(names::kShmVolume) +
+    return deny(pod, "volume-name", "spec.volumes has a volume named \"" + key(names::kShmVolume) +
                          "\", the name of the /dev/shm volume podshaper adds: rename it");
   }
   const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume, volumeGpus, *expanded, *privileged};
@@ -460,7 +461,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   bool needVolume = false;
   for (const GpuContainer& c : in.gpuContainers) {
     auto mounted = shapeContainer(spec["containers"][c.index], annotations, c, shapeOf, warnings);
-    if (!mounted) return deny(pod, mounted.error().message);
+    if (!mounted) return deny(pod, "container", mounted.error().message);
     needVolume = needVolume || *mounted;
   }
   if (needVolume) {
@@ -469,7 +470,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   }
   if (*privileged) spec["hostIPC"] = true;
   if (auto placed = placePod(shaped, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P); !placed) {
-    return deny(pod, placed.error().message);
+    return deny(pod, "placement", placed.error().message);
   }
 
   annotations[key(names::kShmSize)] = shmText;
@@ -486,7 +487,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   if (!warnings.empty()) annotations[key(names::kWarnings)] = warningsAnnotation(warnings);
   else annotations.erase(key(names::kWarnings));
   shaped["metadata"]["labels"][key(names::kShapedLabel)] = "true";
-  if (auto fit = fitAnnotations(pod, shaped); !fit) return deny(pod, fit.error().message);
+  if (auto fit = fitAnnotations(pod, shaped); !fit) return deny(pod, "limits", fit.error().message);
 
   out.pod = std::move(shaped);
   for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
@@ -507,7 +508,7 @@ ShapeOutcome shapePod(const json& pod, const Config& config, const AdmissionCont
   } catch (const json::exception&) {
     // The API server decodes pods before admission, so this means a hand-made
     // request; deny rather than guess, in words (not the library's).
-    return deny(pod, "the pod could not be read: a field podshaper reads has the wrong type (a hand-made request? "
+    return deny(pod, "unreadable", "the pod could not be read: a field podshaper reads has the wrong type (a hand-made request? "
                      "the API server sends pods it has decoded)");
   }
 }

@@ -22,9 +22,16 @@ struct AdmissionContext {
   std::string shaperVersion = "podshaper-webhook/dev";
 };
 
+// Why a pod was denied, in a word: the step of shape() that refused it (the metric
+// podshaper_admission_denials_total{cause}; docs/webhook.md "Metrics").
+inline constexpr const char* kDenialCauses[] = {"not-a-pod", "limits",    "claims",      "input",
+                                                "node-size", "pod-security", "shm-size", "shm-cap",
+                                                "volume-name", "container", "placement", "unreadable"};
+
 struct ShapeOutcome {
   bool allowed = true;
   std::string message;  // why, when denied
+  std::string cause;    // when denied: one of kDenialCauses
   nlohmann::json pod;   // the shaped pod; equal to the input when nothing changes
   std::vector<std::string> warnings;
 };

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -18,8 +19,10 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "metrics/metrics.h"
+#include "metrics/process.h"
 #include "server/https_server.h"
 #include "shaping/admission.h"
+#include "shaping/pod_shaper.h"
 #include "webhook/cluster_cache.h"
 #include "webhook/config_file.h"
 
@@ -118,11 +121,19 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
   struct Series {
     metrics::Counter *mutated, *allowed, *denied, *badRequest;
     metrics::Histogram* latency;
+    std::map<std::string, metrics::Counter*> denials;  // by cause, every one from 0
   };
-  const Series m{&reviews("mutated"), &reviews("allowed"), &reviews("denied"), &reviews("bad_request"),
-                 &registry.histogram("podshaper_admission_duration_seconds",
-                                     "Time to decide one AdmissionReview, decode to encode.",
-                                     {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1})};
+  Series m{&reviews("mutated"), &reviews("allowed"), &reviews("denied"), &reviews("bad_request"),
+           &registry.histogram("podshaper_admission_duration_seconds",
+                               "Time to decide one AdmissionReview, decode to encode.",
+                               {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1}),
+           {}};
+  for (const char* cause : kDenialCauses) {
+    m.denials[cause] = &registry.counter("podshaper_admission_denials_total",
+                                         "Pods denied, by cause: the step of shaping that refused them "
+                                         "(docs/webhook.md \"Metrics\").",
+                                         {{"cause", cause}});
+  }
   https.route("POST", "/mutate-v1-pod", [m, cfg, cache](const server::Request& req) {
     auto start = std::chrono::steady_clock::now();
     std::shared_ptr<const ClusterView> view = cache ? cache->view() : nullptr;
@@ -137,6 +148,7 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
     const std::string owner = decision->owner.empty() ? "" : " (" + decision->owner + ")";
     if (!decision->allowed) {
       m.denied->inc();
+      if (auto it = m.denials.find(decision->cause); it != m.denials.end()) it->second->inc();
       spdlog::info("admission: denied {}{} uid={}: {}", decision->object, owner,
                    decision->review["response"]["uid"].get<std::string>(),
                    decision->review["response"]["status"]["message"].get<std::string>());
@@ -182,17 +194,18 @@ int runServe(int argc, char** argv) {
   // Signals are taken by sigwait below; block them before any thread starts.
   const sigset_t signals = cli::blockStopSignals();
 
+  auto registry = std::make_shared<metrics::Registry>();
+  metrics::registerBuildInfo(*registry, "webhook", PODSHAPER_VERSION);
   std::unique_ptr<kube::Client> client;
   std::unique_ptr<ClusterCache> cache;
   if (o.kubeconfig || o.inCluster) {
     auto clientConfig = o.kubeconfig ? kube::loadKubeconfig(*o.kubeconfig) : kube::inClusterConfig();
     if (!clientConfig) return fail(clientConfig.error().message);
-    client = std::make_unique<kube::Client>(*clientConfig);
+    client = std::make_unique<kube::Client>(*clientConfig, kube::ClientOptions{.metrics = registry.get()});
     cache = std::make_unique<ClusterCache>(*client);
     cache->start();
   }
 
-  auto registry = std::make_shared<metrics::Registry>();
   server::ServerOptions options;
   options.host = o.listen.host;
   options.port = o.listen.port;

@@ -70,4 +70,39 @@ set +e; "$bin" run --node gpu-0 --p2p-fixture "$fixtures/p2p/4gpu-ns.p2p-r.txt" 
 check "and run exits 2 too, before reaching for a cluster" test $rc -eq 2
 check "with the same message" grep -q -- "--p2p-fixture needs --fixture" "$tmp/err"
 check "the usage text names --p2p-fixture" contains "$("$bin" help)" "--p2p-fixture FILE"
+
+# run --listen: probes and /metrics, served while the API server cannot be reached.
+cat >"$tmp/kubeconfig" <<'EOF'
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+EOF
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$bin" run --node gpu-0 --fixture "$fixtures/topologies/p5.48xlarge-8xH100-nv18.topo-m.txt" --kubeconfig "$tmp/kubeconfig" --interval 1 \
+  --listen "127.0.0.1:$port" --log-format json 2>"$tmp/run.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
+for _ in $(seq 50); do curl -sk "https://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+check "--listen: /healthz answers ok over TLS" test "$(curl -sk "https://127.0.0.1:$port/healthz")" = ok
+check "--listen: /readyz is 503 while no report reached the API server" \
+  test "$(curl -sk -o /dev/null -w '%{http_code}' "https://127.0.0.1:$port/readyz")" = 503
+sleep 2
+metrics=$(curl -sk "https://127.0.0.1:$port/metrics")
+check "--listen: /metrics counts the failed rounds" python3 -c '
+import re, sys
+m = re.search(r"podshaper_agent_probes_total\{result=\"error\"\} (\d+)", sys.argv[1])
+assert m and int(m.group(1)) >= 1, sys.argv[1]' "$metrics"
+check "... every result from 0" contains "$metrics" 'podshaper_agent_probes_total{result="created"} 0'
+check "... the API client's requests by verb and code (0: no answer)" contains "$metrics" 'podshaper_kube_client_requests_total{code="0",verb="GET"}'
+check "... which build" contains "$metrics" 'podshaper_build_info{component="agent",version="'
+check "... and the process" contains "$metrics" 'process_resident_memory_bytes '
+kill -TERM $pid; set +e; wait $pid; rc=$?; set -e
+check "SIGTERM stops it (exit 0)" test $rc -eq 0
+check "its log is JSON lines" python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/run.log"
+set +e; "$bin" run --node gpu-0 --fixture "$fixtures/topologies/p5.48xlarge-8xH100-nv18.topo-m.txt" --kubeconfig "$tmp/kubeconfig" --listen nowhere \
+  2>"$tmp/err"; rc=$?; set -e
+check "a bad --listen exits 2, naming it" test "$rc $(grep -c -- '--listen' "$tmp/err")" = "2 1"
 finish

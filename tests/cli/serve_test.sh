@@ -43,6 +43,8 @@ check "an unknown path is 404" test "$code" = 404
 metrics=$(c first "$url/metrics")
 check "metrics count mutated reviews" contains "$metrics" 'podshaper_admission_reviews_total{result="mutated"} 1'
 check "metrics count denials" contains "$metrics" 'podshaper_admission_reviews_total{result="denied"} 1'
+check "metrics count denials by cause (a bad annotation: input)" contains "$metrics" 'podshaper_admission_denials_total{cause="input"} 1'
+check "... every cause from 0" contains "$metrics" 'podshaper_admission_denials_total{cause="shm-cap"} 0'
 check "metrics count bad requests" contains "$metrics" 'podshaper_admission_reviews_total{result="bad_request"} 1'
 check "metrics have a latency histogram" contains "$metrics" 'podshaper_admission_duration_seconds_bucket{le="+Inf"} 3'
 

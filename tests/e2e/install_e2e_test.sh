@@ -81,10 +81,11 @@ check "operator: read the pods it explains" can podshaper-operator watch pods -n
 check "operator: not change pods" cannot podshaper-operator delete pods -n default
 # Users: the built-in view role (by aggregation) reads reports and policies, no more.
 quiet kc create clusterrolebinding podshaper-test-viewer --clusterrole=view --user=viewer
+viewer_can() { kc auth can-i "$@" --as=viewer 2>/dev/null; }  # (kubectl warns that the CRDs are cluster-scoped)
 check "a user with view: kubectl get gtr (podshaper-view aggregated into view)" \
-  eventually 30 yes kc auth can-i list gputopologyreports.podshaper.io --as=viewer
-check "... and topologypolicies" test "$(kc auth can-i get topologypolicies.podshaper.io --as=viewer)" = yes
-check "... but not change a TopologyPolicy" test "$(kc auth can-i update topologypolicies.podshaper.io --as=viewer 2>/dev/null)" = no
+  eventually 30 yes viewer_can list gputopologyreports.podshaper.io
+check "... and topologypolicies" test "$(viewer_can get topologypolicies.podshaper.io)" = yes
+check "... but not change a TopologyPolicy" test "$(viewer_can update topologypolicies.podshaper.io)" = no
 quiet kc delete clusterrolebinding podshaper-test-viewer
 check "operator: its Lease" can podshaper-operator update leases.coordination.k8s.io/podshaper-operator -n $ns
 check "operator: the webhook's Secret" can podshaper-operator update secrets/podshaper-webhook-tls -n $ns

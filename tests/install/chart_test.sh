@@ -244,6 +244,44 @@ assert {"name": "B", "value": "2"} in o["env"] and o["env"][0]["name"] == "POD_N
 assert {"name": "C", "value": "3"} in a["env"] and a["env"][0]["name"] == "NODE_NAME", a["env"]
 EOF
 
+# --- Monitoring: off by default; on, a ServiceMonitor per component and the alerts.
+check "monitoring off by default: no ServiceMonitor, no PrometheusRule" \
+  bash -c "! grep -q 'kind: ServiceMonitor\|kind: PrometheusRule' '$tmp/helm-default.yaml'"
+"$helm" template podshaper "$chart" --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true \
+  --set monitoring.serviceMonitor.labels.release=prom >"$tmp/helm-monitoring.yaml"
+check "monitoring on: each ServiceMonitor selects a Service that exists, on its https port; the alerts are all there" \
+  python3 - "$tmp/helm-monitoring.yaml" "$chart/alerts.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+services = [o for o in objs if o["kind"] == "Service"]
+monitors = [o for o in objs if o["kind"] == "ServiceMonitor"]
+assert sorted(m["metadata"]["name"] for m in monitors) == ["podshaper-agent", "podshaper-operator", "podshaper-webhook"]
+for m in monitors:
+    want = m["spec"]["selector"]["matchLabels"]
+    hits = [s for s in services if all(s["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
+    assert len(hits) == 1, (m["metadata"]["name"], [s["metadata"]["name"] for s in hits])
+    assert [p["name"] for p in hits[0]["spec"]["ports"]] == ["https"] and m["spec"]["endpoints"][0]["port"] == "https"
+    assert m["metadata"]["labels"]["release"] == "prom"
+rule = next(o for o in objs if o["kind"] == "PrometheusRule")
+rules = rule["spec"]["groups"][0]["rules"]
+assert rules == yaml.safe_load(open(sys.argv[2])), "the PrometheusRule holds alerts.yaml as it is"
+names = [r["alert"] for r in rules]
+assert len(names) == len(set(names)) >= 10, names
+for r in rules:
+    assert r["expr"] and r["labels"]["severity"] in ("critical", "warning", "info"), r
+    assert r["annotations"]["runbook"] == "docs/admin.md#" + r["alert"].lower(), r
+EOF
+check "every alert's expr is PromQL (Prometheus' own parser, scripts/promql.sh)" \
+  bash -c "bash '$root/scripts/promql.sh' '$chart/alerts.yaml' >/dev/null"
+printf -- '- alert: Broken\n  expr: sum(rate(x[5m]) > 0\n' >"$tmp/broken-rules.yaml"
+check "... and a rule that is not, fails it" bash -c "! bash '$root/scripts/promql.sh' '$tmp/broken-rules.yaml' >/dev/null"
+check "docs/admin.md explains every alert" python3 - "$chart/alerts.yaml" "$root/docs/admin.md" <<'EOF'
+import sys, yaml
+doc = open(sys.argv[2]).read()
+missing = [r["alert"] for r in yaml.safe_load(open(sys.argv[1])) if "### " + r["alert"] + "\n" not in doc]
+assert not missing, missing
+EOF
+
 # --- Logging: every component gets the flags, only where they are not the defaults.
 "$helm" template podshaper "$chart" --set logLevel=debug --set logFormat=json >"$tmp/helm-log.yaml"
 check "logLevel=debug logFormat=json: the webhook, the operator and the agent log so" python3 - "$tmp/helm-log.yaml" <<'EOF'

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "pod_builder.h"
 
 namespace podshaper {
@@ -865,6 +867,23 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& ch : name) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return name;
     });
+
+// The metric's cause: the step that refused the pod.
+TEST(PodShaper, EachDenialSaysItsCause) {
+  EXPECT_EQ(shapeNoCluster(TrainingPod().annotate("podshaper.io/batch-dtype", "fp8")).cause, "input");
+  EXPECT_EQ(shapeNoCluster(TrainingPod().withGpus(4)).cause, "node-size");
+  EXPECT_EQ(shapeNoCluster(json::array()).cause, "not-a-pod");
+  Config small;
+  small.nodeMemory = 8LL << 30;
+  EXPECT_EQ(shapeNoCluster(TrainingPod(), small).cause, "shm-cap");
+  EXPECT_EQ(shapeNoCluster(TrainingPod().at("/spec/volumes", json::array({{{"name", "podshaper-dshm"}}}))).cause,
+            "volume-name");
+  EXPECT_EQ(shapeNoCluster(TrainingPod()).cause, "");  // allowed: none
+  const std::vector<std::string> known(std::begin(kDenialCauses), std::end(kDenialCauses));
+  for (const char* c : {"input", "node-size", "not-a-pod", "shm-cap", "volume-name"}) {
+    EXPECT_NE(std::find(known.begin(), known.end(), c), known.end()) << c;
+  }
+}
 
 }  // namespace
 }  // namespace podshaper

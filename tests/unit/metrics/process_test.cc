@@ -1,0 +1,45 @@
+#include "metrics/process.h"
+
+#include <gtest/gtest.h>
+
+#include <ctime>
+#include <regex>
+
+namespace podshaper::metrics {
+namespace {
+
+double sample(const std::string& text, const std::string& series) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex("\n" + series + " ([^\n]+)\n"))) return -1;
+  return std::stod(m[1]);
+}
+
+TEST(ProcessMetrics, BuildInfo) {
+  Registry r;
+  registerBuildInfo(r, "webhook", "0.1.0");
+  EXPECT_NE(r.render().find("podshaper_build_info{component=\"webhook\",version=\"0.1.0\"} 1\n"), std::string::npos);
+}
+
+TEST(ProcessMetrics, TheProcessAsProcSaysIt) {
+  Registry r;
+  volatile double spin = 0;
+  for (int i = 0; i < 20'000'000; ++i) spin = spin + i;  // some CPU time to count
+  updateProcessMetrics(r);
+  const std::string text = "\n" + r.render();
+  EXPECT_GT(sample(text, "process_resident_memory_bytes"), 1 << 20) << text;
+  EXPECT_GT(sample(text, "process_virtual_memory_bytes"), sample(text, "process_resident_memory_bytes"));
+  EXPECT_GE(sample(text, "process_open_fds"), 3);
+  EXPECT_GE(sample(text, "process_max_fds"), sample(text, "process_open_fds"));
+  const double cpu = sample(text, "process_cpu_seconds_total");
+  EXPECT_GT(cpu, 0);
+  const double start = sample(text, "process_start_time_seconds");
+  const double now = static_cast<double>(std::time(nullptr));
+  EXPECT_LE(start, now + 1);
+  EXPECT_GT(start, now - 3600);  // this test started within the hour
+  EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter"), std::string::npos);
+  updateProcessMetrics(r);  // a counter never goes down
+  EXPECT_GE(sample("\n" + r.render(), "process_cpu_seconds_total"), cpu);
+}
+
+}  // namespace
+}  // namespace podshaper::metrics
