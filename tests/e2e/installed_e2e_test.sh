@@ -209,8 +209,14 @@ check "then 10 creates in a row are shaped by the other replica" test $in_row -g
 echo "    after that: $lost create(s) failed on connections the API server still held to the frozen pod, then 10 in a row shaped ($(since "$t_out") s)"
 kill -CONT "${pid:-0}" || true
 check "thawed (SIGCONT), it is ready again and back in the endpoints" eventually 60 "$(webhook_ips)" ready_ips
-check "and kubelet's liveness probe did not restart it" \
-  test "$(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.containerStatuses[0].restartCount}')" = 0
+if [[ $(kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]]; then
+  pass "and kubelet's liveness probe did not restart it"
+else
+  fail "and kubelet's liveness probe did not restart it"
+  kc -n $ns get pod "$frozen_pod" -o jsonpath='{.status.containerStatuses[0].lastState}{"\n"}' >&2 || true
+  kc -n $ns get events --field-selector involvedObject.name="$frozen_pod" >&2 || true
+  kc -n $ns logs "$frozen_pod" --previous --tail 30 >&2 || true
+fi
 
 # --- 9. a rollout restart of the webhook while pods are created: none may fail
 # Server-side dry runs: each is a create through the whole admission chain, webhook included.
