@@ -1,7 +1,10 @@
 #include "cli/documents.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
-#include <regex>
+#include <initializer_list>
+#include <string_view>
 
 #include <yaml-cpp/yaml.h>
 
@@ -15,36 +18,71 @@ using json = nlohmann::json;
 constexpr int kMaxDepth = 128;
 constexpr std::size_t kMaxValues = 1'000'000;
 
-// YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
-const std::regex kNull("null|Null|NULL|~|");
-const std::regex kTrue("true|True|TRUE");
-const std::regex kFalse("false|False|FALSE");
-const std::regex kDecimal("[-+]?[0-9]+");
-const std::regex kOctal("0o[0-7]+");
-const std::regex kHex("0x[0-9a-fA-F]+");
-const std::regex kFloat("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
-const std::regex kInfinity("[-+]?\\.(inf|Inf|INF)");
-const std::regex kNotANumber("\\.nan|\\.NaN|\\.NAN");
+// YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), by hand:
+// std::regex recurses per character and trips GCC's sanitizer build.
+bool oneOf(const std::string& s, std::initializer_list<const char*> words) {
+  return std::any_of(words.begin(), words.end(), [&](const char* w) { return s == w; });
+}
+
+template <class Test>
+bool allOf(std::string_view s, Test is) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [&is](char c) { return is(static_cast<unsigned char>(c)); });
+}
+
+bool isOctalDigit(int c) { return c >= '0' && c <= '7'; }
+bool isDecimalDigit(int c) { return std::isdigit(c) != 0; }
+bool isHexDigit(int c) { return std::isxdigit(c) != 0; }
+
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool isFloat(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  std::size_t i = 0, digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    std::size_t fraction = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++fraction;
+    if (digits == 0 && fraction == 0) return false;
+  } else if (digits == 0) {
+    return false;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    std::size_t exponent = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++exponent;
+    if (exponent == 0) return false;
+  }
+  return i == s.size();
+}
 
 // A plain scalar as the core schema types it; an integer past 64 bits stays text.
 json plainScalar(const std::string& s) {
-  if (s.size() > 64) return s;  // no number is longer; and std::regex recurses per character
-  if (std::regex_match(s, kNull)) return nullptr;
-  if (std::regex_match(s, kTrue)) return true;
-  if (std::regex_match(s, kFalse)) return false;
+  if (s.size() > 64) return s;  // no number is longer
+  if (oneOf(s, {"null", "Null", "NULL", "~", ""})) return nullptr;
+  if (oneOf(s, {"true", "True", "TRUE"})) return true;
+  if (oneOf(s, {"false", "False", "FALSE"})) return false;
+  const std::string_view sign = s.empty() ? std::string_view() : std::string_view(s).substr(0, 1);
+  const std::string_view unsigned_ = (sign == "-" || sign == "+") ? std::string_view(s).substr(1) : std::string_view(s);
   try {
-    if (std::regex_match(s, kDecimal)) {
-      if (s[0] == '-') return std::stoll(s);
-      return std::stoull(s[0] == '+' ? s.substr(1) : s);
+    if (allOf(unsigned_, isDecimalDigit)) {
+      if (sign == "-") return std::stoll(s);
+      return std::stoull(std::string(unsigned_));
     }
-    if (std::regex_match(s, kOctal)) return std::stoull(s.substr(2), nullptr, 8);
-    if (std::regex_match(s, kHex)) return std::stoull(s.substr(2), nullptr, 16);
-    if (std::regex_match(s, kFloat)) return std::stod(s);
+    if (s.starts_with("0o") && allOf(std::string_view(s).substr(2), isOctalDigit)) {
+      return std::stoull(s.substr(2), nullptr, 8);
+    }
+    if (s.starts_with("0x") && allOf(std::string_view(s).substr(2), isHexDigit)) {
+      return std::stoull(s.substr(2), nullptr, 16);
+    }
+    if (isFloat(s)) return std::stod(s);
   } catch (const std::out_of_range&) {
     return s;
   }
-  if (std::regex_match(s, kInfinity)) return s[0] == '-' ? -INFINITY : INFINITY;
-  if (std::regex_match(s, kNotANumber)) return NAN;
+  if (oneOf(std::string(unsigned_), {".inf", ".Inf", ".INF"})) {
+    return sign == "-" ? -INFINITY : INFINITY;
+  }
+  if (oneOf(s, {".nan", ".NaN", ".NAN"})) return NAN;
   return s;
 }
 

@@ -1,7 +1,5 @@
 #include "server/https_server.h"
 
-#include "metrics/process.h"
-
 #include <boost/asio/detail/socket_option.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -19,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "metrics/process.h"
 #include "server/http_session.h"
 #include "server/tls_context.h"
 

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/names.h"
 #include "base/base64.h"
 #include "base/json_util.h"
 #include "cli/documents.h"
 #include "cli/flags.h"
-#include "api/names.h"
 #include "shaping/admission.h"
 #include "shaping/cluster_view.h"
 #include "shaping/pod_claims.h"

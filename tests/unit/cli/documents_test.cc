@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace podshaper::cli {
 namespace {
 
@@ -45,6 +47,14 @@ m: [1, "2", x]
   EXPECT_EQ(doc["k"], "");
   EXPECT_EQ(doc["l"], "two\nlines\n");
   EXPECT_EQ(doc["m"], json::array({1, "2", "x"}));
+}
+
+TEST(ReadDocuments, TheCoreSchemasNumbersAndWhatOnlyLooksLikeThem) {
+  json doc = one("[+5, 0o17, 1e3, .5, 5., -2.5e-3, -.inf, 1e, e3, 0x, 0o8, 1.2.3, '-', +, 08]\n");
+  ASSERT_TRUE(doc[6].is_number_float() && std::isinf(doc[6].get<double>()) && doc[6].get<double>() < 0) << doc[6];
+  doc.erase(6);  // -.inf: a number JSON text cannot hold
+  EXPECT_EQ(doc, json::parse(R"([5, 15, 1000.0, 0.5, 5.0, -0.0025, "1e", "e3", "0x", "0o8", "1.2.3", "-", "+", 8])"))
+      << doc.dump();
 }
 
 TEST(ReadDocuments, SeveralDocumentsEmptyOnesSkipped) {

@@ -3,15 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <ctime>
-#include <regex>
+#include <sstream>
 
 namespace podshaper::metrics {
 namespace {
 
+// The value of the line "SERIES VALUE", or -1.
 double sample(const std::string& text, const std::string& series) {
-  std::smatch m;
-  if (!std::regex_search(text, m, std::regex("\n" + series + " ([^\n]+)\n"))) return -1;
-  return std::stod(m[1]);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
 }
 
 TEST(ProcessMetrics, BuildInfo) {
