@@ -184,9 +184,13 @@ void emit(YAML::Emitter& out, const json& value) {
 
 }  // namespace
 
+bool isJsonText(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{';
+}
+
 Result<std::vector<json>> readDocuments(std::string_view text) {
-  std::size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string_view::npos && text[first] == '{') {
+  if (isJsonText(text)) {
     if (nestedDeeperThan(text, kMaxDepth)) return makeError("JSON nested deeper than " + std::to_string(kMaxDepth));
     try {
       return std::vector<json>{json::parse(text)};

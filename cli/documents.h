@@ -11,6 +11,9 @@
 // Kubernetes objects as users write them: YAML or JSON, several to a file.
 namespace podshaper::cli {
 
+// Whether `text` is read as JSON (its first non-blank character is `{`), not YAML.
+bool isJsonText(std::string_view text);
+
 // The documents of `text` as JSON. Text starting with `{` is one JSON document; anything
 // else is a YAML stream (`---` between documents; empty ones skipped), read with YAML
 // 1.2's core schema: an unquoted null, true/false, integer or float is that type, a

@@ -95,9 +95,7 @@ int reviewFiles(const cli::Flags& flags, const Config& config, const LoadedClust
   }
   auto documents = cli::readDocuments(text);
   if (!documents) return fail((path == "-" ? "stdin" : path) + ": " + documents.error().message);
-  std::size_t first = text.find_first_not_of(" \t\r\n");
-  bool jsonIn = first != std::string::npos && text[first] == '{';
-  std::string output = flags.get("output", jsonIn ? "json" : "yaml");
+  std::string output = flags.get("output", cli::isJsonText(text) ? "json" : "yaml");
   if (output != "yaml" && output != "json") return fail("-f: --output must be yaml or json");
 
   std::vector<nlohmann::json> shaped;
