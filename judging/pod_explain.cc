@@ -705,40 +705,92 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
   return m;
 }
 
-}  // namespace
+// The kubelet's cut of a log into a termination message (FallbackToLogsOnError): the last
+// 80 lines, at most 2048 bytes. A message near either was likely cut.
+constexpr std::size_t kMessageBytes = 2048, kMessageLines = 80;
 
-std::vector<ShmFailure> judgeTerminations(const json& pod) {
-  std::vector<ShmFailure> out;
-  const json& meta = member(pod, "metadata");
-  const std::string uid = stringMember(meta, "uid");
+bool wasCut(const std::string& message) {
+  return message.size() + 64 >= kMessageBytes ||
+         static_cast<std::size_t>(std::count(message.begin(), message.end(), '\n')) + 1 >= kMessageLines;
+}
+
+// Each run that ended, now (its index is the restart count) or the one before.
+template <typename Visit>
+void forEachEndedRun(const json& pod, Visit visit) {
   const json& status = member(pod, "status");
   for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
     for (const json& cs : member(status, list)) {
-      const std::string name = stringMember(cs, "name");
       const long long restarts =
           member(cs, "restartCount").is_number_integer() ? member(cs, "restartCount").get<long long>() : 0;
-      // The run that ended: now (its index is the restart count), or the one before.
       for (const auto& [state, run] : {std::pair<const char*, long long>{"state", restarts},
                                        std::pair<const char*, long long>{"lastState", restarts - 1}}) {
         const json& terminated = member(member(cs, state), "terminated");
         if (!terminated.is_object() || run < 0) continue;
         const json& code = member(terminated, "exitCode");
         if (code.is_number_integer() && code.get<long long>() == 0) continue;
-        auto cause = classify(terminated);
-        if (!cause) continue;
-        ShmFailure f;
-        f.container = name;
-        f.cause = cause->cause;
-        f.restarted = run >= 1;
-        f.key = uid + "/" + name + "/" + (f.restarted ? "restarted" : "first") + "/" + toString(f.cause);
-        f.event = EventSpec{"Warning", reasons::kShmExhausted,
-                            shmFailureMessage(pod, name, *cause, f.restarted, run)};
-        if (std::none_of(out.begin(), out.end(), [&](const ShmFailure& o) { return o.key == f.key; })) {
-          out.push_back(std::move(f));
-        }
+        visit(stringMember(cs, "name"), terminated, run, std::string_view(state) == "lastState");
       }
     }
   }
+}
+
+std::string runKey(const json& pod, const std::string& container, long long run) {
+  return stringMember(member(pod, "metadata"), "uid") + "/" + container + "/" + std::to_string(run);
+}
+
+}  // namespace
+
+std::vector<LogToRead> logsToRead(const json& pod) {
+  std::vector<LogToRead> out;
+  forEachEndedRun(pod, [&](const std::string& name, const json& terminated, long long run, bool previous) {
+    // The OOM killer's and the kubelet's own ends say what they are; a message the
+    // container wrote itself is short.
+    if (stringMember(terminated, "reason") != "Error" || classify(terminated)) return;
+    if (!wasCut(stringMember(terminated, "message"))) return;
+    out.push_back(LogToRead{name, previous, runKey(pod, name, run)});
+  });
+  return out;
+}
+
+std::string shmEvidence(const std::string& log) {
+  std::string kept;
+  std::size_t start = 0;
+  while (start < log.size()) {
+    std::size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(start, end - start);
+    if (ncclLine(line) || dataLoaderLine(line) || workerGoneLine(line) || otherWorkerDeath(line) || sigbusLine(line)) {
+      kept += line;
+      kept += '\n';
+    }
+    start = end + 1;
+  }
+  return kept;
+}
+
+std::vector<ShmFailure> judgeTerminations(const json& pod, const std::map<std::string, std::string>& logs) {
+  std::vector<ShmFailure> out;
+  const std::string uid = stringMember(member(pod, "metadata"), "uid");
+  forEachEndedRun(pod, [&](const std::string& name, const json& terminated, long long run, bool) {
+    auto cause = classify(terminated);
+    if (!cause) {
+      auto log = logs.find(runKey(pod, name, run));
+      if (log == logs.end()) return;
+      json withLog = terminated;
+      withLog["message"] = log->second;
+      cause = classify(withLog);
+      if (!cause) return;
+    }
+    ShmFailure f;
+    f.container = name;
+    f.cause = cause->cause;
+    f.restarted = run >= 1;
+    f.key = uid + "/" + name + "/" + (f.restarted ? "restarted" : "first") + "/" + toString(f.cause);
+    f.event = EventSpec{"Warning", reasons::kShmExhausted, shmFailureMessage(pod, name, *cause, f.restarted, run)};
+    if (std::none_of(out.begin(), out.end(), [&](const ShmFailure& o) { return o.key == f.key; })) {
+      out.push_back(std::move(f));
+    }
+  });
   return out;
 }
 

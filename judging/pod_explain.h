@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,11 +89,27 @@ struct ShmFailure {
   EventSpec event;  // on the pod
 };
 
+// A run that ended with an error whose termination message (the log's last 2 KiB or 80
+// lines) names no cause, although it was cut there: the log before it may (the tracebacks
+// of a DataLoader's other workers often come after the Bus error line).
+struct LogToRead {
+  std::string container;
+  bool previous = false;  // the run before the container's current one (pods/log previous=true)
+  std::string key;        // "uid/container/run": read once
+};
+std::vector<LogToRead> logsToRead(const nlohmann::json& pod);
+
+// The lines of a log that judgeTerminations reads (those that speak of /dev/shm, SIGBUS
+// or a DataLoader worker's death), joined: what is worth keeping of a long log.
+std::string shmEvidence(const std::string& log);
+
 // Every terminated container (now, or its last run) that died for lack of /dev/shm:
 // exit code 135 (SIGBUS), PyTorch DataLoader's shared-memory errors or NCCL's
 // "No space left on device" on /dev/shm, read from its termination message (the log's
-// tail: the webhook sets FallbackToLogsOnError).
-std::vector<ShmFailure> judgeTerminations(const nlohmann::json& pod);
+// tail: the webhook sets FallbackToLogsOnError), or where that names none, from
+// `logs` (LogToRead::key → what was read of that run's log).
+std::vector<ShmFailure> judgeTerminations(const nlohmann::json& pod,
+                                          const std::map<std::string, std::string>& logs = {});
 
 // The pod's controller (a Job, JobSet, ReplicaSet, …), which is told too; unset when none.
 std::optional<ObjectRef> controllerOf(const nlohmann::json& pod);

@@ -169,10 +169,10 @@ struct Client::Impl {
   }
 
   http::http_request makeRequest(const http::method& method, const std::string& target, const std::string* body,
-                                 std::string_view contentType) const {
+                                 std::string_view contentType, std::string_view accept = "application/json") const {
     http::http_request request(method);
     request.set_request_uri(web::uri(target));
-    request.headers().add("Accept", "application/json");
+    request.headers().add("Accept", std::string(accept));
     request.headers().add("User-Agent", options.userAgent);
     if (const std::string t = bearerToken(); !t.empty()) request.headers().add("Authorization", "Bearer " + t);
     if (body) request.set_body(*body, std::string(contentType));
@@ -194,10 +194,27 @@ struct Client::Impl {
         .observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 
-  // Sends the request, resending it after a 429 (see retryDelay). With `stop`,
-  // a set flag abandons the request (and any wait to resend) within ~100 ms.
+  // Sends the request, resending it after a 429 (see retryDelay), and reads a 2xx answer
+  // as JSON. With `stop`, a set flag abandons the request (and any wait to resend) within
+  // ~100 ms.
   ApiResult<json> send(const http::method& method, const std::string& target, const std::string* body = nullptr,
                        std::string_view contentType = {}, const std::atomic<bool>* stop = nullptr) const {
+    auto text = exchange(method, target, body, contentType, stop, "application/json");
+    if (!text) return text.error();
+    if (text->empty()) return json::object();
+    auto doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+      ApiError e = transportError(method, target, "response is not JSON");
+      e.code = 200;
+      return e;
+    }
+    return doc;
+  }
+
+  // send()'s exchange: a 2xx answer's body as it came.
+  ApiResult<std::string> exchange(const http::method& method, const std::string& target, const std::string* body,
+                                  std::string_view contentType, const std::atomic<bool>* stop,
+                                  std::string_view accept) const {
     if (setupError) return transportError(method, target, *setupError);
     static const std::atomic<bool> kNeverStop{false};
     const std::atomic<bool>& stopFlag = stop ? *stop : kNeverStop;
@@ -210,7 +227,8 @@ struct Client::Impl {
       try {
         pplx::cancellation_token_source cts;
         auto response =
-            waitUnlessStopped(http->request(makeRequest(method, target, body, contentType), cts.get_token()), stopFlag, cts);
+            waitUnlessStopped(http->request(makeRequest(method, target, body, contentType, accept), cts.get_token()),
+                              stopFlag, cts);
         if (!response) return transportError(method, target, "stopped");
         status = response->status_code();
         if (auto it = response->headers().find("Retry-After"); it != response->headers().end()) retryAfter = it->second;
@@ -222,16 +240,7 @@ struct Client::Impl {
         return transportError(method, target, e.what());
       }
       count(method, status, start);
-      if (status >= 200 && status < 300) {
-        if (text.empty()) return json::object();
-        auto doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-        if (doc.is_discarded()) {
-          ApiError e = transportError(method, target, std::to_string(status) + " response is not JSON");
-          e.code = status;
-          return e;
-        }
-        return doc;
-      }
+      if (status >= 200 && status < 300) return text;
       if (attempt < options.maxRetries) {
         if (auto delay = retryDelay(status, retryAfter, idempotent, options.maxRetryDelay)) {
           spdlog::warn("kube client: {} {}: HTTP {}, retrying in {} ms ({}/{})", method,
@@ -263,6 +272,10 @@ const ClientConfig& Client::config() const { return impl_->config; }
 const ClientOptions& Client::options() const { return impl_->options; }
 
 ApiResult<json> Client::get(const std::string& path) const { return impl_->send(http::methods::GET, path); }
+
+ApiResult<std::string> Client::getText(const std::string& path) const {
+  return impl_->exchange(http::methods::GET, path, nullptr, {}, nullptr, "text/plain, */*");
+}
 
 ApiResult<json> Client::list(const std::string& path, const std::string& labelSelector,
                              const std::string& fieldSelector, const std::atomic<bool>* stop,

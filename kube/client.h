@@ -65,6 +65,9 @@ class Client {
 
   ApiResult<nlohmann::json> get(const std::string& path) const;
 
+  // GET of a resource that answers in text, not JSON (a pod's log), as it came.
+  ApiResult<std::string> getText(const std::string& path) const;
+
   // Every page (limit=listPageSize, then continue=...), as one List object: the
   // first page's kind, apiVersion and metadata.resourceVersion, all items. If a
   // continue token expires midway (410), lists again in one unpaged request.

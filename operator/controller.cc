@@ -99,6 +99,17 @@ kube::ApiResult<json> KubeReconcileApi::createEvent(const std::string& ns, const
   return client_.create(kube::resourcePath("v1", "events", ns), event);
 }
 
+kube::ApiResult<std::string> KubeReconcileApi::readLog(const std::string& ns, const std::string& pod,
+                                                       const std::string& container, bool previous) {
+  // Enough lines for every worker's traceback after the one that matters, and a bound on
+  // what one read costs.
+  return client_.getText(kube::withQuery(kube::resourcePath("v1", "pods", ns, pod) + "/log",
+                                         {{"container", container},
+                                          {"previous", previous ? "true" : ""},
+                                          {"tailLines", "2000"},
+                                          {"limitBytes", std::to_string(1 << 20)}}));
+}
+
 Controller::Controller(const kube::Client& client, const OperatorConfig& config, metrics::Registry& metrics,
                        std::function<bool()> mayWrite, std::string identity)
     : config_(config),

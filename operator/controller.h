@@ -33,6 +33,8 @@ class KubeReconcileApi : public ReconcileApi {
   kube::ApiResult<nlohmann::json> patchReportStatus(const std::string& name, const nlohmann::json& body) override;
   kube::ApiResult<nlohmann::json> patchNode(const std::string& name, const nlohmann::json& patch) override;
   kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) override;
+  kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod, const std::string& container,
+                                       bool previous) override;
 
  private:
   const kube::Client& client_;

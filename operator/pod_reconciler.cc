@@ -60,6 +60,41 @@ void PodReconciler::forget(const std::string& key) {
 void PodReconciler::forgetUid(const std::string& uid) {
   toldPending_.erase(uid);
   toldFailures_.erase(toldFailures_.lower_bound(uid + "/"), toldFailures_.lower_bound(uid + "0"));
+  logEvidence_.erase(logEvidence_.lower_bound(uid + "/"), logEvidence_.lower_bound(uid + "0"));
+}
+
+std::map<std::string, std::string> PodReconciler::readLogs(const json& pod, const std::string& ns,
+                                                           const std::string& name) {
+  std::map<std::string, std::string> logs;
+  for (const LogToRead& ask : logsToRead(pod)) {
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = logEvidence_.find(ask.key); it != logEvidence_.end()) {
+        logs[ask.key] = it->second;
+        continue;
+      }
+      if (logsForbidden_) continue;
+    }
+    auto read = api_.readLog(ns, name, ask.container, ask.previous);
+    std::string evidence;
+    if (read) {
+      evidence = shmEvidence(*read);
+    } else if (read.error().code == 403) {
+      spdlog::warn("pods/log is not allowed ({}): a container's death is judged from its termination message only "
+                   "(the log's last 2 KiB); grant the operator pods/log get to read further back",
+                   read.error().message);
+      std::lock_guard lock(mu_);
+      logsForbidden_ = true;
+      continue;
+    } else {
+      spdlog::warn("pod {}/{}: the log of container {} could not be read, so it is judged from its termination "
+                   "message only: {}", ns, name, ask.container, read.error().message);
+    }
+    std::lock_guard lock(mu_);
+    logEvidence_[ask.key] = evidence;
+    logs[ask.key] = std::move(evidence);
+  }
+  return logs;
 }
 
 metrics::Counter& PodReconciler::podEvents(std::string_view reason, std::string_view cause) {
@@ -94,7 +129,7 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
   }
   bool failed = false;
 
-  for (const ShmFailure& f : judgeTerminations(*pod)) {
+  for (const ShmFailure& f : judgeTerminations(*pod, readLogs(*pod, ns, self.name))) {
     bool told;
     {
       std::lock_guard lock(mu_);

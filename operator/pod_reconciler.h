@@ -44,6 +44,9 @@ class PodReconciler {
   bool tell(const ObjectRef& about, const std::string& ns, const EventSpec& event);
   void forget(const std::string& key);
   void forgetUid(const std::string& uid);  // with mu_ held
+  // What the logs of the runs that logsToRead names say (LogToRead::key → shmEvidence).
+  std::map<std::string, std::string> readLogs(const nlohmann::json& pod, const std::string& ns,
+                                              const std::string& name);
   metrics::Counter& podEvents(std::string_view reason, std::string_view cause);
 
   struct ToldPending {
@@ -62,6 +65,9 @@ class PodReconciler {
   std::map<std::string, ToldPending> toldPending_;    // pod uid → the NotPlaceable told
   std::set<std::string> toldFailures_;                // ShmFailure keys ("uid/container/…")
   std::set<std::string> toldOwners_;                  // controller uids told of a ShmExhausted pod
+  // LogToRead::key → shmEvidence of what was read: each run's log is read once.
+  std::map<std::string, std::string> logEvidence_;
+  bool logsForbidden_ = false;  // pods/log answered 403: judged from termination messages only
   unsigned eventSequence_ = 0;
 
   metrics::Registry& metrics_;

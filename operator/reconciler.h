@@ -32,6 +32,9 @@ class ReconcileApi {
   // A merge patch of the Node.
   virtual kube::ApiResult<nlohmann::json> patchNode(const std::string& name, const nlohmann::json& patch) = 0;
   virtual kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) = 0;
+  // The last lines of a container's log (pods/log; `previous`: its run before the current one).
+  virtual kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod,
+                                               const std::string& container, bool previous) = 0;
 };
 
 // The reconcile's clocks, injected so that tests can move time.

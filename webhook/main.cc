@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/logging.h"
+#include "webhook/check.h"
 #include "webhook/config_file.h"
 #include "webhook/review.h"
 #include "webhook/serve.h"
@@ -16,6 +17,7 @@ constexpr const char* kUsage = R"(usage:
                           [--shutdown-delay 0s] [--drain-timeout 10s]
   podshaper-webhook review -f FILE|- [-n NAMESPACE] [--config FILE] [--cluster FILE] [--output yaml|json]
   podshaper-webhook review [--config FILE] [--cluster FILE] [--output review|pod] < admissionreview.json
+  podshaper-webhook check [--kubeconfig FILE | --in-cluster] [--namespace NS]
   podshaper-webhook version
 
 review -f:
@@ -38,6 +40,11 @@ serve:
                       idle connections; connections still open after D are cut
   Durations: 90s, 1m, 1m30s (whole seconds). A second signal ends the delay early.
 
+check:
+  Asks the API server to create (dry run) a pod that opts in with one GPU in NS (default:
+  "default") and says whether the webhook shaped or denied it: exit 0 when it answered,
+  1 when the API server did not call it (what `helm test` runs).
+
 Every command also takes --log-level trace|debug|info|warn|error (info) and
 --log-format text|json (text; json: one object a line, the time in UTC).
 )";
@@ -54,6 +61,7 @@ int main(int argc, char** argv) {
   std::string command = argc > 1 ? argv[1] : "";
   if (command == "serve") return podshaper::webhook::runServe(argc, argv);
   if (command == "review") return podshaper::webhook::runReview(argc, argv);
+  if (command == "check") return podshaper::webhook::runCheck(argc, argv);
   if (command == "version") {
     std::cout << podshaper::webhook::kShaperVersion << "\n";
     return 0;

@@ -96,7 +96,8 @@ check "operator: no other" cannot podshaper-operator patch mutatingwebhookconfig
 check "operator: watch Pods (the shaped ones, by label)" can podshaper-operator watch pods -n default
 check "operator: not change them" cannot podshaper-operator patch pods -n default
 check "operator: no Pods" cannot podshaper-operator delete pods -n default
-check "operator: no logs of them" cannot podshaper-operator get pods --subresource=log -n default
+check "operator: read their logs (a cut termination message)" can podshaper-operator get pods --subresource=log -n default
+check "operator: not exec into them" cannot podshaper-operator create pods --subresource=exec -n default
 check "agent: create reports" can podshaper-agent create gputopologyreports.podshaper.io
 check "agent: update reports" can podshaper-agent update gputopologyreports.podshaper.io
 check "agent: not delete them" cannot podshaper-agent delete gputopologyreports.podshaper.io

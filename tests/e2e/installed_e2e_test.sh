@@ -285,10 +285,38 @@ check "helm: the agent rolls out" quiet kc -n $ns rollout status ds/podshaper-ag
 check "helm: a pod is shaped through the Service" until_ok 60 shaped_probe
 check "helm: the agent reported and the operator validated the node" \
   eventually 90 'true 4194304' kc get node $node -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated} {.metadata.labels.podshaper\.io/memlock}'
-check "helm uninstall podshaper" quiet helm uninstall podshaper --wait --timeout 120s
+# helm test: the API server really calls the webhook (a dry-run create in test.namespace).
+check "helm test podshaper: the API server calls the webhook" quiet helm test podshaper --timeout 120s
+check "helm test: its pod and RBAC are gone once it passed" eventually 30 "" bash -c \
+  "kubectl --kubeconfig $kubeconfig -n $ns get pod/podshaper-test -o name 2>/dev/null; kubectl --kubeconfig $kubeconfig -n default get role/podshaper-test rolebinding/podshaper-test -o name 2>/dev/null"
+# ... and it fails when no webhook answers.
+replicas=$(kc -n $ns get deploy podshaper-webhook -o jsonpath='{.spec.replicas}')
+kc -n $ns scale deploy/podshaper-webhook --replicas 0 >/dev/null
+check "no webhook pod runs" until_ok 60 bash -c "[[ -z \$(kubectl --kubeconfig $kubeconfig -n $ns get pods -l app.kubernetes.io/name=podshaper-webhook -o name) ]]"
+if helm test podshaper --timeout 120s >"$tmp/helm-test.out" 2>&1; then
+  fail "helm test passed with no webhook running"
+else
+  pass "helm test fails with no webhook running"
+fi
+check "... and its pod's log says why" bash -c \
+  "kubectl --kubeconfig $kubeconfig -n $ns logs podshaper-test | grep -q 'did not get an answer from the webhook\|did not call the webhook'"
+kc -n $ns scale deploy/podshaper-webhook --replicas "$replicas" >/dev/null
+check "the webhook is back" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
+check "helm test passes again, and removes what the failed run left" quiet helm test podshaper --timeout 120s
+# docs/admin.md "Upgrade": the CRDs first (Helm never upgrades crds/), then the release.
+check "upgrade: kubectl apply -k crds/ over the CRDs Helm installed" quiet kc apply -k "$root/crds/"
+check "helm upgrade podshaper --reuse-values --set logLevel=debug" \
+  quiet helm upgrade podshaper "$root/charts/podshaper" --reuse-values --set logLevel=debug --wait --timeout 180s
+check "helm upgrade: the operator now runs with --log-level debug" \
+  eventually 30 '*--log-level*debug*' kc -n $ns get deploy podshaper-operator -o jsonpath='{.spec.template.spec.containers[0].args}'
+check "helm upgrade: the operator rolls out" quiet kc -n $ns rollout status deploy/podshaper-operator --timeout 120s
+check "helm upgrade: the webhook rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
+check "helm upgrade: a pod is still shaped" until_ok 60 shaped_probe
+check "helm upgrade: the node is still validated" \
+  eventually 60 true kc get node $node -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated}'
+# The prune hook (pre-delete) stops the operator and removes its labels and taint: no
+# `kubectl label` by hand after a helm uninstall.
+check "helm uninstall podshaper (its pre-delete hook prunes the nodes)" quiet helm uninstall podshaper --wait --timeout 180s
 check "kubectl delete -k crds/ (Helm leaves CRDs in place)" quiet kc delete -k "$root/crds/"
-kc label nodes --all podshaper.io/topology-validated- podshaper.io/gpu-count- \
-  podshaper.io/interconnect- podshaper.io/p2p- podshaper.io/memlock- >/dev/null
-kc taint nodes --all podshaper.io/topology-not-validated- >/dev/null 2>&1 || true
 nothing_left "helm uninstall"
 finish

@@ -157,6 +157,8 @@ print(cfg["leaderElection"]["namespace"]); print(cfg["webhookCertificate"]["name
 for o in objs:
     for s in o.get("subjects", []): print(s.get("namespace"))
     if o["kind"] == "Namespace": print(o["metadata"]["name"])
+    elif (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test" and o["kind"] in ("Role", "RoleBinding"):
+        pass  # helm test's, in test.namespace (where its dry-run pod goes)
     elif o["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "TopologyPolicy"):
         print(o.get("metadata", {}).get("namespace"))
@@ -302,6 +304,39 @@ for kind, name, comp in [("Deployment", "podshaper-webhook", "webhook"), ("Deplo
     for labels in (o["metadata"]["labels"], o["spec"]["template"]["metadata"]["labels"]):
         assert labels["app.kubernetes.io/component"] == comp and labels["app.kubernetes.io/part-of"] == "podshaper", labels
 EOF
+check "helm uninstall's prune hook: a pre-delete Job that stops the operator, then cleans the nodes" python3 - "$tmp/helm-default.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+hooks = {(o["kind"], o["metadata"]["name"]): o["metadata"]["annotations"] for o in objs
+         if (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "pre-delete"}
+assert set(hooks) == {(k, "podshaper-prune") for k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                                      "RoleBinding", "Job")}, hooks
+assert all(a["helm.sh/hook"] == "pre-delete" for a in hooks.values()), hooks
+assert all(int(a["helm.sh/hook-weight"]) < int(hooks[("Job", "podshaper-prune")]["helm.sh/hook-weight"])
+           for k, a in hooks.items() if k[0] != "Job"), hooks
+job = next(o for o in objs if o["kind"] == "Job")
+pod = job["spec"]["template"]["spec"]
+assert pod["containers"][0]["args"][:6] == ["prune", "--in-cluster", "--namespace", "podshaper-system", "--stop",
+                                            "podshaper-operator"], pod
+assert pod["securityContext"]["runAsNonRoot"] and pod["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"]
+role = next(o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "podshaper-prune")
+assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["podshaper-operator"],
+                          "verbs": ["get", "delete"]}], role
+EOF
+check "helm test: a pod that runs podshaper-webhook check, allowed to create pods in test.namespace only" python3 - "$tmp/helm-default.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+tests = {(o["kind"], o["metadata"]["namespace"]): o for o in objs
+         if (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"}
+assert set(tests) == {("ServiceAccount", "podshaper-system"), ("Role", "default"), ("RoleBinding", "default"),
+                      ("Pod", "podshaper-system")}, set(tests)
+pod = tests[("Pod", "podshaper-system")]
+assert pod["spec"]["containers"][0]["args"] == ["check", "--in-cluster", "--namespace", "default"], pod
+assert pod["spec"]["containers"][0]["image"].startswith("podshaper-webhook:"), pod
+assert tests[("Role", "default")]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
+assert all("hook-succeeded" in o["metadata"]["annotations"]["helm.sh/hook-delete-policy"] for o in tests.values())
+EOF
+check "pruneOnUninstall=false: no prune hook" bash -c "! '$helm' template podshaper '$chart' --set pruneOnUninstall=false | grep -q podshaper-prune"
 
 # --- Values that would break the install fail the render, naming the value.
 refuses() {  # refuses "what" "message" HELM-ARGS...
@@ -328,5 +363,6 @@ refuses "a list where a map goes" "nodeSelector" --set 'agent.nodeSelector={a}'
 refuses "a boolean as text" "createNamespace" --set-string createNamespace=yes
 refuses "an environment variable's value as a number" "extraEnv.0.value" --set 'webhook.extraEnv[0].name=A' --set 'webhook.extraEnv[0].value=1'
 refuses "a logLevel" 'logLevel: "verbose": expected trace, debug, info, warn or error' --set logLevel=verbose
+refuses "an empty test.namespace" "test.namespace" --set test.namespace=
 refuses "a logFormat" 'logFormat: "logfmt": expected text or json' --set logFormat=logfmt
 finish

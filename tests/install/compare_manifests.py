@@ -13,6 +13,8 @@ the same, field by field, except for what Helm may add:
   - a CustomResourceDefinition's labels (Helm's crds/ are byte copies of crds/, which
     kustomize labels on the way);
   - ConfigMap data["config.yaml"] is compared as the YAML it holds, not as text;
+  - Helm's hooks (helm.sh/hook: the uninstall's prune, `helm test`) are Helm's own: a
+    kustomize install has no such moment, so they are left out;
   - PATHs given with --allow-extra: fields (such as
     data.config.yaml.leaderElection.leaseDuration: a ConfigMap's config.yaml is parsed)
     that Helm's object may have and kustomize's lacks.
@@ -38,6 +40,8 @@ def load(path):
     objects = {}
     for d in docs:
         md = d.get("metadata", {})
+        if "helm.sh/hook" in (md.get("annotations") or {}):
+            continue
         key = (d.get("kind"), md.get("namespace", ""), md.get("name"))
         if key in objects:
             sys.exit(f"{path}: {key} appears twice")

@@ -131,3 +131,17 @@ at the defaults, so that the default render is the manifests' objects. */}}
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The annotations of the prune hook's objects (templates/prune.yaml); the argument: its weight. */}}
+{{- define "podshaper.pruneHook" -}}
+helm.sh/hook: pre-delete
+helm.sh/hook-weight: {{ . | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}
+
+{{/* The annotations of `helm test`'s objects (templates/tests/); the argument: its weight. */}}
+{{- define "podshaper.testHook" -}}
+helm.sh/hook: test
+helm.sh/hook-weight: {{ . | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}

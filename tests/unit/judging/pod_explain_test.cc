@@ -416,6 +416,70 @@ TEST(PodExplainTerminations, ALongLineIsCut) {
   EXPECT_EQ(f[0].event.message.find(std::string(300, 'x')), std::string::npos);
 }
 
+// The log's last 2 KiB as CI saw it once: the DataLoader's other worker's traceback, printed
+// after the training process's Bus error line, pushed that line out of the termination
+// message.
+std::string workerTracebackTail() {
+  std::string tail =
+      "56)         # reject large message\n"
+      "              ^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+      "  File \"/usr/lib/python3.11/multiprocessing/connection.py\", line 215, in recv_bytes\n"
+      "    buf = self._recv_bytes(maxlength)\n"
+      "          ^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+      "  File \"/usr/lib/python3.11/multiprocessing/connection.py\", line 413, in _recv_bytes\n"
+      "    buf = self._recv(4)\n"
+      "          ^^^^^^^^^^^^^\n"
+      "  File \"/usr/lib/python3.11/multiprocessing/connection.py\", line 378, in _recv\n"
+      "    chunk = read(handle, remaining)\n"
+      "            ^^^^^^^^^^^^^^^^^^^^^^^\n"
+      "ConnectionResetError: [Errno 104] Connection reset by peer\n"
+      "rank 0: exit code 1\ntraining failed: 1 rank(s)\n";
+  while (tail.size() < 2048) tail = "  File \"/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py\"\n" + tail;
+  return tail.substr(tail.size() - 2048);
+}
+
+TEST(PodExplainTerminations, ACutTailThatNamesNoCauseAsksForTheLog) {
+  const std::string tail = workerTracebackTail();
+  const json pod = endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", tail}});
+  EXPECT_TRUE(judgeTerminations(pod).empty());
+  auto asks = logsToRead(pod);
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].container, "trainer");
+  EXPECT_FALSE(asks[0].previous);
+  EXPECT_EQ(asks[0].key, "pod-uid/trainer/0");
+
+  const std::string log = "torch 1.13.1, 1 rank(s), /dev/shm 161 MiB\n"
+                          "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
+                          "shared memory (shm).\n"
+                          "Traceback (most recent call last):\n" + tail;
+  const std::string evidence = shmEvidence(log);
+  EXPECT_EQ(evidence,
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory "
+            "(shm).\n");
+  auto f = judgeTerminations(pod, {{asks[0].key, evidence}});
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].cause, ShmCause::kDataLoader);
+  EXPECT_NE(f[0].event.message.find("(\"ERROR: Unexpected bus error encountered in worker."), std::string::npos);
+  // A log that names no cause either: nothing is blamed.
+  EXPECT_TRUE(judgeTerminations(pod, {{asks[0].key, shmEvidence(tail)}}).empty());
+}
+
+TEST(PodExplainTerminations, TheLogIsAskedOnlyWhereTheTailWasCutAndNamesNoCause) {
+  const std::string tail = workerTracebackTail();
+  // A whole log (short), the OOM killer, a clean end, a tail that names its cause.
+  EXPECT_TRUE(logsToRead(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", "ValueError: bad\n"}})).empty());
+  EXPECT_TRUE(logsToRead(endedPod({{"exitCode", 137}, {"reason", "OOMKilled"}, {"message", tail}})).empty());
+  EXPECT_TRUE(logsToRead(endedPod({{"exitCode", 0}, {"reason", "Completed"}, {"message", tail}})).empty());
+  EXPECT_TRUE(logsToRead(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", tail + kNcclTail}})).empty());
+  // 80 short lines are a cut too; the run before the current one is read with previous.
+  std::string lines;
+  for (int i = 0; i < 80; ++i) lines += "step " + std::to_string(i) + "\n";
+  auto asks = logsToRead(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", lines}}, 3, "lastState"));
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_TRUE(asks[0].previous);
+  EXPECT_EQ(asks[0].key, "pod-uid/trainer/2");
+}
+
 TEST(PodExplainTerminations, TheControllerIsToldWithThePodsName) {
   const json pod = endedPod({{"exitCode", 135}});
   auto owner = controllerOf(pod);

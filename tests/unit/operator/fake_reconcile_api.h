@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ class FakeApi : public ReconcileApi {
   std::deque<kube::ApiError> statusErrors, nodeErrors, eventErrors;
   std::function<void()> afterStatusWrite;
   std::function<bool(const json& event)> refuseEvent;  // true: this Event's create fails
+  // "ns/pod/container" (with "/previous" for the run before) → its log; absent: 404.
+  std::map<std::string, std::string> logs;
+  std::deque<kube::ApiError> logErrors;
+  std::vector<std::string> logReads;  // the keys read, in order
 
   kube::ApiResult<json> patchReportStatus(const std::string& name, const json& body) override {
     if (!statusErrors.empty()) return failWith(statusErrors);
@@ -52,9 +57,19 @@ class FakeApi : public ReconcileApi {
     events.push_back(event);
     return event;
   }
+  kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod, const std::string& container,
+                                       bool previous) override {
+    const std::string key = ns + "/" + pod + "/" + container + (previous ? "/previous" : "");
+    logReads.push_back(key);
+    if (!logErrors.empty()) return failWith<std::string>(logErrors);
+    auto it = logs.find(key);
+    if (it == logs.end()) return kube::makeApiError(404, "NotFound", "no log of " + key);
+    return it->second;
+  }
 
  private:
-  static kube::ApiResult<json> failWith(std::deque<kube::ApiError>& errors) {
+  template <typename T = json>
+  static kube::ApiResult<T> failWith(std::deque<kube::ApiError>& errors) {
     kube::ApiError e = errors.front();
     errors.pop_front();
     return e;

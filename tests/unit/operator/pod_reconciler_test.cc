@@ -193,6 +193,56 @@ TEST_F(PodReconcilerTest, AJobWhoseEventFailedIsToldOnTheNextLook) {
   EXPECT_EQ(api.writes[1], "event Warning ShmExhausted on Job in ml");
 }
 
+// A pod whose trainer ended with a termination message cut at 2 KiB that names no cause.
+json cutTailPod(long long restarts = 0, const char* state = "state") {
+  std::string tail;
+  while (tail.size() < 2048) tail += "ConnectionResetError: [Errno 104] Connection reset by peer\n";
+  json pod = failedPod(restarts, state, tail.substr(tail.size() - 2048));
+  pod["status"]["containerStatuses"][0][state]["terminated"]["reason"] = "Error";
+  return pod;
+}
+
+const std::string kBusErrorLog =
+    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+    "ConnectionResetError: [Errno 104] Connection reset by peer\n";
+
+TEST_F(PodReconcilerTest, ACutTailIsJudgedFromTheLogReadOnce) {
+  api.logs["ml/train-0/trainer"] = kBusErrorLog;
+  reconcile(cutTailPod());
+  EXPECT_EQ(api.logReads, (std::vector<std::string>{"ml/train-0/trainer"}));
+  ASSERT_EQ(api.writes.size(), 2u);  // the pod and its Job
+  EXPECT_NE(api.events[0]["message"].get<std::string>().find("a PyTorch DataLoader worker could not put its batch"),
+            std::string::npos);
+  reconcile(cutTailPod());
+  EXPECT_EQ(api.logReads.size(), 1u);
+  EXPECT_EQ(api.writes.size(), 2u);
+}
+
+TEST_F(PodReconcilerTest, AnEventThatFailedIsRetriedWithoutReadingTheLogAgain) {
+  api.logs["ml/train-0/trainer/previous"] = kBusErrorLog;
+  api.eventErrors.push_back(kube::makeApiError(500, "InternalError", "etcd is slow"));
+  EXPECT_EQ(reconcile(cutTailPod(1, "lastState")).outcome, Reconciler::Outcome::Retry);
+  EXPECT_EQ(reconcile(cutTailPod(1, "lastState")).outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(api.logReads, (std::vector<std::string>{"ml/train-0/trainer/previous"}));
+  EXPECT_EQ(api.writes.size(), 2u);
+}
+
+TEST_F(PodReconcilerTest, ALogThatCannotBeReadLeavesTheTailsJudgement) {
+  reconcile(cutTailPod());  // 404: its log is gone
+  EXPECT_TRUE(api.writes.empty());
+  reconcile(cutTailPod());
+  EXPECT_EQ(api.logReads.size(), 1u);  // not asked again
+  // pods/log not granted: asked once, never again.
+  api.logErrors.push_back(kube::makeApiError(403, "Forbidden", "pods \"train-0\" is forbidden"));
+  json other = cutTailPod();
+  other["metadata"]["uid"] = "uid-2";
+  reconcile(other);
+  other["metadata"]["uid"] = "uid-3";
+  reconcile(other);
+  EXPECT_EQ(api.logReads.size(), 2u);
+  EXPECT_TRUE(api.writes.empty());
+}
+
 TEST_F(PodReconcilerTest, AGonePodIsForgotten) {
   reconcile(failedPod(1, "lastState", kNccl));
   reconcile(std::nullopt);
