@@ -7,6 +7,7 @@
 #include "api/names.h"
 #include "base/json_util.h"
 #include "cli/logging.h"
+#include "judging/policy_status.h"
 #include "kube/protocol.h"
 
 namespace podshaper::op {
@@ -15,6 +16,10 @@ namespace {
 using nlohmann::json;
 
 constexpr auto kResyncPeriod = std::chrono::minutes(10);
+// How often the TopologyPolicies' status (the nodes each selects, validates, fails) is
+// brought up to date; soon after a policy, a report or a Node changes.
+constexpr auto kPolicyStatusPeriod = std::chrono::seconds(15);
+constexpr auto kPolicyStatusGap = std::chrono::seconds(2);
 
 // What the caches keep (informer transforms). At 5,000 nodes the full objects
 // took ~680 MiB: every report's spec as a tree of small JSON values, and
@@ -99,6 +104,11 @@ kube::ApiResult<json> KubeReconcileApi::createEvent(const std::string& ns, const
   return client_.create(kube::resourcePath("v1", "events", ns), event);
 }
 
+kube::ApiResult<json> KubeReconcileApi::patchPolicyStatus(const std::string& name, const json& patch) {
+  return client_.patchStatus(kube::resourcePath(names::kGroupVersion, names::kPolicyResource, "", name), patch,
+                             kube::PatchType::Merge);
+}
+
 kube::ApiResult<std::string> KubeReconcileApi::readLog(const std::string& ns, const std::string& pod,
                                                        const std::string& container, bool previous) {
   // Enough lines for every worker's traceback after the one that matters, and a bound on
@@ -118,14 +128,16 @@ Controller::Controller(const kube::Client& client, const OperatorConfig& config,
       reports_(client, kube::resourcePath(names::kGroupVersion, names::kReportResource), withTransform(compactReport)),
       nodes_(client, kube::resourcePath("v1", "nodes"), withTransform(compactNode)),
       policyInformer_(client, kube::resourcePath(names::kGroupVersion, names::kPolicyResource)),
-      podReconciler_(api_, clock_, metrics, std::move(mayWrite),
+      podReconciler_(api_, clock_, metrics, mayWrite,
                      {.identity = std::move(identity), .pendingGrace = config.pendingGrace}),
       pods_(client, kube::resourcePath("v1", "pods"),
             withTransform(compactPod, std::string(names::kShapedLabel) + "=true")),
+      mayWrite_(std::move(mayWrite)),
       reconcilesOk_(metrics.counter("podshaper_operator_reconciles_total", "Reconciles of a report or Node, by result.",
                                     {{"result", "ok"}})),
       reconcilesError_(metrics.counter("podshaper_operator_reconciles_total", "", {{"result", "error"}})),
       reconcilesSkipped_(metrics.counter("podshaper_operator_reconciles_total", "", {{"result", "not_leader"}})),
+      writesPolicyStatus_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "policy_status"}})),
       queueDepth_(metrics.gauge("podshaper_operator_queue_depth", "Keys waiting to be reconciled.")),
       policiesGauge_(metrics.gauge("podshaper_operator_policies", "TopologyPolicies in effect.")),
       policyErrors_(metrics.gauge("podshaper_operator_policy_errors",
@@ -136,15 +148,20 @@ Controller::Controller(const kube::Client& client, const OperatorConfig& config,
   // Reports and Nodes share names: either one changing queues that node.
   auto enqueue = [this](const std::vector<std::string>& keys) {
     for (const auto& k : keys) queue_.add(k);
+    policyStatusDirty_ = true;  // a verdict or a node's labels may have changed
+    resyncCv_.notify_all();
   };
   reports_.onKeys(enqueue);
   nodes_.onKeys(enqueue);
   pods_.onKeys([this](const std::vector<std::string>& keys) {
     for (const auto& k : keys) podQueue_.add(k);
   });
+  // The operator's own status writes come back through this watch: the nodes are judged
+  // again only when a policy's spec changed (reloadPolicies says).
   policyInformer_.onChange([this] {
-    reloadPolicies();
-    enqueueAll();
+    if (reloadPolicies()) enqueueAll();
+    policyStatusDirty_ = true;
+    resyncCv_.notify_all();
   });
 }
 
@@ -163,6 +180,26 @@ void Controller::start() {
     std::unique_lock lock(resyncMu_);
     while (!resyncCv_.wait_for(lock, kResyncPeriod, [this] { return stopping_.load(); })) enqueueAll();
   });
+  policyStatusWorker_ = std::thread([this] {
+    if (!waitForCaches()) return;
+    std::unique_lock lock(resyncMu_);
+    while (!stopping_.load()) {
+      const auto ran = std::chrono::steady_clock::now();
+      lock.unlock();
+      policyStatusDirty_ = false;
+      try {
+        writePolicyStatuses();
+      } catch (const std::exception& e) {
+        spdlog::error("TopologyPolicy status: {}", e.what());
+      }
+      lock.lock();
+      // Soon after a change (at most once per kPolicyStatusGap, however many reports
+      // change), else every kPolicyStatusPeriod.
+      resyncCv_.wait_until(lock, ran + kPolicyStatusPeriod,
+                           [this] { return stopping_.load() || policyStatusDirty_.load(); });
+      resyncCv_.wait_until(lock, ran + kPolicyStatusGap, [this] { return stopping_.load(); });
+    }
+  });
 }
 
 void Controller::stop() {
@@ -177,6 +214,7 @@ void Controller::stop() {
   if (podWorker_.joinable()) podWorker_.join();
   pods_.stop();
   if (resync_.joinable()) resync_.join();
+  if (policyStatusWorker_.joinable()) policyStatusWorker_.join();
   reports_.stop();
   nodes_.stop();
   policyInformer_.stop();
@@ -252,10 +290,16 @@ bool Controller::waitForCaches() {
   return true;
 }
 
-void Controller::reloadPolicies() {
+bool Controller::reloadPolicies() {
   std::vector<Policy> parsed;
   int errors = 0;
-  for (const auto& object : policyInformer_.snapshot()) {
+  const auto objects = policyInformer_.snapshot();
+  const std::string specs = policySpecsKey(objects);
+  {
+    std::lock_guard lock(mu_);
+    if (specs == policySpecs_) return false;
+  }
+  for (const auto& object : objects) {
     auto policy = policyFromJson(object);
     if (!policy) {
       ++errors;
@@ -268,6 +312,38 @@ void Controller::reloadPolicies() {
   policyErrors_.set(errors);
   std::lock_guard lock(mu_);
   policies_ = std::move(parsed);
+  policySpecs_ = specs;
+  return true;
+}
+
+void Controller::writePolicyStatuses() {
+  if (!mayWrite_()) return;
+  std::vector<PolicyNode> nodes;
+  for (const json& node : nodes_.snapshot()) {
+    PolicyNode n;
+    n.name = stringMember(member(node, "metadata"), "name");
+    n.labels = labelsFromJson(node);
+    if (auto report = reports_.get(n.name)) {
+      for (const json& c : member(member(*report, "status"), "conditions")) {
+        if (stringMember(c, "type") != conditions::kValidated) continue;
+        n.validated = stringMember(c, "status");
+        n.reason = stringMember(c, "reason");
+      }
+    }
+    nodes.push_back(std::move(n));
+  }
+  const long long now = clock_.wallMicros() / 1000000;
+  for (const json& policy : policyInformer_.snapshot()) {
+    const std::string name = stringMember(member(policy, "metadata"), "name");
+    const json& current = member(policy, "status");
+    const json patch = policyStatusPatch(current, policyStatus(policy, nodes, current, now));
+    if (patch.is_null()) continue;
+    if (auto written = api_.patchPolicyStatus(name, patch); !written) {
+      if (!written.error().isNotFound()) spdlog::warn("TopologyPolicy {}: status not written: {}", name, written.error().message);
+      continue;
+    }
+    writesPolicyStatus_.inc();
+  }
 }
 
 std::vector<Policy> Controller::policies() const {

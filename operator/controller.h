@@ -33,6 +33,9 @@ class KubeReconcileApi : public ReconcileApi {
   kube::ApiResult<nlohmann::json> patchReportStatus(const std::string& name, const nlohmann::json& body) override;
   kube::ApiResult<nlohmann::json> patchNode(const std::string& name, const nlohmann::json& patch) override;
   kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) override;
+  // A merge patch of the TopologyPolicy's status subresource (not through ReconcileApi:
+  // only the controller writes it).
+  kube::ApiResult<nlohmann::json> patchPolicyStatus(const std::string& name, const nlohmann::json& patch);
   kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod, const std::string& container,
                                        bool previous) override;
 
@@ -68,8 +71,12 @@ class Controller {
   // Blocks until every watch has synced and the policies are read: judging a
   // half-loaded world would flag reports whose Node or policy is not loaded yet.
   bool waitForCaches();
-  void reloadPolicies();
+  // Reads the policies again; false when their specs did not change (a status write).
+  bool reloadPolicies();
   std::vector<Policy> policies() const;
+  // Every TopologyPolicy's status (judging/policy_status.h), written where it changed;
+  // the leader's, soon after a policy, report or Node changed, and every kPolicyStatusPeriod.
+  void writePolicyStatuses();
 
   const OperatorConfig config_;
   KubeReconcileApi api_;
@@ -88,15 +95,19 @@ class Controller {
   std::shared_ptr<const std::vector<NodeFacts>> nodeFacts_;
   std::chrono::steady_clock::time_point nodeFactsAt_;
   std::thread resync_;
+  std::thread policyStatusWorker_;
+  std::atomic<bool> policyStatusDirty_{true};
+  const std::function<bool()> mayWrite_;
   std::atomic<bool> stopping_{false};
   std::mutex resyncMu_;
   std::condition_variable resyncCv_;
   std::atomic<bool> cachesReady_{false};
 
-  mutable std::mutex mu_;  // guards policies_
+  mutable std::mutex mu_;  // guards policies_ and policySpecs_
   std::vector<Policy> policies_;
+  std::string policySpecs_;  // policySpecsKey of the policies read
 
-  metrics::Counter &reconcilesOk_, &reconcilesError_, &reconcilesSkipped_;
+  metrics::Counter &reconcilesOk_, &reconcilesError_, &reconcilesSkipped_, &writesPolicyStatus_;
   metrics::Gauge &queueDepth_, &policiesGauge_, &policyErrors_;
   metrics::Histogram& duration_;
 };

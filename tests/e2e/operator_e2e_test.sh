@@ -284,6 +284,25 @@ check "the Warning names the slow links" eventually 15 \
   "*Warning*TopologyNotValidated*slower than NVLink*" described_events gtr $g6e
 check "p5 is not selected by it" eventually 5 "True RequirementsMet" cond $p5 Validated
 check "and not tainted" eventually 1 "" taints $p5
+check "the policy's status: Accepted, it selects 1 node, 0 validated, 1 failing ($g6e, LinkTooSlow)" \
+  eventually 20 "True 1 0 1 $g6e LinkTooSlow" kc get tpol g6e-needs-nvlink -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status} {.status.selectedNodes} {.status.validatedNodes} {.status.failingNodes} {.status.failing[0].name} {.status.failing[0].reason}'
+check "kubectl get tpol shows it: ACCEPTED True, SELECTED 1, VALIDATED 0, FAILING 1" \
+  eventually 5 "*ACCEPTED*SELECTED*VALIDATED*FAILING*g6e-needs-nvlink*True*1*0*1*" kc get tpol g6e-needs-nvlink
+# A policy the CRD lets through but the operator cannot read (the duration overflows).
+kc apply -f - >/dev/null <<'YAML'
+apiVersion: podshaper.io/v1alpha1
+kind: TopologyPolicy
+metadata: {name: ages-overflow}
+spec:
+  requirements: {maxReportAge: 9999999999999999h}
+YAML
+check "a policy the operator cannot read: Accepted False (Invalid), naming the field" \
+  eventually 20 '*False Invalid*spec.requirements.maxReportAge*expected a duration*leaves this policy out*' \
+  kc get tpol ages-overflow -o jsonpath='{.status.conditions[0].status} {.status.conditions[0].reason} {.status.conditions[0].message}'
+check "... and it counts no nodes" eventually 1 "" kc get tpol ages-overflow -o jsonpath='{.status.selectedNodes}'
+check "the default policy selects every node, its status says" eventually 10 "True $(kc get nodes -o name | wc -l)" \
+  kc get tpol default -o jsonpath='{.status.conditions[0].status} {.status.selectedNodes}'
+kc delete tpol ages-overflow >/dev/null
 kc delete -f "$tmp/nvlink-policy.yaml" >/dev/null
 check "deleting the policy removes the taint" eventually 20 "" taints $g6e
 check "and validates g6e again" eventually 20 "True RequirementsMet" cond $g6e Validated
@@ -383,6 +402,9 @@ check "the leader's queue drains" eventually 20 0 metric "$leader" podshaper_ope
 check "the leader reports 2 validated nodes" eventually 10 2 metric "$leader" podshaper_operator_reports 'verdict="validated"'
 check "and 1 not validated (ghost-node)" eventually 10 1 metric "$leader" podshaper_operator_reports 'verdict="not_validated"'
 check "reconciles succeed" eventually 1 "[1-9]*" metric "$leader" podshaper_operator_reconciles_total 'result="ok"'
+# (ghost-node's report has no Node: a policy selects Nodes)
+check "the default policy's status counts the 2 validated nodes" \
+  eventually 10 2 kc get tpol default -o jsonpath='{.status.validatedNodes}'
 writes=$(metric "$leader" podshaper_operator_writes_total || echo "?")
 errors=$(metric "$leader" podshaper_operator_reconciles_total 'result="error"' || echo 0)
 sleep 5
