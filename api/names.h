@@ -51,6 +51,10 @@ inline constexpr std::string_view kPodSecurityEnforce = "pod-security.kubernetes
 // On the webhook's TLS Secret: asks the operator for a new serving certificate now (any value).
 inline constexpr std::string_view kRenewAnnotation = "podshaper.io/renew";
 
+// The Node condition that carries the report's verdict (its Validated condition's status,
+// reason and message), so that `kubectl describe node` shows it after the Events expire.
+inline constexpr std::string_view kNodeCondition = "GPUTopologyValidated";
+
 // The taint a TopologyPolicy's taintOnFailure puts on a Node that fails it (value: the reason).
 inline constexpr std::string_view kTopologyTaint = "podshaper.io/topology-not-validated";
 

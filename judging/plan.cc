@@ -64,7 +64,10 @@ Plan plan(const PlanInputs& in) {
   Plan p;
   if (in.report == nullptr) {
     p.kind = Plan::Kind::ReportGone;
-    if (in.node != nullptr) p.nodePatch = nodePatch(*in.node, nullptr);
+    if (in.node != nullptr) {
+      p.nodePatch = nodePatch(*in.node, nullptr);
+      p.nodeConditionPatch = nodeConditionPatch(*in.node, nullptr, in.now);
+    }
     return p;
   }
   const json& report = *in.report;
@@ -86,7 +89,10 @@ Plan plan(const PlanInputs& in) {
     p.statusPatch = {{"metadata", {{"resourceVersion", metaString(report, "resourceVersion")}}}, {"status", next}};
     p.events = eventsFor(report, in.node, current, verdict);
   }
-  if (in.node != nullptr) p.nodePatch = nodePatch(*in.node, &verdict);
+  if (in.node != nullptr) {
+    p.nodePatch = nodePatch(*in.node, &verdict);
+    p.nodeConditionPatch = nodeConditionPatch(*in.node, &verdict, in.now);
+  }
   if (verdict.staleAt) p.requeueAfter = *verdict.staleAt - in.now;
   return p;
 }

@@ -51,6 +51,9 @@ struct Plan {
   std::vector<PlannedEvent> events;
   // The Node's labels and taint, guarded by its resourceVersion; null: already so, or no Node.
   nlohmann::json nodePatch;
+  // The Node's GPUTopologyValidated condition (a strategic merge patch of its status);
+  // null: already so, or no Node.
+  nlohmann::json nodeConditionPatch;
   std::optional<long long> requeueAfter;  // seconds: when Fresh turns False, or the grace for a going Node ends
 };
 

@@ -1,6 +1,7 @@
 #include "judging/report_status.h"
 
 #include "api/names.h"
+#include "base/json_util.h"
 #include "base/timefmt.h"
 
 namespace podshaper {
@@ -128,6 +129,35 @@ json nodePatch(const json& node, const Verdict* v) {
     patch["spec"] = {{"taints", kept}};
   }
   return patch;
+}
+
+json nodeConditionPatch(const json& node, const Verdict* verdict, long long now) {
+  const std::string type(names::kNodeCondition);
+  const json* old = nullptr;
+  for (const json& c : member(member(node, "status"), "conditions")) {
+    if (stringMember(c, "type") == type) old = &c;
+  }
+  if (verdict == nullptr) {
+    if (old == nullptr) return nullptr;
+    return {{"status", {{"conditions", json::array({{{"type", type}, {"$patch", "delete"}}})}}}};
+  }
+  const Condition* validated = verdict->condition(conditions::kValidated);
+  const std::string status = validated ? validated->status : "Unknown";
+  const std::string reason = validated ? validated->reason : "Unknown";
+  const std::string message = validated ? validated->message : "";
+  if (old != nullptr && stringMember(*old, "status") == status && stringMember(*old, "reason") == reason &&
+      stringMember(*old, "message") == message) {
+    return nullptr;
+  }
+  std::string since = old ? stringMember(*old, "lastTransitionTime") : "";
+  if (old == nullptr || stringMember(*old, "status") != status || since.empty()) since = formatTime(now);
+  return {{"status",
+           {{"conditions", json::array({{{"type", type},
+                                         {"status", status},
+                                         {"reason", reason},
+                                         {"message", message},
+                                         {"lastHeartbeatTime", since},
+                                         {"lastTransitionTime", since}}})}}}};
 }
 
 }  // namespace podshaper

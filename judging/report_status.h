@@ -41,4 +41,11 @@ std::vector<EventSpec> transitionEvents(const nlohmann::json& current, const Ver
 // by the Node's resourceVersion; null when the Node already is so.
 nlohmann::json nodePatch(const nlohmann::json& node, const Verdict* verdict);
 
+// A strategic merge patch of the Node's status subresource that brings its condition
+// GPUTopologyValidated (names::kNodeCondition) to the verdict's Validated condition
+// (verdict null: the report is gone, so remove it); lastTransitionTime kept while the
+// status does not change, lastHeartbeatTime the same (a steady cluster writes nothing).
+// Null when the Node already says it.
+nlohmann::json nodeConditionPatch(const nlohmann::json& node, const Verdict* verdict, long long now);
+
 }  // namespace podshaper

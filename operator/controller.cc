@@ -40,6 +40,9 @@ void compactNode(json& node) {
   }
   if (const json& taints = member(member(node, "spec"), "taints"); !taints.is_null()) kept["spec"]["taints"] = taints;
   if (member(member(node, "spec"), "unschedulable") == true) kept["spec"]["unschedulable"] = true;
+  for (const json& c : member(member(node, "status"), "conditions")) {  // podshaper's own, not the kubelet's
+    if (stringMember(c, "type") == names::kNodeCondition) kept["status"]["conditions"] = json::array({c});
+  }
   if (const json& alloc = member(member(node, "status"), "allocatable"); !alloc.is_null()) {
     kept["status"]["allocatable"] = alloc;
   }
@@ -98,6 +101,10 @@ kube::ApiResult<json> KubeReconcileApi::patchReportStatus(const std::string& nam
 
 kube::ApiResult<json> KubeReconcileApi::patchNode(const std::string& name, const json& patch) {
   return client_.patch(kube::resourcePath("v1", "nodes", "", name), patch, kube::PatchType::Merge);
+}
+
+kube::ApiResult<json> KubeReconcileApi::patchNodeStatus(const std::string& name, const json& patch) {
+  return client_.patchStatus(kube::resourcePath("v1", "nodes", "", name), patch, kube::PatchType::StrategicMerge);
 }
 
 kube::ApiResult<json> KubeReconcileApi::createEvent(const std::string& ns, const json& event) {

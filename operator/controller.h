@@ -32,6 +32,7 @@ class KubeReconcileApi : public ReconcileApi {
   explicit KubeReconcileApi(const kube::Client& client) : client_(client) {}
   kube::ApiResult<nlohmann::json> patchReportStatus(const std::string& name, const nlohmann::json& body) override;
   kube::ApiResult<nlohmann::json> patchNode(const std::string& name, const nlohmann::json& patch) override;
+  kube::ApiResult<nlohmann::json> patchNodeStatus(const std::string& name, const nlohmann::json& patch) override;
   kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) override;
   // A merge patch of the TopologyPolicy's status subresource (not through ReconcileApi:
   // only the controller writes it).

@@ -41,13 +41,21 @@ Result<bool> stopDeployment(const kube::Client& client, const std::string& ns, c
   }
 }
 
-// Brings one Node to no podshaper label or taint; true when it had some.
+// Brings one Node to no podshaper label, taint or condition; true when it had some.
 Result<bool> pruneNode(const kube::Client& client, json node) {
   const std::string name = stringMember(member(node, "metadata"), "name");
   const std::string path = kube::resourcePath("v1", "nodes", "", name);
+  bool pruned = false;
+  if (const json condition = nodeConditionPatch(node, nullptr, 0); !condition.is_null()) {
+    auto patched = client.patchStatus(path, condition, kube::PatchType::StrategicMerge);
+    if (!patched && !patched.error().isNotFound()) return makeError(patched.error().message);
+    if (!patched) return false;
+    pruned = true;
+    node = std::move(*patched);
+  }
   for (int attempt = 0;; ++attempt) {
     const json patch = nodePatch(node, nullptr);
-    if (patch.is_null()) return attempt > 0;
+    if (patch.is_null()) return pruned || attempt > 0;
     auto patched = client.patch(path, patch, kube::PatchType::Merge);
     if (patched) return true;
     if (!patched.error().isConflict() || attempt >= kConflictRetries) return makeError(patched.error().message);
@@ -85,7 +93,7 @@ int runPrune(int argc, char** argv) {
       std::cerr << "prune: node " << name << ": " << pruned.error().message << "\n";
       ++failed;
     } else if (*pruned) {
-      std::cout << "prune: node " << name << ": podshaper's labels and taint removed\n";
+      std::cout << "prune: node " << name << ": podshaper's labels, taint and condition removed\n";
       ++cleaned;
     } else {
       ++clean;

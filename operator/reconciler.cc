@@ -1,5 +1,7 @@
 #include "operator/reconciler.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "judging/events.h"
@@ -64,20 +66,20 @@ void Reconciler::setVerdict(const std::string& key, const char* verdict) {
   reportsNotValidated_.set(static_cast<double>(notValidatedCount_));
 }
 
-bool Reconciler::cacheBehindWrite(std::map<std::string, std::string>& replaced, const std::string& key,
-                                  const json& object) {
+bool Reconciler::cacheBehindWrite(Replaced& replaced, const std::string& key, const json& object) {
   std::lock_guard lock(mu_);
   auto it = replaced.find(key);
   if (it == replaced.end()) return false;
-  if (it->second == kube::resourceVersionOf(object)) return true;
+  if (std::find(it->second.begin(), it->second.end(), kube::resourceVersionOf(object)) != it->second.end()) {
+    return true;
+  }
   replaced.erase(it);  // the cache moved on
   return false;
 }
 
-void Reconciler::rememberWrite(std::map<std::string, std::string>& replaced, const std::string& key,
-                               const json& object) {
+void Reconciler::rememberWrite(Replaced& replaced, const std::string& key, const std::string& resourceVersion) {
   std::lock_guard lock(mu_);
-  replaced[key] = kube::resourceVersionOf(object);
+  replaced[key].push_back(resourceVersion);
 }
 
 long long Reconciler::nodeMissingFor(const std::string& key, bool missing) {
@@ -109,7 +111,7 @@ Reconciler::Result Reconciler::reconcile(const std::string& key, const std::opti
                        .nodeMissingFor = report ? nodeMissingFor(key, !node && ownedByNode(*report)) : 0});
   switch (p.kind) {
     case Plan::Kind::ReportGone:
-      return {p.nodePatch.is_null() ? Outcome::Done : writeNode(key, *node, p.nodePatch), std::nullopt};
+      return {node ? writeNode(key, *node, p) : Outcome::Done, std::nullopt};
     case Plan::Kind::NodeGoing:
       return {Outcome::Done, std::chrono::seconds(*p.requeueAfter)};
     case Plan::Kind::Judged:
@@ -137,14 +139,18 @@ Reconciler::Result Reconciler::execute(const std::string& key, const json& repor
     // Deleted meanwhile (Done): its DELETED event queues the name again; nothing to look at later.
     if (!written) return {writeFailed("report", key, written.error()), std::nullopt};
     writesStatus_.inc();
-    rememberWrite(replacedReport_, key, report);
+    {
+      std::lock_guard lock(mu_);
+      replacedReport_.erase(key);
+    }
+    rememberWrite(replacedReport_, key, kube::resourceVersionOf(report));
     const Condition* validated = verdict.condition(conditions::kValidated);
     spdlog::info("report {}: Validated={} ({}) gpus={} interconnect={} p2p={} memlock={}", key, validated->status,
                  validated->reason, verdict.gpus, verdict.interconnect, verdict.p2p, verdict.memlock);
     recordEvents(p.events);
   }
-  if (node != nullptr && !p.nodePatch.is_null()) {
-    if (Outcome o = writeNode(key, *node, p.nodePatch); o != Outcome::Done) return {o, std::nullopt};
+  if (node != nullptr) {
+    if (Outcome o = writeNode(key, *node, p); o != Outcome::Done) return {o, std::nullopt};
   }
   if (p.requeueAfter) return {Outcome::Done, std::chrono::seconds(*p.requeueAfter)};
   return {Outcome::Done, std::nullopt};
@@ -161,13 +167,29 @@ Reconciler::Outcome Reconciler::writeFailed(const char* what, const std::string&
   return Outcome::Retry;
 }
 
-Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& node, const json& patch) {
+Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& node, const Plan& p) {
+  if (p.nodePatch.is_null() && p.nodeConditionPatch.is_null()) return Outcome::Done;
   if (!mayWrite_()) return Outcome::NotLeader;
-  auto written = api_.patchNode(key, patch);
-  if (!written) return writeFailed("node", key, written.error());
-  writesNode_.inc();
-  rememberWrite(replacedNode_, key, node);
-  spdlog::info("node {}: {}", key, patch.dump());
+  {
+    std::lock_guard lock(mu_);
+    replacedNode_.erase(key);
+  }
+  std::string version = kube::resourceVersionOf(node);
+  if (!p.nodePatch.is_null()) {
+    auto written = api_.patchNode(key, p.nodePatch);
+    if (!written) return writeFailed("node", key, written.error());
+    writesNode_.inc();
+    rememberWrite(replacedNode_, key, version);
+    version = kube::resourceVersionOf(*written);
+    spdlog::info("node {}: {}", key, p.nodePatch.dump());
+  }
+  if (!p.nodeConditionPatch.is_null()) {
+    if (!mayWrite_()) return Outcome::NotLeader;
+    auto written = api_.patchNodeStatus(key, p.nodeConditionPatch);
+    if (!written) return writeFailed("node status", key, written.error());
+    writesNode_.inc();
+    rememberWrite(replacedNode_, key, version);
+  }
   return Outcome::Done;
 }
 

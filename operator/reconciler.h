@@ -31,6 +31,8 @@ class ReconcileApi {
   virtual kube::ApiResult<nlohmann::json> patchReportStatus(const std::string& name, const nlohmann::json& body) = 0;
   // A merge patch of the Node.
   virtual kube::ApiResult<nlohmann::json> patchNode(const std::string& name, const nlohmann::json& patch) = 0;
+  // A strategic merge patch of the Node's status subresource (its conditions, by type).
+  virtual kube::ApiResult<nlohmann::json> patchNodeStatus(const std::string& name, const nlohmann::json& patch) = 0;
   virtual kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) = 0;
   // The last lines of a container's log (pods/log; `previous`: its run before the current one).
   virtual kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod,
@@ -77,15 +79,17 @@ class Reconciler {
 
  private:
   Result execute(const std::string& key, const nlohmann::json& report, const nlohmann::json* node, const Plan& plan);
-  Outcome writeNode(const std::string& key, const nlohmann::json& node, const nlohmann::json& patch);
+  // The Node's labels and taint, then its GPUTopologyValidated condition, as planned.
+  Outcome writeNode(const std::string& key, const nlohmann::json& node, const Plan& plan);
   Outcome writeFailed(const char* what, const std::string& key, const kube::ApiError& error);
   void recordEvents(const std::vector<PlannedEvent>& events);
   void setVerdict(const std::string& key, const char* verdict);
   // True when `object` is the version our write to it replaced (the cache lags).
-  bool cacheBehindWrite(std::map<std::string, std::string>& replaced, const std::string& key,
-                        const nlohmann::json& object);
-  void rememberWrite(std::map<std::string, std::string>& replaced, const std::string& key,
-                     const nlohmann::json& object);
+  using Replaced = std::map<std::string, std::vector<std::string>>;
+  bool cacheBehindWrite(Replaced& replaced, const std::string& key, const nlohmann::json& object);
+  // One reconcile may write an object twice (a Node's labels, then its status): each
+  // version it replaced is remembered.
+  void rememberWrite(Replaced& replaced, const std::string& key, const std::string& resourceVersion);
   // How long the report at `key` has been seen without its Node (0 while it has one).
   long long nodeMissingFor(const std::string& key, bool missing);
   void forgetReport(const std::string& key, bool nodeExists);
@@ -99,9 +103,9 @@ class Reconciler {
   std::map<std::string, std::string> verdicts_;  // report → validated / not_validated
   long long validatedCount_ = 0, notValidatedCount_ = 0;
   // The resourceVersions our last writes replaced, per key: while the cache
-  // still holds that version it has not seen our write yet, and judging it
-  // again would only earn a 409.
-  std::map<std::string, std::string> replacedReport_, replacedNode_;
+  // still holds one of them it has not seen our writes yet, and judging it
+  // again would only earn a 409 or write the same again.
+  Replaced replacedReport_, replacedNode_;
   // Reports whose Node is gone, since when (steady seconds).
   std::map<std::string, long long> nodeMissingSince_;
   unsigned eventSequence_ = 0;

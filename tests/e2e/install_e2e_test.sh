@@ -75,6 +75,8 @@ check "webhook: no Pods" cannot podshaper-webhook create pods -n default
 check "operator: write report status" can podshaper-operator patch gputopologyreports.podshaper.io --subresource=status
 check "operator: not report specs" cannot podshaper-operator update gputopologyreports.podshaper.io
 check "operator: label Nodes" can podshaper-operator patch nodes
+check "operator: its Node condition" can podshaper-operator patch nodes --subresource=status
+check "operator: not delete Nodes" cannot podshaper-operator delete nodes
 check "operator: record Events" can podshaper-operator create events -n default
 check "operator: not change Events" cannot podshaper-operator patch events -n default
 check "operator: read the pods it explains" can podshaper-operator watch pods -n default

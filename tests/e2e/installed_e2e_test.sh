@@ -99,6 +99,8 @@ check "a pod is shaped by the installed webhook, through the Service" until_ok 3
 # --- 4. the agent's report, with its own token, and the operator's verdict
 check "the agent pod wrote its node's report, its memlock probe granted 4 MiB" \
   eventually 90 'true 4194304' kc get gtr $node -o jsonpath='{.spec.host.memlockProbe.granted} {.spec.host.memlockBytes}'
+check "kubectl describe node: condition GPUTopologyValidated True (RequirementsMet)" \
+  eventually 60 '*GPUTopologyValidated*True*RequirementsMet*' bash -c "kubectl --kubeconfig $kubeconfig describe node $node | grep GPUTopologyValidated"
 check "the operator validated the node: 4 GPUs, NVLink, P2P all, memlock 4 MiB" \
   eventually 60 'true 4 nvlink all 4194304' kc get node $node -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated} {.metadata.labels.podshaper\.io/gpu-count} {.metadata.labels.podshaper\.io/interconnect} {.metadata.labels.podshaper\.io/p2p} {.metadata.labels.podshaper\.io/memlock}'
 
@@ -258,18 +260,24 @@ check "kubectl delete -k manifests/ --ignore-not-found (the overlay)" quiet kc d
 kc label nodes --all podshaper.io/topology-validated- podshaper.io/gpu-count- \
   podshaper.io/interconnect- podshaper.io/p2p- podshaper.io/memlock- >/dev/null
 kc taint nodes --all podshaper.io/topology-not-validated- >/dev/null 2>&1 || true
+for n in $(kc get nodes -o name); do
+  kc patch "$n" --subresource=status --type=strategic \
+    -p '{"status":{"conditions":[{"type":"GPUTopologyValidated","$patch":"delete"}]}}' >/dev/null
+done
 nothing_left() {  # nothing_left WHAT
   check "$1: no podshaper CRD, namespace, webhook configuration, admission policy or RBAC is left" \
     eventually 60 "" bash -c "kubectl --kubeconfig $kubeconfig get crd,namespace,mutatingwebhookconfiguration,validatingadmissionpolicy,validatingadmissionpolicybinding,clusterrole,clusterrolebinding -o name | grep -i podshaper"
   # (podshaper.io/real-node is the test node's own, from scripts/node.sh)
-  check "$1: no node carries a podshaper label or taint" eventually 10 "" python3 -c '
+  check "$1: no node carries a podshaper label, taint or condition" eventually 10 "" python3 -c '
 import json, subprocess, sys
 nodes = json.loads(subprocess.check_output(["kubectl", "--kubeconfig", sys.argv[1], "get", "nodes", "-o", "json"]))["items"]
 for n in nodes:
     for k in n["metadata"].get("labels", {}):
         if k.startswith("podshaper.io/") and k != "podshaper.io/real-node": print(n["metadata"]["name"], k)
     for t in n["spec"].get("taints", []):
-        if t["key"].startswith("podshaper.io/"): print(n["metadata"]["name"], t["key"])' "$kubeconfig"
+        if t["key"].startswith("podshaper.io/"): print(n["metadata"]["name"], t["key"])
+    for c in n.get("status", {}).get("conditions", []):
+        if c["type"] == "GPUTopologyValidated": print(n["metadata"]["name"], c["type"])' "$kubeconfig"
 }
 nothing_left "kubectl delete -k"
 

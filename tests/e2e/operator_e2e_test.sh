@@ -278,6 +278,8 @@ kc apply -f "$tmp/nvlink-policy.yaml" >/dev/null
 check "a policy asking NVLink fails g6e: Validated False (LinkTooSlow)" \
   eventually 20 "False LinkTooSlow" cond $g6e Validated
 check "both policies apply to it" eventually 5 "default g6e-needs-nvlink" field $g6e 'policies[*]'
+check "kubectl describe node $g6e: condition GPUTopologyValidated False (LinkTooSlow)" \
+  eventually 15 '*GPUTopologyValidated*False*LinkTooSlow*slower than NVLink*' bash -c "kubectl --kubeconfig $kubeconfig describe node $g6e | grep GPUTopologyValidated"
 check "g6e is tainted podshaper.io/topology-not-validated=LinkTooSlow:NoSchedule" \
   eventually 15 "podshaper.io/topology-not-validated=LinkTooSlow:NoSchedule " taints $g6e
 check "the Warning names the slow links" eventually 15 \
@@ -306,6 +308,8 @@ kc delete tpol ages-overflow >/dev/null
 kc delete -f "$tmp/nvlink-policy.yaml" >/dev/null
 check "deleting the policy removes the taint" eventually 20 "" taints $g6e
 check "and validates g6e again" eventually 20 "True RequirementsMet" cond $g6e Validated
+check "its Node condition is True again" eventually 15 "True RequirementsMet" \
+  kc get node $g6e -o jsonpath='{.status.conditions[?(@.type=="GPUTopologyValidated")].status} {.status.conditions[?(@.type=="GPUTopologyValidated")].reason}'
 
 # --- a stale report
 kc patch gtr $p4d --type merge -p '{"spec":{"observedAt":"2020-01-01T00:00:00Z"}}' >/dev/null

@@ -118,5 +118,35 @@ TEST(NodePatch, TaintOnFailureComesAndGoes) {
   EXPECT_EQ(healed["spec"]["taints"], json::array({other}));
 }
 
+TEST(NodeConditionPatch, TheVerdictAsANodeConditionWrittenOnlyWhenItChanges) {
+  Node facts = gpuNode(8);
+  Verdict good = judge(TopologyBuilder(8).spec(), &facts, {defaultPolicy()}, kNow);
+  json node = nodeWith({{"kubernetes.io/hostname", "gpu-0"}});
+  node["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
+  json patch = nodeConditionPatch(node, &good, kNow);
+  ASSERT_EQ(patch["status"]["conditions"].size(), 1u);  // a strategic merge by type: Ready stays
+  json c = patch["status"]["conditions"][0];
+  EXPECT_EQ(c["type"], "GPUTopologyValidated");
+  EXPECT_EQ(c["status"], "True");
+  EXPECT_EQ(c["reason"], "RequirementsMet");
+  EXPECT_EQ(c["lastTransitionTime"], formatTime(kNow));
+  EXPECT_EQ(c["lastHeartbeatTime"], c["lastTransitionTime"]);
+
+  node["status"]["conditions"].push_back(c);
+  EXPECT_TRUE(nodeConditionPatch(node, &good, kNow + 600).is_null());  // steady: nothing
+
+  Verdict bad = judge(TopologyBuilder(8).p2p("NS").spec(), &facts, {defaultPolicy()}, kNow);
+  json failed = nodeConditionPatch(node, &bad, kNow + 600)["status"]["conditions"][0];
+  EXPECT_EQ(failed["status"], "False");
+  EXPECT_EQ(failed["reason"], "P2PUnavailable");
+  EXPECT_EQ(failed["lastTransitionTime"], formatTime(kNow + 600));
+  EXPECT_NE(failed["message"].get<std::string>().find("peer-to-peer"), std::string::npos) << failed["message"];
+
+  // The report is gone: the condition goes, the kubelet's stay.
+  EXPECT_EQ(nodeConditionPatch(node, nullptr, kNow),
+            json::parse(R"({"status":{"conditions":[{"type":"GPUTopologyValidated","$patch":"delete"}]}})"));
+  EXPECT_TRUE(nodeConditionPatch(nodeWith(json::object()), nullptr, kNow).is_null());
+}
+
 }  // namespace
 }  // namespace podshaper

@@ -49,6 +49,23 @@ class FakeApi : public ReconcileApi {
     bump(node);
     return node;
   }
+  kube::ApiResult<json> patchNodeStatus(const std::string& name, const json& patch) override {
+    if (!nodeErrors.empty()) return failWith(nodeErrors);
+    writes.push_back("node status " + name);
+    // Strategic merge of conditions by type, as the API server does.
+    json& conds = node["status"]["conditions"];
+    if (!conds.is_array()) conds = json::array();
+    for (const json& c : patch["status"]["conditions"]) {
+      json kept = json::array();
+      for (const json& o : conds) {
+        if (o["type"] != c["type"]) kept.push_back(o);
+      }
+      if (!c.contains("$patch")) kept.push_back(c);
+      conds = kept;
+    }
+    bump(node);
+    return node;
+  }
   kube::ApiResult<json> createEvent(const std::string& ns, const json& event) override {
     if (!eventErrors.empty()) return failWith(eventErrors);
     if (refuseEvent && refuseEvent(event)) return kube::makeApiError(500, "InternalError", "refused by the test");

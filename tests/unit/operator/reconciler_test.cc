@@ -41,9 +41,15 @@ TEST_F(ReconcilerTest, ANewReportIsJudgedAndItsNodeLabelled) {
   auto r = run();
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(api.writes, (std::vector<std::string>{"status gpu-0", "event Normal TopologyValidated on GPUTopologyReport in default",
-                                                  "node gpu-0"}));
+                                                  "node gpu-0", "node status gpu-0"}));
   EXPECT_EQ(api.report["status"]["conditions"][0]["status"], "True");
   EXPECT_EQ(api.node["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
+  // kubectl describe node: the verdict as a condition, which outlives the Events.
+  const json& condition = api.node["status"]["conditions"][0];
+  EXPECT_EQ(condition["type"], "GPUTopologyValidated");
+  EXPECT_EQ(condition["status"], "True");
+  EXPECT_EQ(condition["reason"], "RequirementsMet");
+  EXPECT_EQ(condition["lastTransitionTime"], formatTime(clock.wall));
   EXPECT_EQ(api.node["metadata"]["labels"]["kubernetes.io/hostname"], "gpu-0");
   EXPECT_EQ(api.events[0]["reportingInstance"], "operator-0");
   EXPECT_EQ(api.events[0]["involvedObject"]["uid"], "report-uid");
@@ -102,7 +108,10 @@ TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
                             "event Warning P2PUnavailable on GPUTopologyReport in default",
                             "event Warning P2PUnavailable on Node in default",
                             "node gpu-0",
+                            "node status gpu-0",
                         }));
+  EXPECT_EQ(api.node["status"]["conditions"][0]["status"], "False");
+  EXPECT_EQ(api.node["status"]["conditions"][0]["reason"], "P2PUnavailable");
   EXPECT_EQ(api.node["metadata"]["labels"]["podshaper.io/topology-validated"], "false");
   EXPECT_EQ(api.node["metadata"]["labels"]["podshaper.io/p2p"], "partial");
   EXPECT_NE(metricsText().find("podshaper_operator_reports{verdict=\"not_validated\"} 1"), std::string::npos);
@@ -122,6 +131,7 @@ TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
                             "event Normal TopologyValidated on GPUTopologyReport in default",
                             "event Normal AllPairsP2P on GPUTopologyReport in default",
                             "node gpu-0",
+                            "node status gpu-0",
                         }));
   EXPECT_EQ(api.node["metadata"]["labels"]["podshaper.io/p2p"], "all");
 
@@ -148,7 +158,7 @@ TEST_F(ReconcilerTest, AConflictIsRetriedWithoutTellingAnything) {
 
   // The retry writes it all.
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(api.writes.size(), 3u);
+  EXPECT_EQ(api.writes.size(), 4u);
 
   // A conflict on the Node: retried too; the status is not written twice.
   api.writes.clear();
@@ -177,7 +187,7 @@ TEST_F(ReconcilerTest, AFailedEventDoesNotFailTheReconcile) {
   api.node = nodeObject(8);
   api.eventErrors.push_back(kube::makeApiError(403, "Forbidden", "events is forbidden"));
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(api.writes, (std::vector<std::string>{"status gpu-0", "node gpu-0"}));
+  EXPECT_EQ(api.writes, (std::vector<std::string>{"status gpu-0", "node gpu-0", "node status gpu-0"}));
 }
 
 TEST_F(ReconcilerTest, ADeletedNodesReportWaitsForTheGarbageCollector) {
@@ -242,8 +252,9 @@ TEST_F(ReconcilerTest, ADeletedReportTakesItsLabelsOffTheNode) {
   api.writes.clear();
   api.report = nullptr;
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(api.writes, (std::vector<std::string>{"node gpu-0"}));
+  EXPECT_EQ(api.writes, (std::vector<std::string>{"node gpu-0", "node status gpu-0"}));
   EXPECT_FALSE(api.node["metadata"]["labels"].contains("podshaper.io/topology-validated"));
+  EXPECT_TRUE(api.node["status"]["conditions"].empty());
   EXPECT_EQ(api.node["metadata"]["labels"]["kubernetes.io/hostname"], "gpu-0");
   EXPECT_NE(metricsText().find("podshaper_operator_reports{verdict=\"validated\"} 0"), std::string::npos);
 }
