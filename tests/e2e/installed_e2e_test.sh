@@ -281,10 +281,20 @@ for n in nodes:
 }
 nothing_left "kubectl delete -k"
 
-# --- 11. the chart, on the cluster the uninstall left clean: the same, then helm uninstall
+# --- 11. the chart, on the cluster the uninstall left clean: the previous chart version
+# (the last one before 0.2.0, from git), then helm upgrade to this one, helm test, uninstall
 helm() { "$helm_bin" --kubeconfig "$kubeconfig" "$@"; }
-check "helm install podshaper charts/podshaper (examples/real-node/install/values.yaml)" \
-  quiet helm install podshaper "$root/charts/podshaper" -f "$overlay/values.yaml"
+previous_chart=6bbd5cc  # chart 0.1.0
+mkdir -p "$tmp/previous"
+if git -C "$root" archive "$previous_chart" charts/podshaper examples/real-node/install 2>/dev/null | tar -x -C "$tmp/previous"; then
+  first_chart=$tmp/previous/charts/podshaper first_values=$tmp/previous/examples/real-node/install/values.yaml
+  check "the previous chart is version 0.1.0" grep -q '^version: 0.1.0$' "$first_chart/Chart.yaml"
+else  # a source tree without its history: install this version, the upgrade changes values only
+  echo "    (no git history here: the upgrade starts from this chart version)"
+  first_chart=$root/charts/podshaper first_values=$overlay/values.yaml
+fi
+check "helm install podshaper (the previous chart version, examples/real-node/install/values.yaml)" \
+  quiet helm install podshaper "$first_chart" -f "$first_values"
 check "helm made namespace $ns" until_ok 30 kc get namespace $ns
 kc -n $ns create configmap podshaper-agent-fixture --from-file "topology.txt=$capture" >/dev/null
 check "helm: the webhook rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
@@ -293,6 +303,22 @@ check "helm: the agent rolls out" quiet kc -n $ns rollout status ds/podshaper-ag
 check "helm: a pod is shaped through the Service" until_ok 60 shaped_probe
 check "helm: the agent reported and the operator validated the node" \
   eventually 90 'true 4194304' kc get node $node -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated} {.metadata.labels.podshaper\.io/memlock}'
+# docs/admin.md "Upgrade": the CRDs first (Helm never upgrades crds/), then the release.
+check "upgrade: kubectl apply -k crds/ over the CRDs Helm installed" quiet kc apply -k "$root/crds/"
+check "helm upgrade podshaper charts/podshaper (0.2.0) --set logLevel=debug" \
+  quiet helm upgrade podshaper "$root/charts/podshaper" -f "$overlay/values.yaml" --set logLevel=debug --wait --timeout 180s
+helm list -o json >"$tmp/helm-list.json"
+check "helm list: the release is chart podshaper-0.2.0, revision 2" python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+sys.exit(not (r["chart"] == "podshaper-0.2.0" and str(r["revision"]) == "2"))' "$tmp/helm-list.json"
+check "helm upgrade: the operator now runs with --log-level debug" \
+  eventually 30 '*--log-level*debug*' kc -n $ns get deploy podshaper-operator -o jsonpath='{.spec.template.spec.containers[0].args}'
+check "helm upgrade: the operator rolls out" quiet kc -n $ns rollout status deploy/podshaper-operator --timeout 120s
+check "helm upgrade: the webhook rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
+check "helm upgrade: a pod is still shaped" until_ok 60 shaped_probe
+check "helm upgrade: the node is still validated" \
+  eventually 60 true kc get node $node -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated}'
 # helm test: the API server really calls the webhook (a dry-run create in test.namespace).
 check "helm test podshaper: the API server calls the webhook" quiet helm test podshaper --timeout 120s
 check "helm test: its pod and RBAC are gone once it passed" eventually 30 "" bash -c \
@@ -311,17 +337,6 @@ check "... and its pod's log says why" bash -c \
 kc -n $ns scale deploy/podshaper-webhook --replicas "$replicas" >/dev/null
 check "the webhook is back" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
 check "helm test passes again, and removes what the failed run left" quiet helm test podshaper --timeout 120s
-# docs/admin.md "Upgrade": the CRDs first (Helm never upgrades crds/), then the release.
-check "upgrade: kubectl apply -k crds/ over the CRDs Helm installed" quiet kc apply -k "$root/crds/"
-check "helm upgrade podshaper --reuse-values --set logLevel=debug" \
-  quiet helm upgrade podshaper "$root/charts/podshaper" --reuse-values --set logLevel=debug --wait --timeout 180s
-check "helm upgrade: the operator now runs with --log-level debug" \
-  eventually 30 '*--log-level*debug*' kc -n $ns get deploy podshaper-operator -o jsonpath='{.spec.template.spec.containers[0].args}'
-check "helm upgrade: the operator rolls out" quiet kc -n $ns rollout status deploy/podshaper-operator --timeout 120s
-check "helm upgrade: the webhook rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
-check "helm upgrade: a pod is still shaped" until_ok 60 shaped_probe
-check "helm upgrade: the node is still validated" \
-  eventually 60 true kc get node $node -o jsonpath='{.metadata.labels.podshaper\.io/topology-validated}'
 # The prune hook (pre-delete) stops the operator and removes its labels and taint: no
 # `kubectl label` by hand after a helm uninstall.
 check "helm uninstall podshaper (its pre-delete hook prunes the nodes)" quiet helm uninstall podshaper --wait --timeout 180s
