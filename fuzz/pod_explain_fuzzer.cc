@@ -3,13 +3,14 @@
 //   judgePending: never throws; a NotPlaceable Event is a Warning whose message starts
 //   "Pending for " and whose answer is the message after its first ": "; look again
 //   within a day.
-//   judgeTerminations: each failure is a ShmExhausted Warning on a container the pod
-//   lists, keyed by the pod's uid; quoted log lines are at most 200 bytes and hold no
-//   control character.
+//   judgeTerminations (with the logs logsToRead asks for, keyed by the pod's uid): each
+//   failure is a ShmExhausted Warning on a container the pod lists, keyed by the pod's
+//   uid; quoted log lines are at most 200 bytes and hold no control character.
 //   Every message, as an Event, serialises as JSON (valid UTF-8 in, valid UTF-8 out).
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "base/json_util.h"
@@ -81,7 +82,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!p.pending) FUZZ_CHECK(!p.event && !p.lookAgainAfter, fuzz::show(pod));
 
   const std::string uid = stringMember(member(pod, "metadata"), "uid");
-  for (const ShmFailure& f : judgeTerminations(pod)) {
+  // The logs logsToRead asks for, each "read" as the whole input (any text a container prints).
+  std::map<std::string, std::string> logs;
+  const std::string evidence = shmEvidence(std::string(reinterpret_cast<const char*>(data), size));
+  for (const LogToRead& ask : logsToRead(pod)) {
+    FUZZ_CHECK(ask.key.starts_with(uid + "/" + ask.container + "/"), ask.key);
+    logs[ask.key] = evidence;
+  }
+  for (const ShmFailure& f : judgeTerminations(pod, logs)) {
     FUZZ_CHECK(f.event.type == "Warning" && f.event.reason == reasons::kShmExhausted, f.event.message);
     FUZZ_CHECK(f.key.starts_with(uid + "/" + f.container + "/"), f.key);
     const std::size_t open = f.event.message.find(" (\"");

@@ -166,7 +166,10 @@ check "NCCL's ENOSPC: the Job's pod ran twice and failed twice (restartPolicy On
 check "kubectl describe pod: ShmExhausted, NCCL could not make its segment, twice" \
   eventually 30 2 bash -c "kubectl --kubeconfig $kubeconfig -n ml describe pod $(nccl_pod) | grep -c 'ShmExhausted.*NCCL could not make its shared memory segment there'"
 described pod "$(nccl_pod)" >"$tmp/nccl.describe"
-check "... quoting NCCL's line and naming podshaper.io/nccl-communicators" \
+check "(its termination message, the log's last 2 KiB, holds PyTorch's traceback, not NCCL's line)" bash -c \
+  "kubectl --kubeconfig $kubeconfig -n ml get pod $(nccl_pod) -o jsonpath='{.status.containerStatuses[0].lastState.terminated.message}' | grep -q ncclSystemError &&
+   ! kubectl --kubeconfig $kubeconfig -n ml get pod $(nccl_pod) -o jsonpath='{.status.containerStatuses[0].lastState.terminated.message}' | grep -q 'NCCL WARN'"
+check "... quoting NCCL's line, read from the log, and naming podshaper.io/nccl-communicators" \
   grep -q 'Error while creating shared memory segment /dev/shm/nccl-4PshbB.*annotation podshaper.io/nccl-communicators to the NCCL communicators the job makes' "$tmp/nccl.describe"
 check "... and the second run is told that its earlier run left its files in /dev/shm" \
   grep -q "This was run 2 of the container in this pod: /dev/shm is the pod's emptyDir and keeps what earlier runs left" "$tmp/nccl.describe"
