@@ -343,13 +343,22 @@ void Controller::writePolicyStatuses() {
   for (const json& policy : policyInformer_.snapshot()) {
     const std::string name = stringMember(member(policy, "metadata"), "name");
     const json& current = member(policy, "status");
-    const json patch = policyStatusPatch(current, policyStatus(policy, nodes, current, now));
+    const json next = policyStatus(policy, nodes, current, now);
+    const json patch = policyStatusPatch(current, next);
     if (patch.is_null()) continue;
     if (auto written = api_.patchPolicyStatus(name, patch); !written) {
       if (!written.error().isNotFound()) spdlog::warn("TopologyPolicy {}: status not written: {}", name, written.error().message);
       continue;
     }
     writesPolicyStatus_.inc();
+    const json& accepted = member(next, "conditions")[0];
+    if (stringMember(accepted, "status") != "True") {
+      spdlog::warn("TopologyPolicy {}: not accepted: {}", name, stringMember(accepted, "message"));
+    } else {
+      spdlog::info("TopologyPolicy {}: selects {} nodes: {} validated, {} failing", name,
+                   member(next, "selectedNodes").dump(), member(next, "validatedNodes").dump(),
+                   member(next, "failingNodes").dump());
+    }
   }
 }
 

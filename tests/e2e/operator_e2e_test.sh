@@ -406,13 +406,23 @@ check "the leader's queue drains" eventually 20 0 metric "$leader" podshaper_ope
 check "the leader reports 2 validated nodes" eventually 10 2 metric "$leader" podshaper_operator_reports 'verdict="validated"'
 check "and 1 not validated (ghost-node)" eventually 10 1 metric "$leader" podshaper_operator_reports 'verdict="not_validated"'
 check "reconciles succeed" eventually 1 "[1-9]*" metric "$leader" podshaper_operator_reconciles_total 'result="ok"'
-# (ghost-node's report has no Node: a policy selects Nodes)
-check "the default policy's status counts the 2 validated nodes" \
-  eventually 10 2 kc get tpol default -o jsonpath='{.status.validatedNodes}'
+# The policies' status follows within 2 s of the last verdict: it must agree with the
+# Nodes' labels before the quiet window (ghost-node's report has no Node: policies select Nodes).
+policy_agrees() {
+  local want have
+  want="$(kc get nodes -l podshaper.io/topology-validated=true -o name | wc -l) $(kc get nodes -l podshaper.io/topology-validated=false -o name | wc -l)"
+  have=$(kc get tpol default -o jsonpath='{.status.validatedNodes} {.status.failingNodes}')
+  [[ $want == "$have" ]]
+}
+check "the default policy's status agrees with the Nodes' labels (validated, failing)" until_ok 15 policy_agrees
+check "... 2 validated" eventually 1 2 kc get tpol default -o jsonpath='{.status.validatedNodes}'
+writes_by_kind() { curl -sk --max-time 3 "https://127.0.0.1:${op_port[$1]}/metrics" | grep '^podshaper_operator_writes_total' | tr '\n' ' '; }
 writes=$(metric "$leader" podshaper_operator_writes_total || echo "?")
+by_kind=$(writes_by_kind "$leader")
 errors=$(metric "$leader" podshaper_operator_reconciles_total 'result="error"' || echo 0)
 sleep 5
 writes_after=$(metric "$leader" podshaper_operator_writes_total || echo "?")
+[[ $writes == "$writes_after" ]] || echo "    writes by kind: $by_kind -> $(writes_by_kind "$leader")"
 errors_after=$(metric "$leader" podshaper_operator_reconciles_total 'result="error"' || echo 0)
 echo "leader writes_total: $writes -> $writes_after in 5 s; reconcile errors: $errors -> $errors_after"
 check "a steady cluster causes no writes" test "$writes" != "?" -a "$writes" = "$writes_after"
