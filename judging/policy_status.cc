@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "api/names.h"
 #include "api/policy.h"
 #include "base/json_util.h"
 #include "base/timefmt.h"
@@ -49,7 +50,12 @@ json policyStatus(const json& policy, const std::vector<PolicyNode>& nodes, cons
   long long selected = 0, validated = 0, failing = 0, unreported = 0;
   std::vector<const PolicyNode*> failed;
   for (const PolicyNode& n : nodes) {
-    if (!parsed->nodeSelector.matches(n.labels)) continue;
+    // As the verdict selects: by the Node's own labels, not the ones podshaper writes.
+    std::map<std::string, std::string> own;
+    for (const auto& [k, v] : n.labels) {
+      if (!k.starts_with(names::kKeyPrefix)) own.emplace(k, v);
+    }
+    if (!parsed->nodeSelector.matches(own)) continue;
     ++selected;
     if (n.validated == "True") {
       ++validated;

@@ -42,6 +42,15 @@ TEST(PolicyStatus, CountsTheNodesItSelectsAndNamesTheFailingOnes) {
   EXPECT_EQ(s["conditions"][0]["lastTransitionTime"], formatTime(kT0));
 }
 
+TEST(PolicyStatus, ItSelectsByTheNodesOwnLabelsNotPodshapers) {
+  std::vector<PolicyNode> labelled = {{"a", {{"podshaper.io/gpu-count", "8"}}, "True", ""},
+                                      {"b", {{"podshaper.io/gpu-count", "8"}, {"pool", "x"}}, "True", ""}};
+  EXPECT_EQ(policyStatus(policy({{"matchLabels", {{"podshaper.io/gpu-count", "8"}}}}), labelled, nullptr, kT0)
+                ["selectedNodes"],
+            0);
+  EXPECT_EQ(policyStatus(policy({{"matchLabels", {{"pool", "x"}}}}), labelled, nullptr, kT0)["selectedNodes"], 1);
+}
+
 TEST(PolicyStatus, AnEmptySelectorSelectsEveryNode) {
   EXPECT_EQ(policyStatus(policy(json::object()), nodes(), nullptr, kT0)["selectedNodes"], 5);
 }
