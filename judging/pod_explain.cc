@@ -752,6 +752,9 @@ std::vector<LogToRead> logsToRead(const json& pod) {
   return out;
 }
 
+// What shmEvidence keeps at most: enough for every line judgeTerminations may quote.
+constexpr std::size_t kEvidenceBytes = 8192;
+
 std::string shmEvidence(const std::string& log) {
   std::string kept;
   std::size_t start = 0;
@@ -760,6 +763,7 @@ std::string shmEvidence(const std::string& log) {
     if (end == std::string::npos) end = log.size();
     const std::string line = log.substr(start, end - start);
     if (ncclLine(line) || dataLoaderLine(line) || workerGoneLine(line) || otherWorkerDeath(line) || sigbusLine(line)) {
+      if (kept.size() + line.size() >= kEvidenceBytes) break;
       kept += line;
       kept += '\n';
     }

@@ -100,7 +100,8 @@ struct LogToRead {
 std::vector<LogToRead> logsToRead(const nlohmann::json& pod);
 
 // The lines of a log that judgeTerminations reads (those that speak of /dev/shm, SIGBUS
-// or a DataLoader worker's death), joined: what is worth keeping of a long log.
+// or a DataLoader worker's death), joined, the first 8 KiB of them: what is worth keeping
+// of a long log.
 std::string shmEvidence(const std::string& log);
 
 // Every terminated container (now, or its last run) that died for lack of /dev/shm:

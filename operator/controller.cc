@@ -119,11 +119,12 @@ kube::ApiResult<json> KubeReconcileApi::patchPolicyStatus(const std::string& nam
 kube::ApiResult<std::string> KubeReconcileApi::readLog(const std::string& ns, const std::string& pod,
                                                        const std::string& container, bool previous) {
   // Enough lines for every worker's traceback after the one that matters, and a bound on
-  // what one read costs.
+  // what one read costs (limitBytes counts from the first of those lines: few enough lines
+  // that it seldom cuts the end, where the cause is).
   return client_.getText(kube::withQuery(kube::resourcePath("v1", "pods", ns, pod) + "/log",
                                          {{"container", container},
                                           {"previous", previous ? "true" : ""},
-                                          {"tailLines", "2000"},
+                                          {"tailLines", "500"},
                                           {"limitBytes", std::to_string(1 << 20)}}));
 }
 
@@ -202,8 +203,12 @@ void Controller::start() {
       lock.lock();
       // Soon after a change (at most once per kPolicyStatusGap, however many reports
       // change), else every kPolicyStatusPeriod.
-      resyncCv_.wait_until(lock, ran + kPolicyStatusPeriod,
-                           [this] { return stopping_.load() || policyStatusDirty_.load(); });
+      // (In one-second slices: the flag is set without resyncMu_, so that the informers
+      // never wait on it, and a notify may come just before this wait.)
+      while (!stopping_.load() && !policyStatusDirty_.load() &&
+             std::chrono::steady_clock::now() < ran + kPolicyStatusPeriod) {
+        resyncCv_.wait_for(lock, std::chrono::seconds(1));
+      }
       resyncCv_.wait_until(lock, ran + kPolicyStatusGap, [this] { return stopping_.load(); });
     }
   });
@@ -347,7 +352,13 @@ void Controller::writePolicyStatuses() {
     const json patch = policyStatusPatch(current, next);
     if (patch.is_null()) continue;
     if (auto written = api_.patchPolicyStatus(name, patch); !written) {
-      if (!written.error().isNotFound()) spdlog::warn("TopologyPolicy {}: status not written: {}", name, written.error().message);
+      // 404 for a policy the cache holds: a CRD of an earlier version, without the status
+      // subresource (Helm does not upgrade CRDs). Said once per policy.
+      if (!written.error().isNotFound() || policiesWithoutStatus_.insert(name).second) {
+        spdlog::warn("TopologyPolicy {}: status not written: {}{}", name, written.error().message,
+                     written.error().isNotFound() ? " (is the TopologyPolicy CRD this version's? kubectl apply -k crds/)"
+                                                  : "");
+      }
       continue;
     }
     writesPolicyStatus_.inc();

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,6 +108,7 @@ class Controller {
   mutable std::mutex mu_;  // guards policies_ and policySpecs_
   std::vector<Policy> policies_;
   std::string policySpecs_;  // policySpecsKey of the policies read
+  std::set<std::string> policiesWithoutStatus_;  // the policy status worker's only: told once
 
   metrics::Counter &reconcilesOk_, &reconcilesError_, &reconcilesSkipped_, &writesPolicyStatus_;
   metrics::Gauge &queueDepth_, &policiesGauge_, &policyErrors_;

@@ -13,8 +13,9 @@ constexpr const char* kUsage = R"(usage:
   podshaper-operator prune [--kubeconfig FILE | --in-cluster] [--namespace NS --stop DEPLOYMENT]
   podshaper-operator version
 
-prune removes podshaper's labels and taint from every node (the chart runs it on
-`helm uninstall`); --stop first deletes the operator's Deployment and waits for its pods.
+prune removes podshaper's labels, taint and GPUTopologyValidated condition from every
+node (the chart runs it on `helm uninstall`); --stop first deletes the operator's
+Deployment and waits for its pods.
 
 Every command also takes --log-level trace|debug|info|warn|error (info) and
 --log-format text|json (text; json: one object a line, the time in UTC).

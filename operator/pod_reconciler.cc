@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "base/json_util.h"
 #include "cli/logging.h"
 
@@ -15,6 +17,8 @@ namespace {
 constexpr std::size_t kMaxOwnersRemembered = 100000;
 // A waiting pod's NotPlaceable is told again for new words at most this often.
 constexpr std::chrono::seconds kRetellAfter{600};
+// After pods/log answered 403, logs are not asked for again this long.
+constexpr std::chrono::seconds kLogsForbiddenFor{600};
 }  // namespace
 
 PodReconciler::PodReconciler(ReconcileApi& api, const Clock& clock, metrics::Registry& metrics,
@@ -64,16 +68,27 @@ void PodReconciler::forgetUid(const std::string& uid) {
 }
 
 std::map<std::string, std::string> PodReconciler::readLogs(const json& pod, const std::string& ns,
-                                                           const std::string& name) {
+                                                           const std::string& name, bool& failed) {
   std::map<std::string, std::string> logs;
-  for (const LogToRead& ask : logsToRead(pod)) {
+  const auto asks = logsToRead(pod);
+  const long long now = clock_.wallMicros() / 1000000;
+  {
+    // Runs the pod no longer lists (a crash-looping container's older ones) are forgotten.
+    std::lock_guard lock(mu_);
+    const std::string uid = stringMember(member(pod, "metadata"), "uid");
+    for (auto it = logEvidence_.lower_bound(uid + "/"); it != logEvidence_.end() && it->first.starts_with(uid + "/");) {
+      const bool asked = std::any_of(asks.begin(), asks.end(), [&](const LogToRead& a) { return a.key == it->first; });
+      it = asked ? std::next(it) : logEvidence_.erase(it);
+    }
+  }
+  for (const LogToRead& ask : asks) {
     {
       std::lock_guard lock(mu_);
       if (auto it = logEvidence_.find(ask.key); it != logEvidence_.end()) {
         logs[ask.key] = it->second;
         continue;
       }
-      if (logsForbidden_) continue;
+      if (logsForbiddenAt_ && now - *logsForbiddenAt_ < kLogsForbiddenFor.count()) continue;
     }
     auto read = api_.readLog(ns, name, ask.container, ask.previous);
     std::string evidence;
@@ -81,14 +96,16 @@ std::map<std::string, std::string> PodReconciler::readLogs(const json& pod, cons
       evidence = shmEvidence(*read);
     } else if (read.error().code == 403) {
       spdlog::warn("pods/log is not allowed ({}): a container's death is judged from its termination message only "
-                   "(the log's last 2 KiB); grant the operator pods/log get to read further back",
-                   read.error().message);
+                   "(the log's last 2 KiB) for the next {} minutes; grant the operator pods/log get to read further "
+                   "back", read.error().message, kLogsForbiddenFor.count() / 60);
       std::lock_guard lock(mu_);
-      logsForbidden_ = true;
+      logsForbiddenAt_ = now;
       continue;
-    } else {
-      spdlog::warn("pod {}/{}: the log of container {} could not be read, so it is judged from its termination "
-                   "message only: {}", ns, name, ask.container, read.error().message);
+    } else if (!read.error().isNotFound()) {  // gone (the kubelet keeps two runs): judged from the message
+      spdlog::warn("pod {}/{}: the log of container {} could not be read (tried again later): {}", ns, name,
+                   ask.container, read.error().message);
+      failed = true;
+      continue;
     }
     std::lock_guard lock(mu_);
     logEvidence_[ask.key] = evidence;
@@ -129,7 +146,7 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
   }
   bool failed = false;
 
-  for (const ShmFailure& f : judgeTerminations(*pod, readLogs(*pod, ns, self.name))) {
+  for (const ShmFailure& f : judgeTerminations(*pod, readLogs(*pod, ns, self.name, failed))) {
     bool told;
     {
       std::lock_guard lock(mu_);

@@ -44,9 +44,10 @@ class PodReconciler {
   bool tell(const ObjectRef& about, const std::string& ns, const EventSpec& event);
   void forget(const std::string& key);
   void forgetUid(const std::string& uid);  // with mu_ held
-  // What the logs of the runs that logsToRead names say (LogToRead::key → shmEvidence).
+  // What the logs of the runs that logsToRead names say (LogToRead::key → shmEvidence);
+  // `failed` is set when a read failed for a reason that may pass (look again later).
   std::map<std::string, std::string> readLogs(const nlohmann::json& pod, const std::string& ns,
-                                              const std::string& name);
+                                              const std::string& name, bool& failed);
   metrics::Counter& podEvents(std::string_view reason, std::string_view cause);
 
   struct ToldPending {
@@ -67,7 +68,9 @@ class PodReconciler {
   std::set<std::string> toldOwners_;                  // controller uids told of a ShmExhausted pod
   // LogToRead::key → shmEvidence of what was read: each run's log is read once.
   std::map<std::string, std::string> logEvidence_;
-  bool logsForbidden_ = false;  // pods/log answered 403: judged from termination messages only
+  // pods/log answered 403 then (seconds since the epoch): judged from termination messages
+  // only, until kLogsForbiddenFor has passed.
+  std::optional<long long> logsForbiddenAt_;
   unsigned eventSequence_ = 0;
 
   metrics::Registry& metrics_;

@@ -83,7 +83,18 @@ int runPrune(int argc, char** argv) {
     if (auto stopped = stopDeployment(client, ns, stop); !stopped) return fail(stopped.error().message, 1);
     std::cout << "prune: deployment " << ns << "/" << stop << " is gone: no operator labels the nodes now\n";
   }
-  auto nodes = client.list("/api/v1/nodes");
+  // What pruning reads of a Node, not the whole object (thousands of Nodes, one pod).
+  auto nodes = client.list("/api/v1/nodes", "", "", nullptr, [](json& items) {
+    for (json& n : items) {
+      const json& meta = member(n, "metadata");
+      json kept = {{"metadata", {{"name", member(meta, "name")},
+                                 {"resourceVersion", member(meta, "resourceVersion")},
+                                 {"labels", member(meta, "labels")}}},
+                   {"spec", {{"taints", member(member(n, "spec"), "taints")}}},
+                   {"status", {{"conditions", member(member(n, "status"), "conditions")}}}};
+      n = std::move(kept);
+    }
+  });
   if (!nodes) return fail(nodes.error().message, 1);
   int cleaned = 0, clean = 0, failed = 0;
   for (const json& node : member(*nodes, "items")) {

@@ -16,7 +16,7 @@ json checkPod(const std::string& ns) {
   json pod = {{"apiVersion", "v1"},
               {"kind", "Pod"},
               {"metadata",
-               {{"name", "podshaper-check"},
+               {{"generateName", "podshaper-check-"},
                 {"namespace", ns},
                 {"labels", {{std::string(names::kInjectLabel), "true"}}},
                 {"annotations",

@@ -322,7 +322,7 @@ check "helm upgrade: the node is still validated" \
 # helm test: the API server really calls the webhook (a dry-run create in test.namespace).
 check "helm test podshaper: the API server calls the webhook" quiet helm test podshaper --timeout 120s
 check "helm test: its pod and RBAC are gone once it passed" eventually 30 "" bash -c \
-  "kubectl --kubeconfig $kubeconfig -n $ns get pod/podshaper-test -o name 2>/dev/null; kubectl --kubeconfig $kubeconfig -n default get role/podshaper-test rolebinding/podshaper-test -o name 2>/dev/null"
+  "kubectl --kubeconfig $kubeconfig -n $ns get pod/podshaper-test -o name --ignore-not-found && kubectl --kubeconfig $kubeconfig -n default get role/podshaper-test rolebinding/podshaper-test -o name --ignore-not-found"
 # ... and it fails when no webhook answers.
 replicas=$(kc -n $ns get deploy podshaper-webhook -o jsonpath='{.spec.replicas}')
 kc -n $ns scale deploy/podshaper-webhook --replicas 0 >/dev/null
@@ -334,6 +334,8 @@ else
 fi
 check "... and its pod's log says why" bash -c \
   "kubectl --kubeconfig $kubeconfig -n $ns logs podshaper-test | grep -q 'did not get an answer from the webhook\|did not call the webhook'"
+check "... and the RBAC it used is gone (hook-failed), the pod kept for its log" eventually 30 "" bash -c \
+  "kubectl --kubeconfig $kubeconfig -n default get role/podshaper-test rolebinding/podshaper-test -o name --ignore-not-found"
 kc -n $ns scale deploy/podshaper-webhook --replicas "$replicas" >/dev/null
 check "the webhook is back" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
 check "helm test passes again, and removes what the failed run left" quiet helm test podshaper --timeout 120s

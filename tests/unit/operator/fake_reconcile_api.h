@@ -24,7 +24,7 @@ class FakeApi : public ReconcileApi {
   json report, node;  // the objects as stored; null: none
   std::vector<std::string> writes;  // "status gpu-0", "node gpu-0", "event Warning P2PUnavailable on Node"
   std::vector<json> events;
-  std::deque<kube::ApiError> statusErrors, nodeErrors, eventErrors;
+  std::deque<kube::ApiError> statusErrors, nodeErrors, nodeStatusErrors, eventErrors;
   std::function<void()> afterStatusWrite;
   std::function<bool(const json& event)> refuseEvent;  // true: this Event's create fails
   // "ns/pod/container" (with "/previous" for the run before) → its log; absent: 404.
@@ -50,7 +50,7 @@ class FakeApi : public ReconcileApi {
     return node;
   }
   kube::ApiResult<json> patchNodeStatus(const std::string& name, const json& patch) override {
-    if (!nodeErrors.empty()) return failWith(nodeErrors);
+    if (!nodeStatusErrors.empty()) return failWith(nodeStatusErrors);
     writes.push_back("node status " + name);
     // Strategic merge of conditions by type, as the API server does.
     json& conds = node["status"]["conditions"];

@@ -243,6 +243,30 @@ TEST_F(PodReconcilerTest, ALogThatCannotBeReadLeavesTheTailsJudgement) {
   EXPECT_TRUE(api.writes.empty());
 }
 
+TEST_F(PodReconcilerTest, ALogReadThatFailedForNowIsTriedAgain) {
+  api.logErrors.push_back(kube::makeApiError(503, "ServiceUnavailable", "the kubelet is busy"));
+  EXPECT_EQ(reconcile(cutTailPod()).outcome, Reconciler::Outcome::Retry);
+  EXPECT_TRUE(api.writes.empty());
+  api.logs["ml/train-0/trainer"] = kBusErrorLog;
+  EXPECT_EQ(reconcile(cutTailPod()).outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(api.logReads.size(), 2u);
+  EXPECT_EQ(api.writes.size(), 2u);  // the pod and its Job
+}
+
+TEST_F(PodReconcilerTest, AForbiddenLogIsAskedAgainAfterTenMinutes) {
+  api.logErrors.push_back(kube::makeApiError(403, "Forbidden", "pods/log is forbidden"));
+  reconcile(cutTailPod());
+  json other = cutTailPod();
+  other["metadata"]["uid"] = "uid-2";
+  reconcile(other);
+  EXPECT_EQ(api.logReads.size(), 1u);
+  clock.advance(601);
+  api.logs["ml/train-0/trainer"] = kBusErrorLog;
+  reconcile(other);
+  EXPECT_EQ(api.logReads.size(), 2u);
+  EXPECT_EQ(api.writes.size(), 2u);
+}
+
 TEST_F(PodReconcilerTest, AGonePodIsForgotten) {
   reconcile(failedPod(1, "lastState", kNccl));
   reconcile(std::nullopt);

@@ -245,6 +245,26 @@ TEST_F(ReconcilerTest, AReportNoNodeOwnsIsJudgedAtOnceWithoutItsNode) {
   EXPECT_EQ(api.report["status"]["conditions"][3]["reason"], "NodeNotFound");
 }
 
+TEST_F(ReconcilerTest, ANodeConditionThatFailedIsWrittenAloneOnTheRetry) {
+  api.report = reportObject(TopologyBuilder(8).spec());
+  api.node = nodeObject(8);
+  const json unlabelled = api.node;
+  api.nodeStatusErrors.push_back(kube::makeApiError(500, "InternalError", "etcd is slow"));
+  EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);
+  EXPECT_EQ(api.writes.back(), "node gpu-0");  // the labels went in; the condition did not
+  api.writes.clear();
+  // The cache still holds the Node the label write replaced: not judged again from it.
+  const json labelled = api.node;
+  api.node = unlabelled;
+  EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
+  EXPECT_TRUE(api.writes.empty());
+  // The label write's Node arrives: only the condition is written.
+  api.node = labelled;
+  EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(api.writes, (std::vector<std::string>{"node status gpu-0"}));
+  EXPECT_EQ(api.node["status"]["conditions"][0]["status"], "True");
+}
+
 TEST_F(ReconcilerTest, ADeletedReportTakesItsLabelsOffTheNode) {
   api.report = reportObject(TopologyBuilder(8).spec());
   api.node = nodeObject(8);
