@@ -84,21 +84,25 @@ int runPrune(int argc, char** argv) {
     std::cout << "prune: deployment " << ns << "/" << stop << " is gone: no operator labels the nodes now\n";
   }
   // What pruning reads of a Node, not the whole object (thousands of Nodes, one pod).
-  auto nodes = client.list("/api/v1/nodes", "", "", nullptr, [](json& items) {
-    for (json& n : items) {
-      const json& meta = member(n, "metadata");
-      json kept = {{"metadata", {{"name", member(meta, "name")},
-                                 {"resourceVersion", member(meta, "resourceVersion")},
-                                 {"labels", member(meta, "labels")}}},
-                   {"spec", {{"taints", member(member(n, "spec"), "taints")}}},
-                   {"status", {{"conditions", member(member(n, "status"), "conditions")}}}};
-      n = std::move(kept);
-    }
+  auto nodes = client.list("/api/v1/nodes", "", "", nullptr, [](json& node) {
+    const json& meta = member(node, "metadata");
+    json kept = {{"metadata",
+                  {{"name", member(meta, "name")},
+                   {"resourceVersion", member(meta, "resourceVersion")},
+                   {"labels", member(meta, "labels")}}},
+                 {"spec", {{"taints", member(member(node, "spec"), "taints")}}},
+                 {"status", {{"conditions", member(member(node, "status"), "conditions")}}}};
+    node = std::move(kept);
   });
   if (!nodes) return fail(nodes.error().message, 1);
   int cleaned = 0, clean = 0, failed = 0;
   for (const json& node : member(*nodes, "items")) {
     const std::string name = stringMember(member(node, "metadata"), "name");
+    if (name.empty()) {  // never from the API server: this code misread the list
+      std::cerr << "prune: a Node without a name in the list\n";
+      ++failed;
+      continue;
+    }
     auto pruned = pruneNode(client, node);
     if (!pruned) {
       std::cerr << "prune: node " << name << ": " << pruned.error().message << "\n";

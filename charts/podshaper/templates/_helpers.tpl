@@ -136,14 +136,12 @@ at the defaults, so that the default render is the manifests' objects. */}}
 {{- define "podshaper.pruneHook" -}}
 helm.sh/hook: pre-delete
 helm.sh/hook-weight: {{ . | quote }}
-{{- /* The Job (weight 0) stays after a failure, for its log; its RBAC goes either way. */}}
-helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded{{ if ne . "0" }},hook-failed{{ end }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end }}
 
 {{/* The annotations of `helm test`'s objects (templates/tests/); the argument: its weight. */}}
 {{- define "podshaper.testHook" -}}
 helm.sh/hook: test
 helm.sh/hook-weight: {{ . | quote }}
-{{- /* The Pod (weight 0) stays after a failure, for its log; its RBAC goes either way. */}}
-helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded{{ if ne . "0" }},hook-failed{{ end }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end }}
