@@ -241,6 +241,10 @@ Result<ClientConfig> inClusterConfig() {
   return inClusterConfig(host ? host : "", port ? port : "", "/var/run/secrets/kubernetes.io/serviceaccount");
 }
 
+Result<ClientConfig> clientConfigFor(bool inCluster, const std::string& kubeconfigPath) {
+  return inCluster ? inClusterConfig() : resolveClientConfig(kubeconfigPath);
+}
+
 Result<ClientConfig> resolveClientConfig(const std::string& kubeconfigPath) {
   if (!kubeconfigPath.empty()) return loadKubeconfig(kubeconfigPath);
   if (const char* host = std::getenv("KUBERNETES_SERVICE_HOST"); host && *host) return inClusterConfig();

@@ -50,5 +50,9 @@ Result<ClientConfig> inClusterConfig(const std::string& host, const std::string&
 // ~/.kube/config.
 Result<ClientConfig> resolveClientConfig(const std::string& kubeconfigPath = "");
 
+// The flags every command that talks to the API server takes: --in-cluster forces the
+// pod's service account, else as resolveClientConfig(--kubeconfig).
+Result<ClientConfig> clientConfigFor(bool inCluster, const std::string& kubeconfigPath);
+
 
 }  // namespace podshaper::kube

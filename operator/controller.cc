@@ -31,24 +31,6 @@ void compactReport(json& report) {
   if (report.contains("spec") && !report["spec"].is_string()) report["spec"] = report["spec"].dump();
 }
 
-void compactNode(json& node) {
-  if (!node.is_object()) return;
-  json kept = {{"metadata", json::object()}};
-  const json& m = member(node, "metadata");
-  for (const char* k : {"name", "uid", "resourceVersion", "labels"}) {
-    if (m.contains(k)) kept["metadata"][k] = m[k];
-  }
-  if (const json& taints = member(member(node, "spec"), "taints"); !taints.is_null()) kept["spec"]["taints"] = taints;
-  if (member(member(node, "spec"), "unschedulable") == true) kept["spec"]["unschedulable"] = true;
-  for (const json& c : member(member(node, "status"), "conditions")) {  // podshaper's own, not the kubelet's
-    if (stringMember(c, "type") == names::kNodeCondition) kept["status"]["conditions"] = json::array({c});
-  }
-  if (const json& alloc = member(member(node, "status"), "allocatable"); !alloc.is_null()) {
-    kept["status"]["allocatable"] = alloc;
-  }
-  node = std::move(kept);
-}
-
 // A shaped pod, as judging/pod_explain.h reads it.
 void compactPod(json& pod) {
   if (!pod.is_object()) return;
@@ -93,6 +75,24 @@ kube::InformerOptions withTransform(void (*transform)(json&), std::string labelS
 }
 
 }  // namespace
+
+void compactNode(json& node) {
+  if (!node.is_object()) return;
+  json kept = {{"metadata", json::object()}};
+  const json& m = member(node, "metadata");
+  for (const char* k : {"name", "uid", "resourceVersion", "labels"}) {
+    if (m.contains(k)) kept["metadata"][k] = m[k];
+  }
+  if (const json& taints = member(member(node, "spec"), "taints"); !taints.is_null()) kept["spec"]["taints"] = taints;
+  if (member(member(node, "spec"), "unschedulable") == true) kept["spec"]["unschedulable"] = true;
+  for (const json& c : member(member(node, "status"), "conditions")) {  // podshaper's own, not the kubelet's
+    if (stringMember(c, "type") == names::kNodeCondition) kept["status"]["conditions"] = json::array({c});
+  }
+  if (const json& alloc = member(member(node, "status"), "allocatable"); !alloc.is_null()) {
+    kept["status"]["allocatable"] = alloc;
+  }
+  node = std::move(kept);
+}
 
 kube::ApiResult<json> KubeReconcileApi::patchReportStatus(const std::string& name, const json& body) {
   return client_.patchStatus(kube::resourcePath(names::kGroupVersion, names::kReportResource, "", name), body,

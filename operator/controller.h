@@ -27,6 +27,10 @@
 
 namespace podshaper::op {
 
+// What the operator keeps of a Node (an informer transform): name, uid, resourceVersion,
+// labels, taints, cordon, podshaper's own condition and allocatable; what prune reads too.
+void compactNode(nlohmann::json& node);
+
 // ReconcileApi through the Kubernetes API.
 class KubeReconcileApi : public ReconcileApi {
  public:

@@ -10,6 +10,7 @@
 #include "judging/report_status.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "operator/controller.h"
 
 namespace podshaper::op {
 namespace {
@@ -73,9 +74,7 @@ int runPrune(int argc, char** argv) {
   const std::string ns = flags->get("namespace", "");
   const std::string stop = flags->get("stop", "");
   if (!stop.empty() && ns.empty()) return fail("--stop needs --namespace (where the Deployment is)", 2);
-  auto config = flags->has("in-cluster")   ? kube::inClusterConfig()
-                : flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig"))
-                                           : kube::resolveClientConfig();
+  auto config = kube::clientConfigFor(flags->has("in-cluster"), flags->get("kubeconfig", ""));
   if (!config) return fail(config.error().message, 2);
   kube::Client client(*config, kube::ClientOptions{.fieldManager = "podshaper-operator",
                                                    .userAgent = "podshaper-operator/" PODSHAPER_VERSION});
@@ -84,16 +83,7 @@ int runPrune(int argc, char** argv) {
     std::cout << "prune: deployment " << ns << "/" << stop << " is gone: no operator labels the nodes now\n";
   }
   // What pruning reads of a Node, not the whole object (thousands of Nodes, one pod).
-  auto nodes = client.list("/api/v1/nodes", "", "", nullptr, [](json& node) {
-    const json& meta = member(node, "metadata");
-    json kept = {{"metadata",
-                  {{"name", member(meta, "name")},
-                   {"resourceVersion", member(meta, "resourceVersion")},
-                   {"labels", member(meta, "labels")}}},
-                 {"spec", {{"taints", member(member(node, "spec"), "taints")}}},
-                 {"status", {{"conditions", member(member(node, "status"), "conditions")}}}};
-    node = std::move(kept);
-  });
+  auto nodes = client.list("/api/v1/nodes", "", "", nullptr, compactNode);
   if (!nodes) return fail(nodes.error().message, 1);
   int cleaned = 0, clean = 0, failed = 0;
   for (const json& node : member(*nodes, "items")) {

@@ -67,9 +67,7 @@ Result<RunOptions> parseRunFlags(int argc, char** argv) {
   if (o.config.leaderElection) {
     if (auto ok = kube::validate(o.lease); !ok) return makeError("leaderElection: " + ok.error().message);
   }
-  auto client = flags->has("in-cluster")   ? kube::inClusterConfig()
-                : flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig"))
-                                           : kube::resolveClientConfig();
+  auto client = kube::clientConfigFor(flags->has("in-cluster"), flags->get("kubeconfig", ""));
   if (!client) return client.error();
   o.client = *client;
   return o;

@@ -55,9 +55,7 @@ int runCheck(int argc, char** argv) {
     std::cerr << "podshaper-webhook check: " << flags.error().message << "\n";
     return 2;
   }
-  auto config = flags->has("in-cluster")   ? kube::inClusterConfig()
-                : flags->has("kubeconfig") ? kube::loadKubeconfig(*flags->get("kubeconfig"))
-                                           : kube::resolveClientConfig();
+  auto config = kube::clientConfigFor(flags->has("in-cluster"), flags->get("kubeconfig", ""));
   if (!config) {
     std::cerr << "podshaper-webhook check: " << config.error().message << "\n";
     return 2;
