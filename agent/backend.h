@@ -3,8 +3,10 @@
 #include <memory>
 #include <string>
 
+#include "agent/gpu_driver.h"
 #include "api/topology.h"
 #include "base/result.h"
+#include "cli/flags.h"
 
 namespace podshaper::agent {
 
@@ -21,8 +23,15 @@ class Backend {
 // one); p2pPath, unless empty: a `nvidia-smi topo -p2p r` output of the same node, whose
 // matrix must have as many GPUs. Without a P2P matrix every pair's P2P status is U.
 std::unique_ptr<Backend> makeFixtureBackend(std::string path, std::string p2pPath = {});
-// NVML (libnvidia-ml.so.1) and the CUDA driver (libcuda.so.1), loaded with dlopen.
+// NVML and the CUDA driver: the node's own (nodeGpuSources(): libnvidia-ml.so.1 and
+// libcuda.so.1, loaded with dlopen, and /sys) or a recording's (agent/gpu_recording.h).
 // measureBandwidth: copy between every pair, unless a compute process holds a GPU.
-std::unique_ptr<Backend> makeNvmlBackend(bool measureBandwidth = false);
+std::unique_ptr<Backend> makeNvmlBackend(GpuSources sources, bool measureBandwidth = false);
+
+// The backend the command line names: --fixture FILE [--p2p-fixture FILE], --recording FILE
+// (`podshaper-agent record`'s output, replayed), else the node's NVML and CUDA. Errors name
+// the flag: a P2P fixture without its topo -m one, both a fixture and a recording, a
+// recording that cannot be read.
+Result<std::unique_ptr<Backend>> backendFromFlags(const cli::Flags& flags, bool measureBandwidth = false);
 
 }  // namespace podshaper::agent

@@ -1,8 +1,10 @@
 // podshaper-agent: measures a GPU node's topology with NVML and CUDA.
+#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "agent/backend.h"
+#include "agent/gpu_recording.h"
 #include "agent/memlock_probe.h"
 #include "agent/run.h"
 #include "cli/flags.h"
@@ -11,8 +13,10 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage:
-  podshaper-agent probe [--fixture FILE [--p2p-fixture FILE]] [--format json|table] [--measure-bandwidth]
-  podshaper-agent run --node NAME [--fixture FILE [--p2p-fixture FILE]] [--kubeconfig FILE]
+  podshaper-agent probe [--fixture FILE [--p2p-fixture FILE] | --recording FILE] [--format json|table]
+                        [--measure-bandwidth]
+  podshaper-agent record [--output FILE]
+  podshaper-agent run --node NAME [--fixture FILE [--p2p-fixture FILE] | --recording FILE] [--kubeconfig FILE]
                       [--interval S] [--heartbeat S] [--once] [--listen HOST:PORT]
                       [--memlock-probe-file FILE [--memlock-probe-pod NAMESPACE/NAME]
                        [--memlock-requested unlimited|QUANTITY] [--memlock-probe-wait S]]
@@ -22,6 +26,10 @@ constexpr const char* kUsage = R"(usage:
                        followed by `nvidia-smi topo -p2p r`) instead of NVML and CUDA
   --p2p-fixture FILE   with --fixture: the same node's `nvidia-smi topo -p2p r` output, for
                        the P2P status of each pair (else U, unknown)
+  --recording FILE     what NVML, CUDA and sysfs answered on a node (`record`'s output),
+                       answered again: the real backend's code without a GPU
+  record               asks NVML, CUDA and sysfs everything probe may ask and writes their
+                       answers as JSON (to stdout, or --output FILE): attach it to a bug report
   --memlock-probe-file FILE
                        what the pod's memlock-probe container wrote: the node's memlock, in
                        place of the agent's own getrlimit
@@ -41,15 +49,15 @@ Every command also takes --log-level trace|debug|info|warn|error (info) and
 )";
 
 int probe(int argc, char** argv) {
-  auto flags =
-      podshaper::cli::Flags::parse(argc, argv, 2, {"fixture", "p2p-fixture", "format"}, {"measure-bandwidth"});
+  auto flags = podshaper::cli::Flags::parse(argc, argv, 2, {"fixture", "p2p-fixture", "recording", "format"},
+                                            {"measure-bandwidth"});
   if (!flags) {
     std::cerr << "podshaper-agent probe: " << flags.error().message << "\n";
     return 2;
   }
-  if (flags->has("p2p-fixture") && !flags->has("fixture")) {
-    std::cerr << "podshaper-agent probe: --p2p-fixture needs --fixture (the nvidia-smi topo -m output it goes with)\n"
-              << kUsage;
+  auto backend = podshaper::agent::backendFromFlags(*flags, flags->has("measure-bandwidth"));
+  if (!backend) {
+    std::cerr << "podshaper-agent probe: " << backend.error().message << "\n";
     return 2;
   }
   std::string format = flags->get("format", "json");
@@ -57,10 +65,7 @@ int probe(int argc, char** argv) {
     std::cerr << "podshaper-agent probe: --format must be json or table\n";
     return 2;
   }
-  auto backend = flags->has("fixture")
-                     ? podshaper::agent::makeFixtureBackend(*flags->get("fixture"), flags->get("p2p-fixture", ""))
-                     : podshaper::agent::makeNvmlBackend(flags->has("measure-bandwidth"));
-  auto topology = backend->probe();
+  auto topology = (*backend)->probe();
   if (!topology) {
     std::cerr << "podshaper-agent probe: " << topology.error().message << "\n";
     return 1;
@@ -69,6 +74,25 @@ int probe(int argc, char** argv) {
     std::cout << podshaper::toJson(*topology).dump(2) << "\n";
   } else {
     std::cout << podshaper::renderTopologyTable(*topology);
+  }
+  return 0;
+}
+
+int record(int argc, char** argv) {
+  auto flags = podshaper::cli::Flags::parse(argc, argv, 2, {"output"});
+  if (!flags) {
+    std::cerr << "podshaper-agent record: " << flags.error().message << "\n";
+    return 2;
+  }
+  std::string text = podshaper::agent::recordGpus(podshaper::agent::nodeGpuSources()).dump(1) + "\n";
+  if (auto path = flags->get("output")) {
+    std::ofstream out(*path);
+    if (!(out << text) || !out.flush()) {
+      std::cerr << "podshaper-agent record: cannot write " << *path << "\n";
+      return 1;
+    }
+  } else {
+    std::cout << text;
   }
   return 0;
 }
@@ -85,6 +109,7 @@ int main(int argc, char** argv) {
   podshaper::cli::setUpLogging("podshaper-agent", *log);
   std::string command = argc > 1 ? argv[1] : "";
   if (command == "probe") return probe(argc, argv);
+  if (command == "record") return record(argc, argv);
   if (command == "run") return podshaper::agent::runReporter(argc, argv);
   if (command == "memlock-probe") return podshaper::agent::runMemlockProbe(argc, argv);
   if (command == "help" || command == "--help" || command == "-h") {

@@ -1,10 +1,10 @@
-// The real backend: what NVML's and CUDA's answers (agent/nvml_lib.h) say about
+// The real backend: what NVML's and CUDA's answers (agent/gpu_driver.h) say about
 // the node's GPUs, their pairs, links and P2P status, in the topology model.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
+#include <sstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,7 +12,8 @@
 #include "agent/backend.h"
 #include "agent/bandwidth.h"
 #include "agent/host.h"
-#include "agent/nvml_lib.h"
+#include "agent/gpu_driver.h"
+#include "agent/gpu_recording.h"
 
 namespace podshaper::agent {
 namespace {
@@ -54,42 +55,48 @@ std::string sysfsBusId(const std::string& nvmlBusId) {
   return id;
 }
 
-std::optional<int> sysfsNumaNode(const std::string& busId) {
-  std::ifstream in("/sys/bus/pci/devices/" + sysfsBusId(busId) + "/numa_node");
+std::optional<int> sysfsNumaNode(const GpuSources& sources, const std::string& busId) {
+  auto text = sources.readSysfs(sysfsNumaNodePath(busId));
+  if (!text) return std::nullopt;
+  std::istringstream in(*text);
   int node = -1;
   if (!(in >> node) || node < 0) return std::nullopt;
   return node;
 }
 
+// Whether a sysfs cpulist ("0-23,48-71") holds the CPU.
+bool cpuListHolds(const std::string& list, int cpu) {
+  std::size_t pos = 0;
+  while (pos < list.size()) {
+    std::size_t comma = list.find(',', pos);
+    std::string range = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::size_t dash = range.find('-');
+    try {
+      int lo = std::stoi(range.substr(0, dash));
+      int hi = dash == std::string::npos ? lo : std::stoi(range.substr(dash + 1));
+      if (cpu >= lo && cpu <= hi) return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return false;
+}
+
 // The NUMA node holding the first CPU of the GPU's affinity, as nvidia-smi's
 // "NUMA Affinity" column shows it, when neither NVML nor sysfs says.
-std::optional<int> numaFromCpus(const std::vector<unsigned long>& mask) {
+std::optional<int> numaFromCpus(const GpuSources& sources, const std::vector<unsigned long>& mask) {
   const std::size_t bitsPer = sizeof(unsigned long) * 8;
   int first = -1;
   for (std::size_t cpu = 0; cpu < mask.size() * bitsPer && first < 0; ++cpu) {
     if ((mask[cpu / bitsPer] >> (cpu % bitsPer)) & 1UL) first = static_cast<int>(cpu);
   }
   if (first < 0) return std::nullopt;
-  for (int node = 0; node < 1024; ++node) {
-    std::ifstream in("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
-    if (!in) break;
-    std::string list;
-    std::getline(in, list);
-    std::size_t pos = 0;
-    while (pos < list.size()) {
-      std::size_t comma = list.find(',', pos);
-      std::string range = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      std::size_t dash = range.find('-');
-      try {
-        int lo = std::stoi(range.substr(0, dash));
-        int hi = dash == std::string::npos ? lo : std::stoi(range.substr(dash + 1));
-        if (first >= lo && first <= hi) return node;
-      } catch (const std::exception&) {
-        break;
-      }
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
-    }
+  for (int node = 0; node < kMaxNumaNodes; ++node) {
+    auto list = sources.readSysfs(sysfsCpuListPath(node));
+    if (!list) break;
+    if (cpuListHolds(list->substr(0, list->find('\n')), first)) return node;
   }
   return std::nullopt;
 }
@@ -110,10 +117,8 @@ std::string cpuList(const std::vector<unsigned long>& mask) {
   return out;
 }
 
-constexpr unsigned kAffinityWords = 64;  // CPUs 0 to 4095
-
 // What NVML says of one GPU: its identity, memory, NUMA node and CPUs.
-GpuInfo readGpu(const NvmlLib& nvml, nvmlDevice_t device, unsigned index) {
+GpuInfo readGpu(const Nvml& nvml, const GpuSources& sources, nvmlDevice_t device, unsigned index) {
   GpuInfo gpu;
   gpu.index = static_cast<int>(index);
   gpu.uuid = nvml.uuid(device).value_or("");
@@ -121,10 +126,10 @@ GpuInfo readGpu(const NvmlLib& nvml, nvmlDevice_t device, unsigned index) {
   gpu.pciBusId = nvml.pciBusId(device).value_or("");
   gpu.memoryBytes = nvml.memoryTotal(device);
   if (auto numa = nvml.numaNode(device)) gpu.numaNode = static_cast<int>(*numa);
-  else gpu.numaNode = sysfsNumaNode(gpu.pciBusId);  // NVML says not supported on many hosts
+  else gpu.numaNode = sysfsNumaNode(sources, gpu.pciBusId);  // NVML says not supported on many hosts
   if (auto mask = nvml.cpuAffinity(device, kAffinityWords)) {
     gpu.cpuAffinity = cpuList(*mask);
-    if (!gpu.numaNode) gpu.numaNode = numaFromCpus(*mask);
+    if (!gpu.numaNode) gpu.numaNode = numaFromCpus(sources, *mask);
   }
   return gpu;
 }
@@ -136,7 +141,7 @@ struct NvLinks {
   std::map<std::string, int> direct;  // links straight to another GPU, by its lower-case bus id
 };
 
-NvLinks readNvLinks(const NvmlLib& nvml, nvmlDevice_t device) {
+NvLinks readNvLinks(const Nvml& nvml, nvmlDevice_t device) {
   NvLinks links;
   for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
     if (!nvml.nvLinkActive(device, link)) continue;
@@ -160,20 +165,20 @@ struct ProbedGpu {
 };
 
 // Every GPU NVML counts, in its order, into `gpus`.
-Result<std::vector<ProbedGpu>> readGpus(const NvmlLib& nvml, std::vector<GpuInfo>& gpus) {
+Result<std::vector<ProbedGpu>> readGpus(const Nvml& nvml, const GpuSources& sources, std::vector<GpuInfo>& gpus) {
   auto count = nvml.deviceCount();
   if (!count) return count.error();
   std::vector<ProbedGpu> devices;
   for (unsigned i = 0; i < *count; ++i) {
     auto handle = nvml.deviceByIndex(i);
     if (!handle) return handle.error();
-    gpus.push_back(readGpu(nvml, *handle, i));
+    gpus.push_back(readGpu(nvml, sources, *handle, i));
     devices.push_back({*handle, readNvLinks(nvml, *handle)});
   }
   return devices;
 }
 
-void readVersions(const NvmlLib& nvml, HostInfo& host) {
+void readVersions(const Nvml& nvml, HostInfo& host) {
   if (auto driver = nvml.driverVersion()) host.driverVersion = *driver;
   if (auto cuda = nvml.cudaDriverVersion()) {
     host.cudaVersion = std::to_string(*cuda / 1000) + "." + std::to_string(*cuda % 1000 / 10);
@@ -182,7 +187,7 @@ void readVersions(const NvmlLib& nvml, HostInfo& host) {
 
 // How many NVLinks join GPUs a and b. Direct links name the peer's bus id; through NVSwitch every remote is the
 // switch, and NVML's NVLINK P2P capability tells whether the pair is joined.
-int nvlinksBetween(const NvmlLib& nvml, const ProbedGpu& a, const ProbedGpu& b, const std::string& bBusId) {
+int nvlinksBetween(const Nvml& nvml, const ProbedGpu& a, const ProbedGpu& b, const std::string& bBusId) {
   auto direct = a.links.direct.find(lower(bBusId));
   if (direct != a.links.direct.end()) return direct->second;
   if (a.links.switched && b.links.switched &&
@@ -192,7 +197,7 @@ int nvlinksBetween(const NvmlLib& nvml, const ProbedGpu& a, const ProbedGpu& b, 
   return 0;
 }
 
-GpuPair readPair(const NvmlLib& nvml, const std::vector<ProbedGpu>& devices, const std::vector<GpuInfo>& gpus,
+GpuPair readPair(const Nvml& nvml, const std::vector<ProbedGpu>& devices, const std::vector<GpuInfo>& gpus,
                  unsigned a, unsigned b) {
   GpuPair pair;
   pair.a = static_cast<int>(a);
@@ -211,15 +216,15 @@ using PeerAccess = std::map<std::pair<std::string, std::string>, bool>;
 
 // cuDeviceCanAccessPeer both ways, keyed by NVML bus ids (CUDA may order GPUs
 // differently). Empty when libcuda is not there.
-PeerAccess cudaPeerAccess(const std::vector<GpuInfo>& gpus) {
+PeerAccess cudaPeerAccess(const GpuSources& sources, const std::vector<GpuInfo>& gpus) {
   PeerAccess out;
-  auto opened = CudaLib::open();
+  auto opened = sources.openCuda();
   if (!opened) {
     spdlog::warn("agent: {}: cudaPeerAccess left unknown", opened.error().message);
     return out;
   }
-  const CudaLib& cuda = **opened;
-  std::vector<CudaLib::Device> dev;
+  const Cuda& cuda = **opened;
+  std::vector<Cuda::Device> dev;
   for (int i = 0; i < cuda.deviceCount(); ++i) {
     auto device = cuda.device(i);
     if (!device) return out;
@@ -245,7 +250,7 @@ PeerAccess cudaPeerAccess(const std::vector<GpuInfo>& gpus) {
   return out;
 }
 
-std::vector<GpuPair> readPairs(const NvmlLib& nvml, const std::vector<ProbedGpu>& devices,
+std::vector<GpuPair> readPairs(const Nvml& nvml, const std::vector<ProbedGpu>& devices,
                                const std::vector<GpuInfo>& gpus, const PeerAccess& peers) {
   std::vector<GpuPair> pairs;
   for (unsigned a = 0; a < devices.size(); ++a) {
@@ -260,7 +265,7 @@ std::vector<GpuPair> readPairs(const NvmlLib& nvml, const std::vector<ProbedGpu>
 }
 
 // Copies would slow a running job and be slowed by it: measure idle GPUs only.
-void measureIfIdle(const NvmlLib& nvml, const std::vector<ProbedGpu>& devices, Topology& topo) {
+void measureIfIdle(const Nvml& nvml, const std::vector<ProbedGpu>& devices, Topology& topo) {
   bool busy = false;
   for (const ProbedGpu& device : devices) {
     if (!nvml.computeIdle(device.handle)) busy = true;
@@ -274,12 +279,13 @@ void measureIfIdle(const NvmlLib& nvml, const std::vector<ProbedGpu>& devices, T
 
 class NvmlBackend : public Backend {
  public:
-  explicit NvmlBackend(bool measureBandwidth) : measureBandwidth_(measureBandwidth) {}
+  NvmlBackend(GpuSources sources, bool measureBandwidth)
+      : sources_(std::move(sources)), measureBandwidth_(measureBandwidth) {}
 
   Result<Topology> probe() override {
     Topology topo;
     topo.host = readHost();
-    auto opened = NvmlLib::open();
+    auto opened = sources_.openNvml();
     if (!opened) {
       // No driver, or one that will not start, is a node without GPUs, not an error.
       const NvmlOpenError& error = opened.error();
@@ -291,24 +297,51 @@ class NvmlBackend : public Backend {
       }
       return topo;
     }
-    const NvmlLib& nvml = **opened;
+    const Nvml& nvml = **opened;
     readVersions(nvml, topo.host);
-    auto devices = readGpus(nvml, topo.gpus);
+    auto devices = readGpus(nvml, sources_, topo.gpus);
     if (!devices) return devices.error();
-    auto peers = cudaPeerAccess(topo.gpus);
+    auto peers = cudaPeerAccess(sources_, topo.gpus);
     topo.pairs = readPairs(nvml, *devices, topo.gpus, peers);
     if (measureBandwidth_ && !topo.pairs.empty()) measureIfIdle(nvml, *devices, topo);
     return topo;
   }
 
  private:
+  GpuSources sources_;
   bool measureBandwidth_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> makeNvmlBackend(bool measureBandwidth) {
-  return std::make_unique<NvmlBackend>(measureBandwidth);
+std::string sysfsNumaNodePath(const std::string& nvmlBusId) {
+  return "bus/pci/devices/" + sysfsBusId(nvmlBusId) + "/numa_node";
+}
+
+std::string sysfsCpuListPath(int numaNode) { return "devices/system/node/node" + std::to_string(numaNode) + "/cpulist"; }
+
+std::unique_ptr<Backend> makeNvmlBackend(GpuSources sources, bool measureBandwidth) {
+  return std::make_unique<NvmlBackend>(std::move(sources), measureBandwidth);
+}
+
+Result<std::unique_ptr<Backend>> backendFromFlags(const cli::Flags& flags, bool measureBandwidth) {
+  if (flags.has("p2p-fixture") && !flags.has("fixture")) {
+    return makeError("--p2p-fixture needs --fixture (the nvidia-smi topo -m output it goes with)");
+  }
+  if (flags.has("fixture") && flags.has("recording")) {
+    return makeError("--fixture and --recording are two fake backends: give one");
+  }
+  if (flags.has("fixture")) return makeFixtureBackend(*flags.get("fixture"), flags.get("p2p-fixture", ""));
+  if (auto path = flags.get("recording")) {
+    auto text = cli::readFile(*path);
+    if (!text) return makeError("--recording: " + text.error().message);
+    auto json = nlohmann::json::parse(*text, nullptr, false);
+    if (json.is_discarded()) return makeError("--recording: " + *path + " is not JSON");
+    auto sources = replayGpus(json);
+    if (!sources) return makeError("--recording: " + *path + ": " + sources.error().message);
+    return makeNvmlBackend(std::move(*sources), measureBandwidth);
+  }
+  return makeNvmlBackend(nodeGpuSources(), measureBandwidth);
 }
 
 }  // namespace podshaper::agent

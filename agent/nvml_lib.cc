@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -17,23 +19,45 @@ void symbol(void* lib, F& fn, const char* name) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
 }
 
-NvmlOpenError openError(NvmlOpenError::Kind kind, std::string message) {
+// NVML's largest buffer for a UUID, a device name or the driver version (nvml.h's *_V2_BUFFER_SIZE).
+using Text = std::array<char, 96>;
+
+}  // namespace
+
+NvmlOpenError nvmlOpenError(NvmlOpenError::Kind kind, std::string message) {
   NvmlOpenError error;
   error.message = std::move(message);
   error.kind = kind;
   return error;
 }
 
-// NVML's largest buffer for a UUID, a device name or the driver version (nvml.h's *_V2_BUFFER_SIZE).
-using Text = std::array<char, 96>;
-
-}  // namespace
+GpuSources nodeGpuSources(std::string sysfsRoot) {
+  GpuSources sources;
+  sources.openNvml = []() -> Result<std::unique_ptr<Nvml>, NvmlOpenError> {
+    auto lib = NvmlLib::open();
+    if (!lib) return lib.error();
+    return std::unique_ptr<Nvml>(std::move(*lib));
+  };
+  sources.openCuda = []() -> Result<std::unique_ptr<Cuda>> {
+    auto lib = CudaLib::open();
+    if (!lib) return lib.error();
+    return std::unique_ptr<Cuda>(std::move(*lib));
+  };
+  sources.readSysfs = [root = std::move(sysfsRoot)](const std::string& path) -> std::optional<std::string> {
+    std::ifstream in(root + "/" + path);
+    if (!in) return std::nullopt;
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  return sources;
+}
 
 Result<std::unique_ptr<NvmlLib>, NvmlOpenError> NvmlLib::open() {
   void* handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
-    return openError(NvmlOpenError::Kind::kNotLoadable,
+    return nvmlOpenError(NvmlOpenError::Kind::kNotLoadable,
                      std::string("libnvidia-ml.so.1 not loadable (") + (why ? why : "") + ")");
   }
   std::unique_ptr<NvmlLib> lib(new NvmlLib(handle));
@@ -57,15 +81,15 @@ Result<std::unique_ptr<NvmlLib>, NvmlOpenError> NvmlLib::open() {
   symbol(handle, lib->cudaVersion_, "nvmlSystemGetCudaDriverVersion_v2");
   symbol(handle, lib->running_, "nvmlDeviceGetComputeRunningProcesses_v3");
   if (!lib->init_ || !lib->shutdown_) {
-    return openError(NvmlOpenError::Kind::kIncomplete, "NVML: nvmlInit_v2/nvmlShutdown missing from libnvidia-ml.so.1");
+    return nvmlOpenError(NvmlOpenError::Kind::kIncomplete, "NVML: nvmlInit_v2/nvmlShutdown missing from libnvidia-ml.so.1");
   }
   if (nvmlReturn_t r = lib->init_(); r != NVML_SUCCESS) {
-    return openError(NvmlOpenError::Kind::kInitFailed, "nvmlInit failed: " + lib->why(r));
+    return nvmlOpenError(NvmlOpenError::Kind::kInitFailed, "nvmlInit failed: " + lib->why(r));
   }
   lib->initialized_ = true;
   // The getters call these without looking: a driver without them is too old to describe its GPUs.
   if (!lib->getCount_ || !lib->getHandle_ || !lib->getPci_ || !lib->getAncestor_ || !lib->getP2P_) {
-    return openError(NvmlOpenError::Kind::kIncomplete, "NVML: a required entry point is missing (driver too old?)");
+    return nvmlOpenError(NvmlOpenError::Kind::kIncomplete, "NVML: a required entry point is missing (driver too old?)");
   }
   return lib;
 }
@@ -196,7 +220,7 @@ Result<std::unique_ptr<CudaLib>> CudaLib::open() {
 
 CudaLib::~CudaLib() { dlclose(handle_); }
 
-std::optional<CudaLib::Device> CudaLib::device(int ordinal) const {
+std::optional<Cuda::Device> CudaLib::device(int ordinal) const {
   Device device{};
   char busId[32] = {};
   if (deviceGet_(&device.handle, ordinal) != CUDA_SUCCESS) return std::nullopt;

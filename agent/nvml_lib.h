@@ -2,21 +2,17 @@
 
 // NVML (libnvidia-ml.so.1) and the CUDA driver's peer-access queries (libcuda.so.1)
 // through dlopen, so the agent builds without a CUDA toolkit and runs on nodes
-// without one. The few entry points, structs and enums used are declared here, as
-// NVML's and CUDA's headers do. What the answers mean is nvml_backend.cc's business.
+// without one: the node's own answers to agent/gpu_driver.h's interfaces.
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "agent/gpu_driver.h"
 #include "base/result.h"
 
 namespace podshaper::agent {
-
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr unsigned NVML_NVLINK_MAX_LINKS = 18;
 
 struct nvmlPciInfo_t {
   char busIdLegacy[16];
@@ -26,30 +22,11 @@ struct nvmlPciInfo_t {
 struct nvmlMemory_t {
   unsigned long long total, free, used;
 };
-// nvmlGpuTopologyLevel_t
-constexpr int NVML_TOPOLOGY_INTERNAL = 0, NVML_TOPOLOGY_SINGLE = 10, NVML_TOPOLOGY_MULTIPLE = 20,
-              NVML_TOPOLOGY_HOSTBRIDGE = 30, NVML_TOPOLOGY_NODE = 40, NVML_TOPOLOGY_SYSTEM = 50;
-// nvmlGpuP2PCapsIndex_t
-constexpr int NVML_P2P_CAPS_INDEX_READ = 0, NVML_P2P_CAPS_INDEX_WRITE = 1, NVML_P2P_CAPS_INDEX_NVLINK = 2,
-              NVML_P2P_CAPS_INDEX_ATOMICS = 3;
-// nvmlGpuP2PStatus_t: OK, five ways of not OK (1 to 5), unknown.
-constexpr int NVML_P2P_STATUS_OK = 0, NVML_P2P_STATUS_UNKNOWN = 6;
-// nvmlIntNvLinkDeviceType_t
-constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0, NVML_NVLINK_DEVICE_TYPE_SWITCH = 2;
-
-// Why NvmlLib::open gave no library. The message says what, without the agent's
-// verdict: a node without a driver, or with one that will not start, has no GPUs
-// to report; a driver without the entry points the agent needs is an error.
-struct NvmlOpenError : Error {
-  enum class Kind { kNotLoadable, kInitFailed, kIncomplete };
-  Kind kind = Kind::kIncomplete;
-};
 
 // libnvidia-ml.so.1, loaded and initialized (nvmlInit_v2) for the object's life
 // and shut down (nvmlShutdown) and unloaded with it. Every symbol is looked up
-// once, in open(). Entry points an older driver may lack make their getter
-// answer nothing (nullopt, false), as a failed call does.
-class NvmlLib {
+// once, in open().
+class NvmlLib final : public Nvml {
  public:
   // Errors, by kind:
   //   kNotLoadable  libnvidia-ml.so.1 not loadable (<dlerror>)
@@ -61,26 +38,25 @@ class NvmlLib {
   NvmlLib(const NvmlLib&) = delete;
   NvmlLib& operator=(const NvmlLib&) = delete;
 
-  std::optional<std::string> driverVersion() const;
-  std::optional<int> cudaDriverVersion() const;  // 12040 for CUDA 12.4
-  Result<unsigned> deviceCount() const;          // error: NVML: device count: <why>
-  Result<nvmlDevice_t> deviceByIndex(unsigned index) const;  // error: NVML: GPU <index>: <why>
+  std::optional<std::string> driverVersion() const override;
+  std::optional<int> cudaDriverVersion() const override;
+  Result<unsigned> deviceCount() const override;
+  Result<nvmlDevice_t> deviceByIndex(unsigned index) const override;
 
-  std::optional<std::string> uuid(nvmlDevice_t device) const;
-  std::optional<std::string> name(nvmlDevice_t device) const;
-  std::optional<std::string> pciBusId(nvmlDevice_t device) const;  // "00000000:18:00.0"
-  std::optional<uint64_t> memoryTotal(nvmlDevice_t device) const;
-  std::optional<unsigned> numaNode(nvmlDevice_t device) const;
-  // A CPU bitmask of `words` unsigned longs, CPU 0 the lowest bit of the first.
-  std::optional<std::vector<unsigned long>> cpuAffinity(nvmlDevice_t device, unsigned words) const;
-  bool computeIdle(nvmlDevice_t device) const;  // false when a compute process runs, or NVML cannot tell
+  std::optional<std::string> uuid(nvmlDevice_t device) const override;
+  std::optional<std::string> name(nvmlDevice_t device) const override;
+  std::optional<std::string> pciBusId(nvmlDevice_t device) const override;
+  std::optional<uint64_t> memoryTotal(nvmlDevice_t device) const override;
+  std::optional<unsigned> numaNode(nvmlDevice_t device) const override;
+  std::optional<std::vector<unsigned long>> cpuAffinity(nvmlDevice_t device, unsigned words) const override;
+  bool computeIdle(nvmlDevice_t device) const override;
 
-  std::optional<int> commonAncestor(nvmlDevice_t a, nvmlDevice_t b) const;  // an NVML_TOPOLOGY_* level
-  int p2pStatus(nvmlDevice_t a, nvmlDevice_t b, int capsIndex) const;        // NVML_P2P_STATUS_UNKNOWN on failure
+  std::optional<int> commonAncestor(nvmlDevice_t a, nvmlDevice_t b) const override;
+  int p2pStatus(nvmlDevice_t a, nvmlDevice_t b, int capsIndex) const override;
 
-  bool nvLinkActive(nvmlDevice_t device, unsigned link) const;
-  std::optional<int> nvLinkRemoteType(nvmlDevice_t device, unsigned link) const;  // NVML_NVLINK_DEVICE_TYPE_*
-  std::optional<std::string> nvLinkRemoteBusId(nvmlDevice_t device, unsigned link) const;
+  bool nvLinkActive(nvmlDevice_t device, unsigned link) const override;
+  std::optional<int> nvLinkRemoteType(nvmlDevice_t device, unsigned link) const override;
+  std::optional<std::string> nvLinkRemoteBusId(nvmlDevice_t device, unsigned link) const override;
 
  private:
   explicit NvmlLib(void* handle) : handle_(handle) {}
@@ -110,12 +86,11 @@ class NvmlLib {
 };
 
 using CUresult = int;
-using CUdevice = int;
 
 // libcuda.so.1 for cuDeviceCanAccessPeer only, loaded, initialized (cuInit) and
 // its devices counted in open(), unloaded with the object. bandwidth.cc loads
 // its own copy for the copies it times.
-class CudaLib {
+class CudaLib final : public Cuda {
  public:
   // Errors: "libcuda.so.1 not loadable", "CUDA driver not usable" (an entry point
   // missing, or cuInit or cuDeviceGetCount failed).
@@ -124,13 +99,9 @@ class CudaLib {
   CudaLib(const CudaLib&) = delete;
   CudaLib& operator=(const CudaLib&) = delete;
 
-  struct Device {
-    CUdevice handle;
-    std::string busId;  // cuDeviceGetPCIBusId: "0000:18:00.0"
-  };
-  int deviceCount() const { return count_; }
-  std::optional<Device> device(int ordinal) const;  // cuDeviceGet and cuDeviceGetPCIBusId
-  std::optional<bool> canAccessPeer(CUdevice device, CUdevice peer) const;
+  int deviceCount() const override { return count_; }
+  std::optional<Device> device(int ordinal) const override;
+  std::optional<bool> canAccessPeer(CUdevice device, CUdevice peer) const override;
 
  private:
   explicit CudaLib(void* handle) : handle_(handle) {}

@@ -214,15 +214,14 @@ class Serving {
 
 int runReporter(int argc, char** argv) {
   auto flags = cli::Flags::parse(argc, argv, 2,
-                                 {"node", "fixture", "p2p-fixture", "kubeconfig", "interval", "heartbeat",
+                                 {"node", "fixture", "p2p-fixture", "recording", "kubeconfig", "interval", "heartbeat",
                                   "memlock-probe-file", "memlock-probe-pod", "memlock-requested", "memlock-probe-wait",
                                   "listen"},
                                  {"once"});
   if (!flags) return fail(flags.error().message);
   if (auto ok = flags->require({"node"}); !ok) return fail(ok.error().message);
-  if (flags->has("p2p-fixture") && !flags->has("fixture")) {
-    return fail("--p2p-fixture needs --fixture (the nvidia-smi topo -m output it goes with)");
-  }
+  auto backend = backendFromFlags(*flags);
+  if (!backend) return fail(backend.error().message);
   auto interval = parseCount(flags->get("interval", "60"));
   auto heartbeat = parseCount(flags->get("heartbeat", "300"));
   if (!interval || *interval == 0 || !heartbeat) return fail("--interval and --heartbeat take whole seconds");
@@ -242,8 +241,6 @@ int runReporter(int argc, char** argv) {
     serving = std::move(*started);
   }
   kube::Client client(*config, kube::ClientOptions{.metrics = serving ? serving->registry() : nullptr});
-  auto backend = flags->has("fixture") ? makeFixtureBackend(*flags->get("fixture"), flags->get("p2p-fixture", ""))
-                                       : makeNvmlBackend();
   const std::string node = *flags->get("node");
   // Sleeps; false when a signal came instead.
   auto sleep = [&](unsigned long long seconds) {
@@ -269,7 +266,7 @@ int runReporter(int argc, char** argv) {
   }
   while (true) {
     const auto start = std::chrono::steady_clock::now();
-    auto result = reconcile(client, *backend, node, static_cast<long long>(*heartbeat), source ? &*source : nullptr,
+    auto result = reconcile(client, **backend, node, static_cast<long long>(*heartbeat), source ? &*source : nullptr,
                             memlock);
     if (serving) serving->probed(result ? *result : "error", std::chrono::steady_clock::now() - start);
     if (result) {

@@ -1,0 +1,112 @@
+#pragma once
+
+// What the agent asks of NVML and of the CUDA driver, as interfaces: the dlopen
+// libraries (agent/nvml_lib.h) answer on a GPU node; a recording of their answers
+// (agent/gpu_recording.h) answers in tests and in `podshaper-agent probe --recording`.
+// The few types and enums used are declared here as NVML's and CUDA's headers do.
+// What the answers mean is nvml_backend.cc's business.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace podshaper::agent {
+
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct nvmlDevice_st*;
+constexpr unsigned NVML_NVLINK_MAX_LINKS = 18;
+
+// nvmlGpuTopologyLevel_t
+constexpr int NVML_TOPOLOGY_INTERNAL = 0, NVML_TOPOLOGY_SINGLE = 10, NVML_TOPOLOGY_MULTIPLE = 20,
+              NVML_TOPOLOGY_HOSTBRIDGE = 30, NVML_TOPOLOGY_NODE = 40, NVML_TOPOLOGY_SYSTEM = 50;
+// nvmlGpuP2PCapsIndex_t
+constexpr int NVML_P2P_CAPS_INDEX_READ = 0, NVML_P2P_CAPS_INDEX_WRITE = 1, NVML_P2P_CAPS_INDEX_NVLINK = 2,
+              NVML_P2P_CAPS_INDEX_ATOMICS = 3;
+constexpr int kP2PCapsIndexes[] = {NVML_P2P_CAPS_INDEX_READ, NVML_P2P_CAPS_INDEX_WRITE, NVML_P2P_CAPS_INDEX_NVLINK,
+                                   NVML_P2P_CAPS_INDEX_ATOMICS};
+// nvmlGpuP2PStatus_t: OK, five ways of not OK (1 to 5), unknown.
+constexpr int NVML_P2P_STATUS_OK = 0, NVML_P2P_STATUS_UNKNOWN = 6;
+// nvmlIntNvLinkDeviceType_t
+constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0, NVML_NVLINK_DEVICE_TYPE_SWITCH = 2;
+
+// Why NVML could not be opened. The message says what, without the agent's
+// verdict: a node without a driver, or with one that will not start, has no GPUs
+// to report; a driver without the entry points the agent needs is an error.
+struct NvmlOpenError : Error {
+  enum class Kind { kNotLoadable, kInitFailed, kIncomplete };
+  Kind kind = Kind::kIncomplete;
+};
+NvmlOpenError nvmlOpenError(NvmlOpenError::Kind kind, std::string message);
+
+// NVML's answers, opened and initialized for the object's life. An entry point
+// an older driver lacks makes its getter answer nothing (nullopt, false), as a
+// failed call does.
+class Nvml {
+ public:
+  virtual ~Nvml() = default;
+
+  virtual std::optional<std::string> driverVersion() const = 0;
+  virtual std::optional<int> cudaDriverVersion() const = 0;  // 12040 for CUDA 12.4
+  virtual Result<unsigned> deviceCount() const = 0;          // error: NVML: device count: <why>
+  virtual Result<nvmlDevice_t> deviceByIndex(unsigned index) const = 0;  // error: NVML: GPU <index>: <why>
+
+  virtual std::optional<std::string> uuid(nvmlDevice_t device) const = 0;
+  virtual std::optional<std::string> name(nvmlDevice_t device) const = 0;
+  virtual std::optional<std::string> pciBusId(nvmlDevice_t device) const = 0;  // "00000000:18:00.0"
+  virtual std::optional<uint64_t> memoryTotal(nvmlDevice_t device) const = 0;
+  virtual std::optional<unsigned> numaNode(nvmlDevice_t device) const = 0;
+  // A CPU bitmask of `words` unsigned longs, CPU 0 the lowest bit of the first.
+  virtual std::optional<std::vector<unsigned long>> cpuAffinity(nvmlDevice_t device, unsigned words) const = 0;
+  // false when a compute process runs, or NVML cannot tell
+  virtual bool computeIdle(nvmlDevice_t device) const = 0;
+
+  virtual std::optional<int> commonAncestor(nvmlDevice_t a, nvmlDevice_t b) const = 0;  // an NVML_TOPOLOGY_* level
+  virtual int p2pStatus(nvmlDevice_t a, nvmlDevice_t b, int capsIndex) const = 0;  // NVML_P2P_STATUS_UNKNOWN on failure
+
+  virtual bool nvLinkActive(nvmlDevice_t device, unsigned link) const = 0;
+  virtual std::optional<int> nvLinkRemoteType(nvmlDevice_t device, unsigned link) const = 0;  // NVML_NVLINK_DEVICE_TYPE_*
+  virtual std::optional<std::string> nvLinkRemoteBusId(nvmlDevice_t device, unsigned link) const = 0;
+};
+
+using CUdevice = int;
+
+// The CUDA driver's devices and cuDeviceCanAccessPeer, initialized (cuInit) and
+// its devices counted when opened.
+class Cuda {
+ public:
+  virtual ~Cuda() = default;
+
+  struct Device {
+    CUdevice handle;
+    std::string busId;  // cuDeviceGetPCIBusId: "0000:18:00.0"
+  };
+  virtual int deviceCount() const = 0;
+  virtual std::optional<Device> device(int ordinal) const = 0;  // cuDeviceGet and cuDeviceGetPCIBusId
+  virtual std::optional<bool> canAccessPeer(CUdevice device, CUdevice peer) const = 0;
+};
+
+// The sysfs files the backend reads, by their path under /sys: a GPU's NUMA node by its
+// NVML bus id ("00000000:18:00.0" → bus/pci/devices/0000:18:00.0/numa_node), and a NUMA
+// node's CPUs (devices/system/node/node<N>/cpulist), read from node 0 up to the first missing.
+std::string sysfsNumaNodePath(const std::string& nvmlBusId);
+std::string sysfsCpuListPath(int numaNode);
+constexpr int kMaxNumaNodes = 1024;
+// The words of a GPU's CPU affinity the backend asks for: CPUs 0 to 4095.
+constexpr unsigned kAffinityWords = 64;
+
+// Where the backend gets its answers: NVML, the CUDA driver and sysfs.
+struct GpuSources {
+  std::function<Result<std::unique_ptr<Nvml>, NvmlOpenError>()> openNvml;
+  std::function<Result<std::unique_ptr<Cuda>>()> openCuda;
+  // A sysfs file's text by its path under /sys ("bus/pci/devices/0000:18:00.0/numa_node"), or nothing.
+  std::function<std::optional<std::string>(const std::string& path)> readSysfs;
+};
+// The node's own: libnvidia-ml.so.1 and libcuda.so.1 loaded with dlopen, and the
+// files under sysfsRoot.
+GpuSources nodeGpuSources(std::string sysfsRoot = "/sys");
+
+}  // namespace podshaper::agent
