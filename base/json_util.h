@@ -18,6 +18,13 @@ inline const nlohmann::json& member(const nlohmann::json& object, std::string_vi
   return it == object.end() ? kNull : *it;
 }
 
+// parent[key] as an array: made an empty one when it is missing or not an array.
+inline nlohmann::json& ensureArray(nlohmann::json& parent, std::string_view key) {
+  nlohmann::json& a = parent[std::string(key)];
+  if (!a.is_array()) a = nlohmann::json::array();
+  return a;
+}
+
 // The member as a string, or "" when it is missing or not a string.
 inline std::string stringMember(const nlohmann::json& object, std::string_view key) {
   const nlohmann::json& m = member(object, key);

@@ -5,22 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shaping/cluster_view.h"
+#include "shaping/admission_context.h"
 #include "shaping/config.h"
-#include "shaping/pod_claims.h"
 
 namespace podshaper {
-
-struct AdmissionContext {
-  std::string namespaceName;
-  // Null: decide from annotations and config alone (review, or serve without
-  // --kubeconfig); P2P is then unknown, and the NCCL reserve counts on its SHM transport.
-  const ClusterView* cluster = nullptr;
-  // Reads the ResourceClaimTemplates and ResourceClaims the pod names. Empty: they are
-  // not read, and GPUs asked through them are not counted (with a warning).
-  ClaimLookup claims;
-  std::string shaperVersion = "podshaper-webhook/dev";
-};
 
 // Why a pod was denied, in a word: the step of shape() that refused it (the metric
 // podshaper_admission_denials_total{cause}; docs/webhook.md "Metrics").

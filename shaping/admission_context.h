@@ -1,0 +1,23 @@
+#pragma once
+
+#include <string>
+
+#include "shaping/cluster_view.h"
+#include "shaping/pod_claims.h"
+
+namespace podshaper {
+
+// What the webhook knows of an admission beside the pod: its namespace, the cluster
+// and how to read the pod's resource claims.
+struct AdmissionContext {
+  std::string namespaceName;
+  // Null: decide from annotations and config alone (review, or serve without
+  // --kubeconfig); P2P is then unknown, and the NCCL reserve counts on its SHM transport.
+  const ClusterView* cluster = nullptr;
+  // Reads the ResourceClaimTemplates and ResourceClaims the pod names. Empty: they are
+  // not read, and GPUs asked through them are not counted (with a warning).
+  ClaimLookup claims;
+  std::string shaperVersion = "podshaper-webhook/dev";
+};
+
+}  // namespace podshaper

@@ -1,0 +1,137 @@
+#include "shaping/placement.h"
+
+#include <algorithm>
+
+#include "api/names.h"
+#include "base/json_util.h"
+#include "shaping/memlock_pod.h"
+#include "shaping/request_limits.h"
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+std::string key(std::string_view k) { return std::string(k); }
+
+json requirement(std::string_view label, std::string value) {
+  return {{"key", key(label)}, {"operator", "In"}, {"values", json::array({std::move(value)})}};
+}
+
+// Adds our required node-label requirements to every nodeSelectorTerm (terms are
+// ORed, expressions within one ANDed), or makes the first term. `alternatives`
+// holds the requirements a node may meet instead of one another: each term
+// becomes one term per alternative, its own expressions and that alternative's.
+void requireNodeLabels(json& spec, const std::vector<std::vector<json>>& alternatives) {
+  json& required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  json& terms = ensureArray(required, "nodeSelectorTerms");
+  if (terms.empty()) terms.push_back(json::object());
+  json shaped = json::array();
+  auto holds = [](const json& term, const std::vector<json>& requirements) {
+    const json& expressions = member(term, "matchExpressions");
+    return expressions.is_array() && std::all_of(requirements.begin(), requirements.end(), [&](const json& r) {
+             return std::find(expressions.begin(), expressions.end(), r) != expressions.end();
+           });
+  };
+  for (const json& term : terms) {
+    // A term that already holds one alternative (a shaped pod's manifest) is kept as it is.
+    if (std::any_of(alternatives.begin(), alternatives.end(), [&](const auto& a) { return holds(term, a); })) {
+      shaped.push_back(term);
+      continue;
+    }
+    for (const auto& requirements : alternatives) {
+      json next = term;
+      json& expressions = ensureArray(next, "matchExpressions");
+      for (const json& r : requirements) {
+        if (std::find(expressions.begin(), expressions.end(), r) == expressions.end()) {
+          expressions.push_back(r);
+        }
+      }
+      shaped.push_back(std::move(next));
+    }
+  }
+  terms = std::move(shaped);
+}
+
+void requireOnePodPerNode(json& pod) {
+  pod["metadata"]["labels"][key(names::kPlacementLabel)] = key(names::kNodeExclusive);
+  json term = {
+      {"labelSelector",
+       {{"matchExpressions", json::array({requirement(names::kPlacementLabel, key(names::kNodeExclusive))})}}},
+      {"topologyKey", key(names::kHostnameLabel)},
+      // Without it the term would only see pods of this pod's own namespace.
+      {"namespaceSelector", json::object()}};
+  json& terms = ensureArray(pod["spec"]["affinity"]["podAntiAffinity"],
+                            "requiredDuringSchedulingIgnoredDuringExecution");
+  if (std::find(terms.begin(), terms.end(), term) == terms.end()) terms.push_back(term);
+}
+
+}  // namespace
+
+Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
+                            std::vector<std::string>& warnings) {
+  const uint64_t G = nodeClass.gpus;
+  if (!in.nodeExclusive && !in.allGpus && nodeClass.largestNode && in.podGpus > *nodeClass.largestNode) {
+    return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords + " but no node has that many: " +
+                     nodeClass.sizes + ": split the job into pods of at most " +
+                     std::to_string(*nodeClass.largestNode) + " GPUs each");
+  }
+  if (!in.nodeExclusive || in.podGpus == G) return GpuFit::kAsAsked;
+  if (in.podGpus > G) {
+    return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
+                     " but nodes of its class have " + std::to_string(G) + " (" + nodeClass.source + ")" +
+                     (nodeClass.sizes.empty() ? "" : "; " + nodeClass.sizes) + ": split the job into pods of " +
+                     std::to_string(G) + " GPUs each");
+  }
+  std::string asks = "the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
+                     " but node-exclusive pods own whole " + std::to_string(G) + "-GPU nodes (" + nodeClass.source +
+                     ")";
+  const std::string request = "request " + std::to_string(G) + " GPUs" +
+                              (in.gpusFromClaims ? " in all (exactly.count in its resource claims)" : "");
+  switch (config.partialNode) {
+    case PartialNodePolicy::kDeny:
+      return makeError(asks + ": " + request + " (one rank per GPU), or set " + key(names::kPlacement) +
+                       ": shared to share the node");
+    case PartialNodePolicy::kWarn:
+      warnings.push_back(asks + "; the other GPUs stay idle");
+      return GpuFit::kAsAsked;
+    case PartialNodePolicy::kExpand: {
+      if (in.gpusFromClaims) {
+        // A claim is its own object (the template's, or a claim several pods share):
+        // the webhook does not rewrite it.
+        warnings.push_back(asks + "; the other GPUs stay idle: config partialNode: expand does not raise a resource "
+                           "claim's count, " + request);
+        return GpuFit::kAsAsked;
+      }
+      // The extra GPUs go to the first GPU container; its ranks follow.
+      GpuContainer& first = in.gpuContainers.front();
+      first.gpus += G - in.podGpus;
+      warnings.push_back(asks + "; raised container \"" + first.name + "\" to " + std::to_string(first.gpus) +
+                         " GPUs (config partialNode: expand)");
+      in.podGpus = G;
+      return GpuFit::kExpanded;
+    }
+  }
+  return GpuFit::kAsAsked;
+}
+
+
+Result<void> placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
+                      bool needsP2P) {
+  if (in.nodeExclusive) requireOnePodPerNode(shaped);
+  if (!nodeClass.placeByLabels) return {};
+  if (auto sized = checkNodeAffinitySize(shaped); !sized) return sized;
+  // A node that grants the memlock asked: unlimited, or (for a number of
+  // bytes) unlimited or at least that many, one nodeSelectorTerm each.
+  std::vector<std::vector<json>> alternatives;
+  for (json& memlock : memlockRequirements(config.memlock)) {
+    std::vector<json> requirements{requirement(names::kTopologyValidated, "true"), std::move(memlock)};
+    if (in.nodeExclusive) requirements.push_back(requirement(names::kGpuCount, std::to_string(nodeClass.gpus)));
+    if (needsP2P) requirements.push_back(requirement(names::kP2P, std::string(names::kP2PAll)));
+    alternatives.push_back(std::move(requirements));
+  }
+  requireNodeLabels(shaped["spec"], alternatives);
+  return {};
+}
+
+}  // namespace podshaper

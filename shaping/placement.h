@@ -1,0 +1,34 @@
+#pragma once
+
+// Where a shaped pod may run (docs/webhook.md "Placement"): the GPUs it asks against
+// the nodes of its class, alone on its node when node-exclusive, and on the nodes the
+// operator validated that grant what it needs.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "shaping/config.h"
+#include "shaping/node_class.h"
+#include "shaping/pod_inputs.h"
+
+namespace podshaper {
+
+enum class GpuFit {
+  kAsAsked,   // the pod keeps the GPUs it asked
+  kExpanded,  // config partialNode: expand raised its first GPU container to the node's GPUs
+};
+
+// The pod's GPUs against the nodes of its class: a node-exclusive pod owns a whole
+// node. Errors: a size no node has, more than the class has, fewer under partialNode: deny.
+Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
+                            std::vector<std::string>& warnings);
+
+// Alone on its node (node-exclusive), and on nodes the operator validated, with the
+// class's GPUs, granting the memlock asked; with P2P between all GPU pairs where its
+// NCCL reserve counts on P2P (a node without it would need more).
+Result<void> placePod(nlohmann::json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
+                      bool needsP2P);
+
+}  // namespace podshaper

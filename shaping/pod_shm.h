@@ -1,0 +1,48 @@
+#pragma once
+
+// A pod's /dev/shm (docs/webhook.md "Sizing"): the size from its inputs with NCCL's
+// reserve, the cap against the node's memory, and how it is shared between the GPU
+// containers that mount podshaper's volume and those that keep their own.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "shaping/config.h"
+#include "shaping/node_class.h"
+#include "shaping/pod_inputs.h"
+#include "shaping/shm.h"
+
+namespace podshaper {
+
+// The pod's /dev/shm for `ranks` ranks, with the NCCL reserve of the transport its
+// ranks will use on the nodes of its class (docs/webhook.md "The NCCL reserve").
+Result<ShmPlan> planPodShm(const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass, const Config& config);
+
+// limits.maxShmPercentOfNodeMemory: a /dev/shm that would take too much of the node is
+// an error; a node class without memory is a warning.
+Result<void> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, const Config& config,
+                         std::vector<std::string>& warnings);
+
+// A container's share of `bytes`, by its GPUs out of `of`, in whole MiB.
+uint64_t shareOf(uint64_t bytes, uint64_t gpus, uint64_t of);
+
+// podshaper's /dev/shm volume: the GPUs of the containers that mount it, and its size:
+// the pod's when every GPU container does, else their share of it (partial).
+struct ShmVolume {
+  uint64_t bytes = 0, gpus = 0;
+  bool partial = false;
+};
+ShmVolume shmVolumeFor(const PodInputs& in, const ShmPlan& plan);
+
+// The pod's volume of that name, or null.
+const nlohmann::json* volumeNamed(const nlohmann::json& pod, std::string_view name);
+
+// A user's own /dev/shm volume is kept; say so if it is smaller than the container's share.
+void checkOwnShm(const nlohmann::json& pod, const GpuContainer& c, uint64_t shareBytes,
+                 std::vector<std::string>& warnings);
+
+}  // namespace podshaper

@@ -1,0 +1,61 @@
+#include "shaping/privileges.h"
+
+#include "api/names.h"
+
+namespace podshaper {
+namespace {
+
+std::string key(std::string_view k) { return std::string(k); }
+
+std::string podSecurityLevel(const AdmissionContext& ctx) {
+  if (ctx.cluster == nullptr) return {};
+  auto ns = ctx.cluster->namespaceLabels.find(ctx.namespaceName);
+  if (ns == ctx.cluster->namespaceLabels.end()) return {};
+  auto level = ns->second.find(key(names::kPodSecurityEnforce));
+  return level == ns->second.end() ? std::string() : level->second;
+}
+
+}  // namespace
+
+Result<Privileges> decidePrivileges(const AdmissionContext& ctx, const Config& config,
+                                    std::vector<std::string>& warnings) {
+  std::string level = podSecurityLevel(ctx);
+  if (level != "baseline" && level != "restricted") return Privileges::kGranted;
+  std::string why = "namespace \"" + ctx.namespaceName + "\" enforces Pod Security level \"" + level +
+                    "\", which forbids hostIPC and the IPC_LOCK capability";
+  if (config.podSecurity == PodSecurityAction::kDeny) {
+    return makeError(why + ": label the namespace " + key(names::kPodSecurityEnforce) +
+                     "=privileged, or ask the admin for config podSecurity: warn");
+  }
+  warnings.push_back(why + ": hostIPC and IPC_LOCK left out (config podSecurity: warn)");
+  return Privileges::kLeftOut;
+}
+
+
+std::optional<std::string> nonRootMemlockWarning(const GpuContainer& c, const MemlockAnnotation& memlock,
+                                                 const Config& config) {
+  std::string who;
+  if (c.runAsUser) {
+    if (*c.runAsUser == 0) return std::nullopt;
+    who = "runs as user " + std::to_string(*c.runAsUser);
+  } else if (c.runAsNonRoot) {
+    who = "sets runAsNonRoot without runAsUser, so it may run as a non-root user";
+  } else {
+    return std::nullopt;
+  }
+  std::string limit;
+  if (memlock.set) {
+    limit = "RLIMIT_MEMLOCK from the NRI annotation " + memlock.set->first + " (" + config.memlock.words() +
+            "), which the node must grant (node label " + key(names::kMemlock) + ")";
+  } else if (!memlock.warning) {
+    limit = "RLIMIT_MEMLOCK from the pod's own ulimit annotation, which the node must grant";
+  } else {
+    limit = "the RLIMIT_MEMLOCK of the node's container runtime (no NRI annotation)";
+  }
+  const bool may = !c.runAsUser;
+  return "container \"" + c.name + "\" " + who + ": IPC_LOCK is not effective for a non-root process, so the memory " +
+         "it can lock " + (may ? "may rest" : "rests") + " on " + limit;
+}
+
+
+}  // namespace podshaper

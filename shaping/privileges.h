@@ -1,0 +1,33 @@
+#pragma once
+
+// What a shaped GPU container may do beyond an ordinary one: hostIPC and IPC_LOCK
+// (docs/webhook.md "Privileges"), as the namespace's Pod Security level allows.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "shaping/admission_context.h"
+#include "shaping/config.h"
+#include "shaping/memlock_pod.h"
+#include "shaping/pod_inputs.h"
+
+namespace podshaper {
+
+enum class Privileges {
+  kGranted,  // hostIPC and IPC_LOCK
+  kLeftOut,  // the namespace's Pod Security level forbids them and config podSecurity: warn
+};
+
+// hostIPC and IPC_LOCK, unless the namespace enforces Pod Security baseline or
+// restricted: then left out with a warning, or an error under config podSecurity: deny.
+Result<Privileges> decidePrivileges(const AdmissionContext& ctx, const Config& config,
+                                    std::vector<std::string>& warnings);
+
+// A GPU container that runs, or may run, as a non-root user: IPC_LOCK does not
+// take effect for it (Kubernetes sets no ambient capabilities), so what it may
+// lock is its RLIMIT_MEMLOCK alone. Says where that limit comes from.
+std::optional<std::string> nonRootMemlockWarning(const GpuContainer& c, const MemlockAnnotation& memlock,
+                                                 const Config& config);
+
+}  // namespace podshaper
