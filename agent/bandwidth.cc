@@ -101,7 +101,7 @@ Result<double> copyRate(const Cuda& cu, CUcontext srcCtx, CUcontext dstCtx) {
 
 }  // namespace
 
-Result<bool> measureBandwidth(Topology& topology) {
+Result<void> measureBandwidth(Topology& topology) {
   std::unique_ptr<void, DlClose> lib(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL));
   if (!lib) return makeError("libcuda.so.1 is not loadable");
   Cuda cu{};
@@ -147,7 +147,7 @@ Result<bool> measureBandwidth(Topology& topology) {
     if (contexts[i]) cu.release(devices[i]);
   }
   if (!failure.empty()) return makeError("bandwidth: " + failure);
-  return true;
+  return {};
 }
 
 }  // namespace podshaper::agent

@@ -7,6 +7,6 @@ namespace podshaper::agent {
 // Copies 256 MiB between each GPU pair with cuMemcpyPeerAsync, both directions,
 // after warm-ups, and sets bandwidthGBps to the mean one-way rate. Leaves no
 // context, stream or allocation behind. An error leaves the pairs unmeasured.
-Result<bool> measureBandwidth(Topology& topology);
+Result<void> measureBandwidth(Topology& topology);
 
 }  // namespace podshaper::agent

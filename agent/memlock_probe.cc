@@ -27,11 +27,6 @@ using nlohmann::json;
 const std::set<std::string, std::less<>> kNotStarted = {"StartError", "RunContainerError", "CreateContainerError",
                                                         "CrashLoopBackOff"};
 
-std::string text(const json& object, std::string_view key) {
-  const json& v = member(object, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
 int fail(const std::string& message) {
   std::cerr << "podshaper-agent memlock-probe: " << message << "\n";
   return 2;
@@ -64,19 +59,20 @@ MemlockProbeStatus memlockProbeFromPod(const json& pod) {
   const json& statuses = member(member(pod, "status"), "containerStatuses");
   if (!statuses.is_array()) return out;
   for (const json& s : statuses) {
-    if (text(s, "name") != names::kMemlockProbeContainer) continue;
+    if (stringMember(s, "name") != names::kMemlockProbeContainer) continue;
     const json& state = member(s, "state");
     const json& waiting = member(state, "waiting");
     const json& terminated = member(state, "terminated");
     const json& last = member(member(s, "lastState"), "terminated");
-    const std::string reason = !text(waiting, "reason").empty() ? text(waiting, "reason") : text(terminated, "reason");
+    const std::string reason =
+        !stringMember(waiting, "reason").empty() ? stringMember(waiting, "reason") : stringMember(terminated, "reason");
     if (!kNotStarted.contains(reason)) return out;
     out.state = MemlockProbeStatus::State::kNotGranted;
     // The runtime's words are in the termination; a back-off's own message
     // ("back-off 10s restarting failed container=...") changes with every restart.
     for (const json* from : {&last, &terminated, &waiting}) {
-      if (!text(*from, "message").empty()) {
-        out.message = text(*from, "message");
+      if (!stringMember(*from, "message").empty()) {
+        out.message = stringMember(*from, "message");
         break;
       }
     }

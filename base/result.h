@@ -46,6 +46,27 @@ class [[nodiscard]] Result {
   std::variant<T, E> v_;
 };
 
+// Success, or an error: where only success matters (`return {};` on success).
+template <class E>
+class [[nodiscard]] Result<void, E> {
+ public:
+  Result() = default;
+  Result(E error) : error_(std::move(error)), ok_(false) {}  // NOLINT: implicit by design
+
+  template <class Specific>
+    requires(std::is_base_of_v<E, Specific> && !std::is_same_v<E, Specific>)
+  Result(Result<void, Specific> other)  // NOLINT: implicit by design
+      : error_(other.ok() ? E{} : static_cast<const E&>(other.error())), ok_(other.ok()) {}
+
+  bool ok() const { return ok_; }
+  explicit operator bool() const { return ok_; }
+  const E& error() const { return error_; }
+
+ private:
+  E error_{};
+  bool ok_ = true;
+};
+
 inline Error makeError(std::string message) { return Error{std::move(message)}; }
 
 }  // namespace podshaper

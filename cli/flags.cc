@@ -52,11 +52,11 @@ std::string Flags::get(const std::string& name, const std::string& fallback) con
   return get(name).value_or(fallback);
 }
 
-Result<bool> Flags::require(const std::vector<std::string>& names) const {
+Result<void> Flags::require(const std::vector<std::string>& names) const {
   for (const auto& n : names) {
     if (!has(n)) return makeError("--" + n + " is required");
   }
-  return true;
+  return {};
 }
 
 Result<std::string> readFile(const std::string& path) {

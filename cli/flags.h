@@ -24,7 +24,7 @@ class Flags {
   std::string get(const std::string& name, const std::string& fallback) const;
   bool has(const std::string& name) const { return values_.contains(name); }
   // An error naming the first of `names` that is missing.
-  Result<bool> require(const std::vector<std::string>& names) const;
+  Result<void> require(const std::vector<std::string>& names) const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -1,17 +1,14 @@
 #include "judging/plan.h"
 
 #include "api/names.h"
+#include "base/json_util.h"
 
 namespace podshaper {
 namespace {
 
 using nlohmann::json;
 
-std::string metaString(const json& object, const char* key) {
-  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) return "";
-  const json& m = object["metadata"];
-  return m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : "";
-}
+std::string metaString(const json& object, const char* key) { return stringMember(member(object, "metadata"), key); }
 
 long long generationOf(const json& object) {
   if (!object.is_object() || !object.contains("metadata")) return 0;

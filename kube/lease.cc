@@ -3,6 +3,7 @@
 #include <limits>
 #include <utility>
 
+#include "base/json_util.h"
 #include "base/timefmt.h"
 #include "kube/protocol.h"
 
@@ -15,12 +16,6 @@ std::string seconds(std::chrono::seconds s) { return std::to_string(s.count()) +
 
 // The lease is written by anyone with RBAC on it: read what is there without
 // throwing on a wrong type.
-std::string stringField(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return {};
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 long long integerField(const nlohmann::json& object, const char* key) {
   if (!object.is_object()) return 0;
   auto it = object.find(key);
@@ -28,7 +23,7 @@ long long integerField(const nlohmann::json& object, const char* key) {
 }
 
 std::optional<long long> timeField(const nlohmann::json& object, const char* key) {
-  const std::string text = stringField(object, key);
+  const std::string text = stringMember(object, key);
   if (text.empty()) return std::nullopt;
   return parseTimeMicros(text);
 }
@@ -44,7 +39,7 @@ long long expiry(long long observedAtMicros, long long durationSeconds) {
 
 }  // namespace
 
-Result<bool> validate(const LeaseConfig& c) {
+Result<void> validate(const LeaseConfig& c) {
   if (c.ns.empty()) return makeError("lease: namespace is empty");
   if (c.name.empty()) return makeError("lease: name is empty");
   if (c.identity.empty()) {
@@ -63,17 +58,17 @@ Result<bool> validate(const LeaseConfig& c) {
     return makeError(where + "leaseDuration (" + seconds(c.leaseDuration) + ") must be longer than renewDeadline (" +
                      seconds(c.renewDeadline) + "), so that a leader stops before another may take over");
   }
-  return true;
+  return {};
 }
 
 LeaseRecord leaseRecordFromJson(const nlohmann::json& lease) {
   LeaseRecord r;
   if (!lease.is_object()) return r;
   if (auto metadata = lease.find("metadata"); metadata != lease.end()) {
-    r.resourceVersion = stringField(*metadata, "resourceVersion");
+    r.resourceVersion = stringMember(*metadata, "resourceVersion");
   }
   if (auto spec = lease.find("spec"); spec != lease.end()) {
-    r.holderIdentity = stringField(*spec, "holderIdentity");
+    r.holderIdentity = stringMember(*spec, "holderIdentity");
     r.leaseDurationSeconds = integerField(*spec, "leaseDurationSeconds");
     r.acquireTimeMicros = timeField(*spec, "acquireTime");
     r.renewTimeMicros = timeField(*spec, "renewTime");

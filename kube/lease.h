@@ -35,7 +35,7 @@ struct LeaseConfig {
 
 // leaseDuration > renewDeadline > retryPeriod > 0 and the names non-empty;
 // the error says which rule and the values.
-Result<bool> validate(const LeaseConfig& config);
+Result<void> validate(const LeaseConfig& config);
 
 // The spec of a Lease (and the resourceVersion it was read at).
 struct LeaseRecord {

@@ -27,13 +27,6 @@ std::string truncated(std::string_view s, std::size_t max) {
 // overflowed the stack when applyWatchEvent copied its object into the store.
 constexpr int kMaxWatchLineDepth = 1000;
 
-std::string stringAt(const nlohmann::json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_string()) return "";
-  return it->get<std::string>();
-}
-
 }  // namespace
 
 std::string resourcePath(std::string_view apiVersion, std::string_view resource, std::string_view ns,
@@ -116,9 +109,9 @@ ApiError decodeApiError(std::string_view method, std::string_view path, int http
   std::string reason;
   std::string detail;
   const auto status = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (status.is_object() && stringAt(status, "kind") == "Status") {
-    reason = stringAt(status, "reason");
-    detail = stringAt(status, "message");
+  if (status.is_object() && stringMember(status, "kind") == "Status") {
+    reason = stringMember(status, "reason");
+    detail = stringMember(status, "message");
   } else {
     while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.remove_suffix(1);
     detail = truncated(body, 200);
@@ -155,10 +148,10 @@ Result<std::string> appendListPage(nlohmann::json& combined, nlohmann::json page
   auto items = page.find("items");
   if (items == page.end() || !(items->is_array() || items->is_null())) {
     return makeError("list: response has no items array (kind " +
-                     (stringAt(page, "kind").empty() ? std::string("unknown") : stringAt(page, "kind")) + ")");
+                     (stringMember(page, "kind").empty() ? std::string("unknown") : stringMember(page, "kind")) + ")");
   }
   std::string continueToken;
-  if (auto meta = page.find("metadata"); meta != page.end()) continueToken = stringAt(*meta, "continue");
+  if (auto meta = page.find("metadata"); meta != page.end()) continueToken = stringMember(*meta, "continue");
 
   if (combined.is_null()) {
     nlohmann::json pageItems = items->is_array() ? std::move(*items) : nlohmann::json::array();
@@ -208,7 +201,7 @@ bool isGoneEvent(const WatchEvent& event) {
   auto code = event.object.find("code");
   if (code != event.object.end() && code->is_number_integer() && code->get<long long>() == 410) return true;
   // Some servers send the reason without the code.
-  const std::string reason = stringAt(event.object, "reason");
+  const std::string reason = stringMember(event.object, "reason");
   return reason == "Expired" || reason == "Gone";
 }
 
@@ -216,12 +209,12 @@ std::string resourceVersionOf(const nlohmann::json& object) {
   if (!object.is_object()) return "";
   auto meta = object.find("metadata");
   if (meta == object.end()) return "";
-  return stringAt(*meta, "resourceVersion");
+  return stringMember(*meta, "resourceVersion");
 }
 
 std::string describeStatus(const nlohmann::json& status) {
-  std::string reason = stringAt(status, "reason");
-  std::string message = stringAt(status, "message");
+  std::string reason = stringMember(status, "reason");
+  std::string message = stringMember(status, "message");
   if (reason.empty()) return message.empty() ? truncated(status.dump(), 200) : message;
   return message.empty() ? reason : reason + ": " + message;
 }

@@ -23,7 +23,7 @@ std::string describe(const boost::system::error_code& ec) {
 
 }  // namespace
 
-Result<bool> applyTlsConfig(boost::asio::ssl::context& context, const ClientConfig& config) {
+Result<void> applyTlsConfig(boost::asio::ssl::context& context, const ClientConfig& config) {
   boost::system::error_code ec;
   if (!config.caPem.empty()) {
     if (config.caPem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
@@ -49,10 +49,10 @@ Result<bool> applyTlsConfig(boost::asio::ssl::context& context, const ClientConf
       return makeError("TLS: client key does not match the client certificate");
     }
   }
-  return true;
+  return {};
 }
 
-Result<bool> checkTlsConfig(const ClientConfig& config) {
+Result<void> checkTlsConfig(const ClientConfig& config) {
   boost::asio::ssl::context context(boost::asio::ssl::context::tls_client);
   return applyTlsConfig(context, config);
 }

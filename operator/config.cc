@@ -55,7 +55,7 @@ std::optional<std::string> canonicalIp(const std::string& text) {
   return std::nullopt;
 }
 
-Result<bool> parseWebhookCertificate(const YAML::Node& node, WebhookCertificateConfig& c) {
+Result<void> parseWebhookCertificate(const YAML::Node& node, WebhookCertificateConfig& c) {
   if (!node.IsMap()) return makeError("webhookCertificate: expected a map");
   for (const auto& item : node) {
     const std::string sub = item.first.as<std::string>();
@@ -100,7 +100,7 @@ Result<bool> parseWebhookCertificate(const YAML::Node& node, WebhookCertificateC
   if (c.managed && c.service.empty() && c.dnsNames.empty() && c.ipAddresses.empty()) {
     return makeError("webhookCertificate: a service, dnsNames or ipAddresses are needed for the certificate's names");
   }
-  return true;
+  return {};
 }
 
 }  // namespace

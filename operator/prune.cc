@@ -26,14 +26,14 @@ int fail(const std::string& message, int code) {
 }
 
 // Deletes the Deployment (its pods first: Foreground) and waits until it is gone.
-Result<bool> stopDeployment(const kube::Client& client, const std::string& ns, const std::string& name) {
+Result<void> stopDeployment(const kube::Client& client, const std::string& ns, const std::string& name) {
   const std::string path = kube::resourcePath("apps/v1", "deployments", ns, name);
   auto removed = client.remove(path, json{{"propagationPolicy", "Foreground"}});
   if (!removed && !removed.error().isNotFound()) return makeError(removed.error().message);
   const auto until = std::chrono::steady_clock::now() + kStopTimeout;
   while (true) {
     auto got = client.get(path);
-    if (!got && got.error().isNotFound()) return true;
+    if (!got && got.error().isNotFound()) return {};
     if (std::chrono::steady_clock::now() > until) {
       return makeError("deployment " + ns + "/" + name + " is still there after " +
                        std::to_string(kStopTimeout.count()) + " s (its pods have not ended)");

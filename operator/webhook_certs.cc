@@ -220,7 +220,9 @@ Result<bool> WebhookCertificates::reconcile() {
   const bool caFieldDiffers = secretField(secret, "ca.crt") != caBundle;
   if (!changed && !caFieldDiffers) return *bundleWrite == BundleWrite::kWritten;
   if (!mayWrite_()) return false;
-  return writeSecret(secret, {{"tls.crt", cert}, {"tls.key", key}, {"ca.crt", caBundle}, {"ca.key", caKey}});
+  auto written = writeSecret(secret, {{"tls.crt", cert}, {"tls.key", key}, {"ca.crt", caBundle}, {"ca.key", caKey}});
+  if (!written) return written.error();
+  return true;
 }
 
 Result<WebhookCertificates::BundleWrite> WebhookCertificates::writeCaBundle(const std::string& caBundle) {
@@ -243,7 +245,7 @@ Result<WebhookCertificates::BundleWrite> WebhookCertificates::writeCaBundle(cons
   return BundleWrite::kWritten;
 }
 
-Result<bool> WebhookCertificates::writeSecret(const json& secret, const std::map<std::string, std::string>& data) {
+Result<void> WebhookCertificates::writeSecret(const json& secret, const std::map<std::string, std::string>& data) {
   json body = secret.is_object() ? secret
                                  : json{{"apiVersion", "v1"},
                                         {"kind", "Secret"},
@@ -261,7 +263,7 @@ Result<bool> WebhookCertificates::writeSecret(const json& secret, const std::map
     return makeError("writing Secret " + config_.ns + "/" + config_.secretName + ": " + written.error().message);
   }
   spdlog::info("webhook certificate: Secret {}/{} written", config_.ns, config_.secretName);
-  return true;
+  return {};
 }
 
 }  // namespace podshaper::op

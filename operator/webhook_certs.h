@@ -45,7 +45,8 @@ class WebhookCertificates {
   // Check now (on becoming the leader).
   void trigger();
 
-  // One check: the Secret and the caBundle made right. Public for tests.
+  // One check: the Secret and the caBundle made right; true when it wrote either.
+  // Public for tests.
   Result<bool> reconcile();
 
  private:
@@ -54,7 +55,7 @@ class WebhookCertificates {
   // The MutatingWebhookConfiguration's caBundle, when it differs and this replica leads.
   Result<BundleWrite> writeCaBundle(const std::string& caBundle);
   // The Secret with `data` (base64-encoded here), created or replaced; the renew annotation removed.
-  Result<bool> writeSecret(const nlohmann::json& secret, const std::map<std::string, std::string>& data);
+  Result<void> writeSecret(const nlohmann::json& secret, const std::map<std::string, std::string>& data);
 
   const kube::Client& client_;
   const WebhookCertificateConfig config_;

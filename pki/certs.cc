@@ -30,12 +30,12 @@ std::size_t utf8Characters(const std::string& s) {
       std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xc0) != 0x80; }));
 }
 
-Result<bool> checkValidity(const std::string& what, long long seconds) {
+Result<void> checkValidity(const std::string& what, long long seconds) {
   if (seconds <= 0 || seconds > kMaxValiditySeconds) {
     return Error{what + ": validity must be from 1 second to 100 years, got " +
                  std::to_string(seconds) + " seconds"};
   }
-  return true;
+  return {};
 }
 
 Result<openssl::X509Ptr> parseCertificate(const std::string& pem, const std::string& what) {
@@ -84,13 +84,13 @@ Result<std::string> commonName(const X509_NAME& name, const std::string& what) {
 
 // Splits the subjectAltName into DNS names and IP addresses; other kinds
 // (email, URI) are not ours to judge and are left out.
-Result<bool> readSubjectAltNames(const X509& cert, CertificateDetails& details) {
+Result<void> readSubjectAltNames(const X509& cert, CertificateDetails& details) {
   int critical = 0;
   openssl::GeneralNamesPtr names(static_cast<GENERAL_NAMES*>(
       X509_get_ext_d2i(&cert, NID_subject_alt_name, &critical, nullptr)));
   if (!names) {
     ERR_clear_error();
-    if (critical == -1) return true;  // no subjectAltName
+    if (critical == -1) return {};  // no subjectAltName
     return Error{"certificate: its subjectAltName does not parse or appears twice"};
   }
   for (int i = 0; i < sk_GENERAL_NAME_num(names.get()); ++i) {
@@ -112,7 +112,7 @@ Result<bool> readSubjectAltNames(const X509& cert, CertificateDetails& details) 
       details.ipAddresses.emplace_back(text.data());
     }
   }
-  return true;
+  return {};
 }
 
 // Signs, then encodes both halves.
@@ -128,14 +128,14 @@ Result<KeyPair> finish(X509& cert, EVP_PKEY& signer, const EVP_PKEY& key,
   return KeyPair{std::move(*certPem), std::move(*keyPem)};
 }
 
-Result<bool> addExtensions(X509& cert, X509* issuer,
+Result<void> addExtensions(X509& cert, X509* issuer,
                            const std::vector<std::pair<int, std::string>>& extensions,
                            const std::string& what) {
   for (const auto& [nid, value] : extensions) {
     auto added = openssl::addExtension(cert, issuer, nid, value);
     if (!added) return failed(what, added.error());
   }
-  return true;
+  return {};
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ bool isDnsNameCharacter(char c) {
          c == '.' || c == '-' || c == '_' || c == '*';
 }
 
-Result<bool> setRandomSerial(X509& cert) {
+Result<void> setRandomSerial(X509& cert) {
   // A leading 0x01 keeps all 128 random bits, the INTEGER positive and non-zero,
   // and its length fixed at 17 octets (RFC 5280 allows 20).
   std::array<unsigned char, 17> bytes{0x01};
@@ -52,7 +52,7 @@ Result<bool> setRandomSerial(X509& cert) {
   if (!bn || BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(&cert)) == nullptr) {
     return failure("cannot set the serial");
   }
-  return true;
+  return {};
 }
 
 template <class Write>
@@ -204,7 +204,7 @@ Result<X509Ptr> newCertificate(EVP_PKEY& key, const std::string& commonName, X50
   return cert;
 }
 
-Result<bool> addExtension(X509& cert, X509* issuer, int nid, const std::string& value) {
+Result<void> addExtension(X509& cert, X509* issuer, int nid, const std::string& value) {
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer != nullptr ? issuer : &cert, &cert, nullptr, nullptr, 0);
@@ -212,7 +212,7 @@ Result<bool> addExtension(X509& cert, X509* issuer, int nid, const std::string& 
   if (!ext || X509_add_ext(&cert, ext.get(), -1) != 1) {
     return failure(std::string("cannot add extension ") + OBJ_nid2sn(nid) + " = " + value);
   }
-  return true;
+  return {};
 }
 
 Result<std::string> certificatePem(const X509& cert) {

@@ -80,7 +80,7 @@ Result<X509Ptr> newCertificate(EVP_PKEY& key, const std::string& commonName, X50
 
 // Adds an extension in openssl.cnf syntax ("critical,CA:TRUE"); `issuer` (null:
 // the certificate itself) is where authorityKeyIdentifier takes its key id from.
-Result<bool> addExtension(X509& cert, X509* issuer, int nid, const std::string& value);
+Result<void> addExtension(X509& cert, X509* issuer, int nid, const std::string& value);
 
 Result<std::string> certificatePem(const X509& cert);
 Result<std::string> privateKeyPem(const EVP_PKEY& key);  // PKCS#8, unencrypted

@@ -21,7 +21,7 @@ constexpr std::time_t kBackdateSeconds = 5 * 60;
 Error failed(const Error& e) { return Error{"selfsigned: " + e.message}; }
 
 // Writes to "<path>.tmp.<pid>" and renames it over `path`.
-Result<bool> writeFileAtomically(const std::string& path, const std::string& content,
+Result<void> writeFileAtomically(const std::string& path, const std::string& content,
                                  mode_t mode) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -50,12 +50,12 @@ Result<bool> writeFileAtomically(const std::string& path, const std::string& con
     ::unlink(tmp.c_str());
     return Error{"selfsigned: cannot write \"" + path + "\": " + std::strerror(err)};
   }
-  return true;
+  return {};
 }
 
 }  // namespace
 
-Result<bool> writeSelfSignedCert(const std::string& certFile, const std::string& keyFile,
+Result<void> writeSelfSignedCert(const std::string& certFile, const std::string& keyFile,
                                  const std::string& commonName,
                                  const std::vector<std::string>& dnsAndIpSans, int days) {
   if (commonName.empty()) return Error{"selfsigned: the common name is empty"};
@@ -95,7 +95,7 @@ Result<bool> writeSelfSignedCert(const std::string& certFile, const std::string&
 
   if (auto r = writeFileAtomically(keyFile, *keyPem, 0600); !r) return r.error();
   if (auto r = writeFileAtomically(certFile, *certPem, 0644); !r) return r.error();
-  return true;
+  return {};
 }
 
 }  // namespace podshaper::pki

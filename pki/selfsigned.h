@@ -20,7 +20,7 @@ namespace podshaper::pki {
 // a watcher never reads half a file; the key is created with mode 0600. The key
 // is written before the certificate: a reader in between sees a key that does
 // not match the old certificate, which the server's reloader rejects and retries.
-Result<bool> writeSelfSignedCert(const std::string& certFile, const std::string& keyFile,
+Result<void> writeSelfSignedCert(const std::string& certFile, const std::string& keyFile,
                                  const std::string& commonName,
                                  const std::vector<std::string>& dnsAndIpSans, int days);
 

@@ -48,7 +48,7 @@ struct HttpsServer::Impl {
 
   ~Impl() { stop(); }
 
-  Result<bool> start();
+  Result<void> start();
   void stop();
   bool shutdown(std::chrono::milliseconds timeout);
   void accept();
@@ -85,7 +85,7 @@ struct HttpsServer::Impl {
   std::vector<std::thread> threads;
 };
 
-Result<bool> HttpsServer::Impl::start() {
+Result<void> HttpsServer::Impl::start() {
   std::lock_guard lock(lifecycle);
   if (started) return Error{"https: the server was already started"};
 
@@ -104,7 +104,7 @@ Result<bool> HttpsServer::Impl::start() {
   ioc.emplace(threadCount);
   acceptStrand.emplace(net::make_strand(*ioc));
   acceptor.emplace(*acceptStrand);
-  auto fail = [&](const std::string& what) -> Result<bool> {
+  auto fail = [&](const std::string& what) -> Result<void> {
     acceptor.reset();
     acceptStrand.reset();
     ioc.reset();
@@ -137,7 +137,7 @@ Result<bool> HttpsServer::Impl::start() {
       "{}s, max connections {})",
       options().host, port.load(), threadCount, options().maxBodyBytes,
       options().readTimeout.count(), options().idleTimeout.count(), options().maxConnections);
-  return true;
+  return {};
 }
 
 void HttpsServer::Impl::stop() {
@@ -304,7 +304,7 @@ void HttpsServer::route(std::string method, std::string path, Handler handler) {
   impl_->state->addRoute(std::move(method), std::move(path), std::move(handler));
 }
 
-Result<bool> HttpsServer::start() { return impl_->start(); }
+Result<void> HttpsServer::start() { return impl_->start(); }
 
 void HttpsServer::stop() { impl_->stop(); }
 

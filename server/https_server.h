@@ -93,7 +93,7 @@ class HttpsServer {
   // error says what failed: an unreadable or invalid certificate or key, a key
   // that does not match, an address that does not parse or cannot be bound.
   // A server starts once.
-  Result<bool> start();
+  Result<void> start();
 
   // Stops accepting, drops open connections (in-flight requests included) and
   // joins the threads. Idempotent. Not from a handler: it would join itself.

@@ -165,7 +165,7 @@ CertificateReloader::Stamps CertificateReloader::stat() const {
   return Stamps{stampOf(certFile_), stampOf(keyFile_)};
 }
 
-Result<bool> CertificateReloader::load() {
+Result<void> CertificateReloader::load() {
   Stamps stamps = stat();  // before reading: a change after it shows up at the next poll
   auto cert = readFile(certFile_, "certificate");
   if (!cert) return cert.error();
@@ -180,7 +180,7 @@ Result<bool> CertificateReloader::load() {
   servingHash_ = pki::openssl::sha256Hex(*cert + '\0' + *key);
   std::lock_guard lock(mutex_);
   tls_ = std::move(*tls);
-  return true;
+  return {};
 }
 
 CertificateReloader::PollResult CertificateReloader::poll() {

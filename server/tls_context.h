@@ -51,7 +51,7 @@ class CertificateReloader {
   CertificateReloader(std::string certFile, std::string keyFile);
 
   // The first load; the error says which file and what is wrong with it.
-  Result<bool> load();
+  Result<void> load();
 
   // One check. Cheap when nothing changed (two stat calls). When a file's
   // inode, size, mtime or ctime changed it reads both and compares their

@@ -42,8 +42,8 @@ Result<int64_t> quantity(const YAML::Node& node, const std::string& key) {
 }
 
 // Walks a mapping, rejecting keys it does not know.
-Result<bool> forEachKey(const YAML::Node& map, const std::string& prefix,
-                        const std::map<std::string, std::function<Result<bool>(const YAML::Node&)>>&
+Result<void> forEachKey(const YAML::Node& map, const std::string& prefix,
+                        const std::map<std::string, std::function<Result<void>(const YAML::Node&)>>&
                             handlers) {
   if (!map.IsMap()) return keyError(prefix.empty() ? "(top level)" : prefix, "expected a mapping");
   for (const auto& item : map) {
@@ -59,7 +59,7 @@ Result<bool> forEachKey(const YAML::Node& map, const std::string& prefix,
     auto r = handler->second(item.second);
     if (!r) return r.error();
   }
-  return true;
+  return {};
 }
 
 // A Kubernetes object name of the DNS subdomain kind (RFC 1123): lower-case letters,
@@ -126,28 +126,28 @@ Result<Config> parseConfig(std::string_view yamlText) {
   }
   if (root.IsNull()) return config;  // an empty file means all defaults
 
-  using Handler = std::function<Result<bool>(const YAML::Node&)>;
+  using Handler = std::function<Result<void>(const YAML::Node&)>;
   auto setCount = [](uint64_t& field, const std::string& key, uint64_t min, uint64_t max) -> Handler {
-    return [&field, key, min, max](const YAML::Node& n) -> Result<bool> {
+    return [&field, key, min, max](const YAML::Node& n) -> Result<void> {
       auto v = count(n, key, min, max);
       if (!v) return v.error();
       field = *v;
-      return true;
+      return {};
     };
   };
   // A key podshaper no longer reads: an error that names what replaced it.
   auto replaced = [](const std::string& key) -> Handler {
-    return [key](const YAML::Node&) -> Result<bool> {
+    return [key](const YAML::Node&) -> Result<void> {
       return keyError(key, "replaced by defaults.ncclCommunicators and ncclShmPerCommunicator (net, p2p, shm): "
                            "NCCL's /dev/shm is per rank per communicator, by transport (docs/webhook.md)");
     };
   };
   auto setQuantity = [](auto& field, const std::string& key) -> Handler {
-    return [&field, key](const YAML::Node& n) -> Result<bool> {
+    return [&field, key](const YAML::Node& n) -> Result<void> {
       auto v = quantity(n, key);
       if (!v) return v.error();
       field = *v;
-      return true;
+      return {};
     };
   };
 
@@ -176,42 +176,42 @@ Result<Config> parseConfig(std::string_view yamlText) {
       {"ncclShmPerCommunicator",
        [&](const YAML::Node& n) { return forEachKey(n, "ncclShmPerCommunicator", ncclCosts); }},
       {"partialNode",
-       [&](const YAML::Node& n) -> Result<bool> {
+       [&](const YAML::Node& n) -> Result<void> {
          auto v = scalar(n, "partialNode");
          if (!v) return v.error();
          if (*v == "deny") config.partialNode = PartialNodePolicy::kDeny;
          else if (*v == "warn") config.partialNode = PartialNodePolicy::kWarn;
          else if (*v == "expand") config.partialNode = PartialNodePolicy::kExpand;
          else return keyError("partialNode", "\"" + *v + "\" is not one of deny, warn, expand");
-         return true;
+         return {};
        }},
       {"podSecurity",
-       [&](const YAML::Node& n) -> Result<bool> {
+       [&](const YAML::Node& n) -> Result<void> {
          auto v = scalar(n, "podSecurity");
          if (!v) return v.error();
          if (*v == "deny") config.podSecurity = PodSecurityAction::kDeny;
          else if (*v == "warn") config.podSecurity = PodSecurityAction::kWarn;
          else return keyError("podSecurity", "\"" + *v + "\" is not one of deny, warn");
-         return true;
+         return {};
        }},
       {"gpuDeviceClass",
-       [&](const YAML::Node& n) -> Result<bool> {
+       [&](const YAML::Node& n) -> Result<void> {
          auto v = scalar(n, "gpuDeviceClass");
          if (!v) return v.error();
          if (!isDnsSubdomain(*v)) {
            return keyError("gpuDeviceClass", "\"" + *v + "\" is not a DeviceClass name (a DNS subdomain, e.g. gpu.nvidia.com)");
          }
          config.gpuDeviceClass = *v;
-         return true;
+         return {};
        }},
       {"memlock",
-       [&](const YAML::Node& n) -> Result<bool> {
+       [&](const YAML::Node& n) -> Result<void> {
          auto v = scalar(n, "memlock");
          if (!v) return v.error();
          auto limit = parseMemlockLimit(*v);
          if (!limit) return keyError("memlock", limit.error().message);
          config.memlock = *limit;
-         return true;
+         return {};
        }},
   };
   try {

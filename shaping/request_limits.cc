@@ -49,7 +49,7 @@ std::string limitWords(std::size_t bytes) {
   return formatBytes(static_cast<int64_t>(bytes)) + " (" + std::to_string(bytes) + " B)";
 }
 
-Result<bool> checkPodSize(const json& pod) {
+Result<void> checkPodSize(const json& pod) {
   const std::size_t total = annotationsBytes(pod);
   if (total > kApiAnnotationsLimit) {
     return makeError("metadata.annotations hold " + bytesWords(total) + " in all, above the API server's limit of " +
@@ -94,14 +94,14 @@ Result<bool> checkPodSize(const json& pod) {
                        "name: give each its own");
     }
   }
-  return true;
+  return {};
 }
 
-Result<bool> checkNodeAffinitySize(const json& pod) {
+Result<void> checkNodeAffinitySize(const json& pod) {
   const json& terms = member(member(member(member(member(pod, "spec"), "affinity"), "nodeAffinity"),
                                     "requiredDuringSchedulingIgnoredDuringExecution"),
                              "nodeSelectorTerms");
-  if (!terms.is_array()) return true;
+  if (!terms.is_array()) return {};
   const std::string field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
   // The keys and values of every requirement: what copying a term copies.
   std::size_t bytes = 0;
@@ -136,16 +136,16 @@ Result<bool> checkNodeAffinitySize(const json& pod) {
                        " in a term it adds its node requirements to: merge them (one key, a values list)");
     }
   }
-  return true;
+  return {};
 }
 
-Result<bool> fitAnnotations(const json& original, json& shaped) {
+Result<void> fitAnnotations(const json& original, json& shaped) {
   std::size_t total = annotationsBytes(shaped);
-  if (total <= kApiAnnotationsLimit) return true;
+  if (total <= kApiAnnotationsLimit) return {};
   json& annotations = shaped["metadata"]["annotations"];
   annotations.erase(std::string(names::kWarnings));
   total = annotationsBytes(shaped);
-  if (total <= kApiAnnotationsLimit) return true;
+  if (total <= kApiAnnotationsLimit) return {};
   // What podshaper wrote: the annotations it added or changed, largest first.
   const json& before = member(member(original, "metadata"), "annotations");
   std::vector<std::pair<std::size_t, std::string>> added;

@@ -47,14 +47,14 @@ std::string limitWords(std::size_t bytes);
 // (it would refuse the pod anyway), the NRI ulimit annotations and podshaper's own within
 // what podshaper reads, container names that are names (unique, at most 63 bytes: the API
 // server refuses others). An error names the annotation or field, the size and the limit.
-Result<bool> checkPodSize(const nlohmann::json& pod);
+Result<void> checkPodSize(const nlohmann::json& pod);
 
 // Checked before podshaper rewrites a GPU pod's required node affinity.
-Result<bool> checkNodeAffinitySize(const nlohmann::json& pod);
+Result<void> checkNodeAffinitySize(const nlohmann::json& pod);
 
 // After shaping: the shaped pod's annotations within the API server's limit. Over it,
 // podshaper.io/warnings is left out first (the warnings still reach the create
 // response); still over, an error that says what podshaper added and what the pod had.
-Result<bool> fitAnnotations(const nlohmann::json& original, nlohmann::json& shaped);
+Result<void> fitAnnotations(const nlohmann::json& original, nlohmann::json& shaped);
 
 }  // namespace podshaper

@@ -282,7 +282,7 @@ TEST(LeaseValidate, Table) {
     SCOPED_TRACE(c.description);
     LeaseConfig lc = config();
     c.edit(lc);
-    const Result<bool> r = validate(lc);
+    const Result<void> r = validate(lc);
     if (c.error.empty()) {
       EXPECT_TRUE(r.ok()) << r.error().message;
     } else {

@@ -83,7 +83,7 @@ TlsTestClient::TlsTestClient(ClientOptions options)
 
 TlsTestClient::~TlsTestClient() = default;
 
-Result<bool> TlsTestClient::connect(std::uint16_t port) {
+Result<void> TlsTestClient::connect(std::uint16_t port) {
   auto& s = impl_->stream.emplace(impl_->ioc, impl_->context);
   SSL* native = s.native_handle();
   if (!impl_->options.verifyHost.empty()) {
@@ -108,16 +108,16 @@ Result<bool> TlsTestClient::connect(std::uint16_t port) {
   ec = runOne(impl_->ioc,
               [&](auto handler) { s.async_handshake(ssl::stream_base::client, handler); });
   if (ec) return Error{"handshake: " + ec.message()};
-  return true;
+  return {};
 }
 
-Result<bool> TlsTestClient::writeRaw(const std::string& bytes) {
+Result<void> TlsTestClient::writeRaw(const std::string& bytes) {
   impl_->arm();
   auto ec = runOne(impl_->ioc, [&](auto handler) {
     net::async_write(*impl_->stream, net::buffer(bytes), handler);
   });
   if (ec) return Error{"write: " + ec.message()};
-  return true;
+  return {};
 }
 
 Result<HttpReply> TlsTestClient::readReply() {

@@ -35,7 +35,7 @@ class TlsTestClient {
   ~TlsTestClient();
 
   // TCP connect to 127.0.0.1:port and the TLS handshake.
-  Result<bool> connect(std::uint16_t port);
+  Result<void> connect(std::uint16_t port);
 
   Result<HttpReply> request(const std::string& method, const std::string& target,
                             const std::string& body = "",
@@ -43,7 +43,7 @@ class TlsTestClient {
                             unsigned version = 11);
 
   // Raw bytes over the TLS stream, then the reply to them.
-  Result<bool> writeRaw(const std::string& bytes);
+  Result<void> writeRaw(const std::string& bytes);
   Result<HttpReply> readReply();
 
   // Whether the server has closed the connection (waits up to `wait`).
