@@ -13,6 +13,7 @@
 #include "agent/memlock_probe.h"
 #include "api/names.h"
 #include "api/report.h"
+#include "base/json_util.h"
 #include "base/quantity.h"
 #include "cli/flags.h"
 #include "cli/signals.h"
@@ -75,8 +76,8 @@ int fail(const std::string& message) {
   return 2;
 }
 
-// One probe and, when needed, one write: get → compare → create or patch. A
-// steady node causes a write only when the heartbeat is due.
+// One probe and, when needed, one write: get, then what planReportWrite decides (create,
+// replace, or nothing). A steady node causes a write only when the heartbeat is due.
 Result<std::string> reconcile(const kube::Client& client, Backend& backend, const std::string& node,
                               long long heartbeatSeconds, const MemlockProbeSource* source,
                               const MemlockProbeStatus& memlock) {
@@ -86,29 +87,29 @@ Result<std::string> reconcile(const kube::Client& client, Backend& backend, cons
   const std::string path = kube::resourcePath(names::kGroupVersion, names::kReportResource, "", node);
   nlohmann::json spec = reportSpec(*topology, nowRfc3339());
   auto existing = client.get(path);
-  if (!existing && existing.error().isNotFound()) {
-    auto nodeObject = client.get(kube::resourcePath("v1", "nodes", "", node));
-    if (!nodeObject) return makeError("Node " + node + ": " + nodeObject.error().message);
-    std::string uid = nodeObject->value("/metadata/uid"_json_pointer, std::string());
-    auto created = client.create(kube::resourcePath(names::kGroupVersion, names::kReportResource),
-                                 newReport(node, uid, spec));
-    if (!created) return makeError("create: " + created.error().message);
-    return std::string("created");
+  if (!existing && !existing.error().isNotFound()) return makeError("get: " + existing.error().message);
+  const ReportWrite write =
+      planReportWrite(existing ? std::optional<nlohmann::json>(*existing) : std::nullopt, spec, std::time(nullptr),
+                      heartbeatSeconds);
+  switch (write.kind) {
+    case ReportWrite::Kind::kCreate: {
+      auto nodeObject = client.get(kube::resourcePath("v1", "nodes", "", node));
+      if (!nodeObject) return makeError("Node " + node + ": " + nodeObject.error().message);
+      auto created = client.create(kube::resourcePath(names::kGroupVersion, names::kReportResource),
+                                   newReport(node, stringMember(member(*nodeObject, "metadata"), "uid"), spec));
+      if (!created) return makeError("create: " + created.error().message);
+      break;
+    }
+    case ReportWrite::Kind::kUpdate:
+    case ReportWrite::Kind::kHeartbeat: {
+      auto replaced = client.replace(path, write.replacement);
+      if (!replaced) return makeError("update: " + replaced.error().message);
+      break;
+    }
+    case ReportWrite::Kind::kUnchanged:
+      break;
   }
-  if (!existing) return makeError("get: " + existing.error().message);
-  const nlohmann::json& current = existing->contains("spec") ? (*existing)["spec"] : nlohmann::json();
-  bool changed = !sameMeasurement(current, spec);
-  // The heartbeat is judged from the stored observedAt, so a restarted agent does
-  // not write just because it restarted.
-  if (!changed && !heartbeatDue(current, std::time(nullptr), heartbeatSeconds)) return std::string("unchanged");
-  // The whole object back (PUT) with the resourceVersion read: a concurrent
-  // writer makes it a 409. Not a merge patch: that would drop the spec's nulls
-  // ("unknown"), and the next compare would see a change that is not there.
-  nlohmann::json updated = *existing;
-  updated["spec"] = spec;
-  auto replaced = client.replace(path, updated);
-  if (!replaced) return makeError("update: " + replaced.error().message);
-  return std::string(changed ? "updated" : "heartbeat");
+  return std::string(reportWriteWord(write.kind));
 }
 
 struct MemlockProbeFlags {

@@ -1,6 +1,7 @@
 #include "api/report.h"
 
 #include "api/names.h"
+#include "base/json_util.h"
 #include "base/timefmt.h"
 
 namespace podshaper {
@@ -33,6 +34,35 @@ bool sameMeasurement(const nlohmann::json& a, const nlohmann::json& b) {
   x.erase("observedAt");
   y.erase("observedAt");
   return x == y;
+}
+
+ReportWrite planReportWrite(const std::optional<nlohmann::json>& existing, const nlohmann::json& spec, long long now,
+                            long long heartbeatSeconds) {
+  ReportWrite write;
+  if (!existing) {
+    write.kind = ReportWrite::Kind::kCreate;
+    return write;
+  }
+  const nlohmann::json& current = member(*existing, "spec");
+  if (sameMeasurement(current, spec)) {
+    if (!heartbeatDue(current, now, heartbeatSeconds)) return write;
+    write.kind = ReportWrite::Kind::kHeartbeat;
+  } else {
+    write.kind = ReportWrite::Kind::kUpdate;
+  }
+  write.replacement = *existing;
+  write.replacement["spec"] = spec;
+  return write;
+}
+
+const char* reportWriteWord(ReportWrite::Kind kind) {
+  switch (kind) {
+    case ReportWrite::Kind::kCreate: return "created";
+    case ReportWrite::Kind::kUpdate: return "updated";
+    case ReportWrite::Kind::kHeartbeat: return "heartbeat";
+    case ReportWrite::Kind::kUnchanged: return "unchanged";
+  }
+  return "unchanged";
 }
 
 }  // namespace podshaper

@@ -37,5 +37,44 @@ TEST(Report, HeartbeatFromTheStoredObservedAt) {
   EXPECT_TRUE(heartbeatDue({{"observedAt", "yesterday"}}, at, 300));
 }
 
+TEST(ReportWrite, CreateUpdateHeartbeatOrNothing) {
+  const long long at = 1795305600;  // 2026-11-22T00:00:00Z
+  json spec = {{"gpus", json::array({1})}, {"observedAt", "2026-11-22T00:04:00Z"}};
+  json stored = {{"metadata", {{"name", "gpu-1"}, {"resourceVersion", "7"}}},
+                 {"spec", {{"gpus", json::array({1})}, {"observedAt", "2026-11-22T00:00:00Z"}}},
+                 {"status", {{"conditions", json::array()}}}};
+
+  EXPECT_EQ(planReportWrite(std::nullopt, spec, at + 240, 300).kind, ReportWrite::Kind::kCreate);
+
+  ReportWrite same = planReportWrite(stored, spec, at + 240, 300);
+  EXPECT_EQ(same.kind, ReportWrite::Kind::kUnchanged);
+  EXPECT_TRUE(same.replacement.is_null());
+
+  ReportWrite heartbeat = planReportWrite(stored, spec, at + 300, 300);
+  EXPECT_EQ(heartbeat.kind, ReportWrite::Kind::kHeartbeat);
+  EXPECT_EQ(heartbeat.replacement["spec"], spec);
+  EXPECT_EQ(heartbeat.replacement["metadata"]["resourceVersion"], "7");  // the precondition
+  EXPECT_EQ(heartbeat.replacement["status"], stored["status"]);          // the operator's, put back as read
+
+  json changed = spec;
+  changed["gpus"].push_back(2);
+  ReportWrite update = planReportWrite(stored, changed, at + 10, 300);
+  EXPECT_EQ(update.kind, ReportWrite::Kind::kUpdate);
+  EXPECT_EQ(update.replacement["spec"], changed);
+
+  // A spec the agent wrote with nulls ("unknown") compares equal to itself: no write.
+  json withNull = {{"gpus", json::array({{{"numaNode", nullptr}}})}, {"observedAt", "2026-11-22T00:00:00Z"}};
+  json storedNull = stored;
+  storedNull["spec"] = withNull;
+  EXPECT_EQ(planReportWrite(storedNull, withNull, at + 10, 300).kind, ReportWrite::Kind::kUnchanged);
+  // A report without a spec (made by hand) is written.
+  json bare = stored;
+  bare.erase("spec");
+  EXPECT_EQ(planReportWrite(bare, spec, at, 300).kind, ReportWrite::Kind::kUpdate);
+
+  EXPECT_STREQ(reportWriteWord(ReportWrite::Kind::kCreate), "created");
+  EXPECT_STREQ(reportWriteWord(ReportWrite::Kind::kHeartbeat), "heartbeat");
+}
+
 }  // namespace
 }  // namespace podshaper
