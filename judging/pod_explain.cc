@@ -16,8 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string key(std::string_view k) { return std::string(k); }
-
 std::optional<std::string> labelOf(const NodeFacts& n, const std::string& k) {
   auto it = n.node.labels.find(k);
   if (it == n.node.labels.end()) return std::nullopt;
@@ -120,7 +118,7 @@ std::string needWords(const Slot& s) {
     case SlotKind::kValidated:
       return "is validated by podshaper (" + requirementWords(s.variants.front()) + ")";
     case SlotKind::kMemlock:
-      return "grants memlock " + memlockWords(s) + " (" + key(names::kMemlock) + ")";
+      return "grants memlock " + memlockWords(s) + " (" + std::string(names::kMemlock) + ")";
     case SlotKind::kP2P:
       return "has P2P between all its GPUs (" + requirementWords(s.variants.front()) + ")";
     case SlotKind::kOther:
@@ -378,7 +376,7 @@ std::vector<NodeFacts> nodeFacts(const std::vector<json>& nodes, const std::vect
   std::map<std::string, std::vector<std::string>> exclusive;
   for (const json& pod : shapedPods) {
     const json& meta = member(pod, "metadata");
-    if (stringMember(member(meta, "labels"), key(names::kPlacementLabel)) != names::kNodeExclusive) continue;
+    if (stringMember(member(meta, "labels"), names::kPlacementLabel) != names::kNodeExclusive) continue;
     const std::string node = stringMember(member(pod, "spec"), "nodeName");
     const std::string phase = stringMember(member(pod, "status"), "phase");
     if (node.empty() || phase == "Succeeded" || phase == "Failed") continue;
@@ -394,7 +392,7 @@ std::vector<NodeFacts> nodeFacts(const std::vector<json>& nodes, const std::vect
       f.taints.push_back({stringMember(t, "key"), stringMember(t, "value"), stringMember(t, "effect")});
     }
     f.unschedulable = member(spec, "unschedulable") == true;
-    if (auto v = labelOf(f, key(names::kTopologyValidated)); v && *v != "true" && notValidatedReason) {
+    if (auto v = labelOf(f, std::string(names::kTopologyValidated)); v && *v != "true" && notValidatedReason) {
       f.notValidatedReason = notValidatedReason(f.node.name);
     }
     if (auto it = exclusive.find(f.node.name); it != exclusive.end()) {
@@ -464,7 +462,7 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
   const json& spec = member(pod, "spec");
 
   const bool nodeExclusive =
-      stringMember(member(meta, "labels"), key(names::kPlacementLabel)) == names::kNodeExclusive;
+      stringMember(member(meta, "labels"), names::kPlacementLabel) == names::kNodeExclusive;
   const auto terms = termsOf(spec);
   const Slots s = slotsOf(terms, nodeExclusive);
   const json& tolerations = member(spec, "tolerations");
@@ -676,11 +674,11 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
   m += ". ";
   m += size.empty() ? std::string("Its /dev/shm size is not recorded.")
                     : "/dev/shm was " + size + ", sized by podshaper for what the pod's annotations say.";
-  const std::string dataLoaderAdvice = " set the pod's annotations " + key(names::kWorkers) + ", " +
-                                       key(names::kPrefetchFactor) + " and " + key(names::kBatchBytes) + " (or " +
-                                       key(names::kBatchShape) + " and " + key(names::kBatchDtype) +
+  const std::string dataLoaderAdvice = " set the pod's annotations " + std::string(names::kWorkers) + ", " +
+                                       std::string(names::kPrefetchFactor) + " and " + std::string(names::kBatchBytes) + " (or " +
+                                       std::string(names::kBatchShape) + " and " + std::string(names::kBatchDtype) +
                                        ") to what its DataLoader runs";
-  const std::string ncclAdvice = " set the pod's annotation " + key(names::kNcclCommunicators) +
+  const std::string ncclAdvice = " set the pod's annotation " + std::string(names::kNcclCommunicators) +
                                  " to the NCCL communicators the job makes (one per process group)";
   switch (c.cause) {
     case ShmCause::kDataLoader:

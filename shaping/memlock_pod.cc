@@ -55,7 +55,7 @@ bool appendedOneItem(const std::string& text, std::size_t before) {
 
 std::vector<nlohmann::json> memlockRequirements(const MemlockLimit& asked) {
   auto requirement = [](const char* op, const std::string& value) {
-    return nlohmann::json{{"key", std::string(names::kMemlock)}, {"operator", op}, {"values", nlohmann::json::array({value})}};
+    return nlohmann::json{{"key", names::kMemlock}, {"operator", op}, {"values", nlohmann::json::array({value})}};
   };
   std::vector<nlohmann::json> out{requirement("In", std::string(names::kMemlockUnlimited))};
   if (asked.bytes) out.push_back(requirement("Gt", std::to_string(*asked.bytes - 1)));

@@ -12,10 +12,8 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string key(std::string_view k) { return std::string(k); }
-
 json requirement(std::string_view label, std::string value) {
-  return {{"key", key(label)}, {"operator", "In"}, {"values", json::array({std::move(value)})}};
+  return {{"key", label}, {"operator", "In"}, {"values", json::array({std::move(value)})}};
 }
 
 // Adds our required node-label requirements to every nodeSelectorTerm (terms are
@@ -54,11 +52,11 @@ void requireNodeLabels(json& spec, const std::vector<std::vector<json>>& alterna
 }
 
 void requireOnePodPerNode(json& pod) {
-  pod["metadata"]["labels"][key(names::kPlacementLabel)] = key(names::kNodeExclusive);
+  pod["metadata"]["labels"][names::kPlacementLabel] = names::kNodeExclusive;
   json term = {
       {"labelSelector",
-       {{"matchExpressions", json::array({requirement(names::kPlacementLabel, key(names::kNodeExclusive))})}}},
-      {"topologyKey", key(names::kHostnameLabel)},
+       {{"matchExpressions", json::array({requirement(names::kPlacementLabel, std::string(names::kNodeExclusive))})}}},
+      {"topologyKey", names::kHostnameLabel},
       // Without it the term would only see pods of this pod's own namespace.
       {"namespaceSelector", json::object()}};
   json& terms = ensureArray(pod["spec"]["affinity"]["podAntiAffinity"],
@@ -90,7 +88,7 @@ Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Con
                               (in.gpusFromClaims ? " in all (exactly.count in its resource claims)" : "");
   switch (config.partialNode) {
     case PartialNodePolicy::kDeny:
-      return makeError(asks + ": " + request + " (one rank per GPU), or set " + key(names::kPlacement) +
+      return makeError(asks + ": " + request + " (one rank per GPU), or set " + std::string(names::kPlacement) +
                        ": shared to share the node");
     case PartialNodePolicy::kWarn:
       warnings.push_back(asks + "; the other GPUs stay idle");

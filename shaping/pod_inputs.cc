@@ -115,21 +115,14 @@ Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings)
   return makeError("the pod does not say how large a DataLoader batch is: " + both);
 }
 
-}  // namespace
-
-Result<PodInputs> readPodInputs(const json& pod, const Config& config, const PodClaimGpus& claims) {
-  PodInputs in;
-  const json* spec = memberPtr(pod, "spec");
-  const json* containers = spec ? memberPtr(*spec, "containers") : nullptr;
-  if (containers == nullptr || !containers->is_array()) {
-    return makeError("the object is not a Pod: spec.containers is missing");
-  }
-  const json* podSecurity = memberPtr(*spec, "securityContext");
+// The containers that hold GPUs (nvidia.com/gpu, or the requests of the pod's resource
+// claims they use), with the pod's GPUs, job span and NCCL env from them.
+Result<void> readGpuContainers(const json& spec, const json& containers, const PodClaimGpus& claims, PodInputs& in) {
+  const json* podSecurity = memberPtr(spec, "securityContext");
   std::set<std::string> taken;  // claim requests counted by a container already
   std::vector<std::string> allRequests;  // the containers using a request of allocationMode All
-  in.warnings = claims.warnings;
-  for (std::size_t i = 0; i < containers->size(); ++i) {
-    const json& c = (*containers)[i];
+  for (std::size_t i = 0; i < containers.size(); ++i) {
+    const json& c = containers[i];
     std::string name = stringMember(c, "name");
     auto gpus = containerGpus(c, name);
     if (!gpus) return gpus.error();
@@ -176,8 +169,11 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
     }
     in.allGpus = true;
   }
-  if (in.gpuContainers.empty()) return in;  // nothing to shape; the caller allows as is
+  return {};
+}
 
+// The DataLoader's workers and prefetch factor, and the ranks, from the annotations or config.
+Result<void> readDataLoaderCounts(const json& pod, const Config& config, PodInputs& in) {
   auto& w = in.warnings;
   auto workers = countAnnotation(pod, names::kWorkers, config.workers, "config defaults.workers", 0,
                                  "set it to the DataLoader's num_workers, e.g. \"8\"", w);
@@ -195,30 +191,29 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
     if (*value == 0) return annotationError(names::kRanksPerPod, "\"0\" must be at least 1", hint);
     in.ranks = *value;
   }
+  return {};
+}
 
+// The NCCL communicators each rank makes, and where the number came from.
+Result<void> readNcclCommunicators(const json& pod, const Config& config, PodInputs& in) {
   const bool communicatorsSet = annotation(pod, names::kNcclCommunicators).has_value();
   auto communicators = countAnnotation(
       pod, names::kNcclCommunicators, config.ncclCommunicators, "config defaults.ncclCommunicators", 0,
       "set it to the process groups each rank makes (1 for DDP, 3 for a data × tensor parallel mesh), or \"0\" "
       "for a pod that runs no NCCL",
-      w);
+      in.warnings);
   if (!communicators) return communicators.error();
   in.ncclCommunicators = *communicators;
   in.ncclCommunicatorsFrom =
       communicatorsSet ? std::string(names::kNcclCommunicators) : "config defaults.ncclCommunicators";
+  return {};
+}
 
-  // With no workers no batch goes through /dev/shm: its size is needed only when given.
-  if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {
-    in.batch = BatchSize{0, "not needed with 0 workers"};
-  } else {
-    auto batch = readBatch(pod, w);
-    if (!batch) return batch.error();
-    in.batch = *batch;
-  }
-
+// Node-exclusive or shared, and the GPUs per node the pod's nodeSelector asks.
+Result<void> readPlacement(const json& pod, const json& spec, PodInputs& in) {
   auto placement = annotation(pod, names::kPlacement);
   if (!placement) {
-    w.push_back(std::string(names::kPlacement) + " not set: using node-exclusive (one pod per node)");
+    in.warnings.push_back(std::string(names::kPlacement) + " not set: using node-exclusive (one pod per node)");
   } else if (*placement == names::kShared) {
     in.nodeExclusive = false;
   } else if (*placement != names::kNodeExclusive) {
@@ -228,7 +223,7 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
 
   // The scheduler compares label values as strings: "08" matches no node the operator
   // labelled "8", so only the count as the operator writes it is read as one.
-  const json* selector = spec ? memberPtr(*spec, "nodeSelector") : nullptr;
+  const json* selector = memberPtr(spec, "nodeSelector");
   const json* g = selector ? memberPtr(*selector, names::kGpuCount) : nullptr;
   if (g != nullptr) {
     const std::string text = g->is_string() ? g->get<std::string>() : g->dump();
@@ -240,6 +235,32 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
     }
     in.requestedNodeGpus = *value;
   }
+  return {};
+}
+
+}  // namespace
+
+Result<PodInputs> readPodInputs(const json& pod, const Config& config, const PodClaimGpus& claims) {
+  PodInputs in;
+  const json* spec = memberPtr(pod, "spec");
+  const json* containers = spec ? memberPtr(*spec, "containers") : nullptr;
+  if (containers == nullptr || !containers->is_array()) {
+    return makeError("the object is not a Pod: spec.containers is missing");
+  }
+  in.warnings = claims.warnings;
+  if (auto read = readGpuContainers(*spec, *containers, claims, in); !read) return read.error();
+  if (in.gpuContainers.empty()) return in;  // nothing to shape; the caller allows as is
+  if (auto read = readDataLoaderCounts(pod, config, in); !read) return read.error();
+  if (auto read = readNcclCommunicators(pod, config, in); !read) return read.error();
+  // With no workers no batch goes through /dev/shm: its size is needed only when given.
+  if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {
+    in.batch = BatchSize{0, "not needed with 0 workers"};
+  } else {
+    auto batch = readBatch(pod, in.warnings);
+    if (!batch) return batch.error();
+    in.batch = *batch;
+  }
+  if (auto read = readPlacement(pod, *spec, in); !read) return read.error();
   return in;
 }
 

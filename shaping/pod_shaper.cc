@@ -20,8 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string key(std::string_view k) { return std::string(k); }
-
 ShapeOutcome deny(const json& pod, const char* cause, std::string message) {
   ShapeOutcome out;
   out.allowed = false;
@@ -44,7 +42,7 @@ bool namespaceOptedOut(const AdmissionContext& ctx) {
   if (ctx.cluster == nullptr) return false;
   auto ns = ctx.cluster->namespaceLabels.find(ctx.namespaceName);
   if (ns == ctx.cluster->namespaceLabels.end()) return false;
-  auto v = ns->second.find(key(names::kInjectLabel));
+  auto v = ns->second.find(std::string(names::kInjectLabel));
   return v != ns->second.end() && v->second == "disabled";
 }
 
@@ -70,7 +68,7 @@ struct PodShape {
 // memory-backed emptyDir (which counts against the limit), rounded up to MiB.
 Result<void> mountShm(json& container, const GpuContainer& c, const PodShape& p) {
   ensureArray(container, "volumeMounts")
-      .push_back({{"name", key(names::kShmVolume)}, {"mountPath", key(names::kShmMountPath)}});
+      .push_back({{"name", names::kShmVolume}, {"mountPath", names::kShmMountPath}});
   const uint64_t share = shareOf(p.volume, c.gpus, p.volumeGpus);
   json& resources = container["resources"];
   for (const char* field : {"limits", "requests"}) {
@@ -91,9 +89,9 @@ void setNprocs(json& container, const GpuContainer& c, const PodShape& p, bool e
   auto nproc = std::find_if(env.begin(), env.end(), [](const json& e) { return member(e, "name") == names::kNprocEnv; });
   std::string nprocs = std::to_string(mulDivCeil(p.ranks, c.gpus, p.in.podGpus).value_or(p.ranks));
   if (nproc == env.end()) {
-    env.push_back({{"name", key(names::kNprocEnv)}, {"value", nprocs}});
+    env.push_back({{"name", names::kNprocEnv}, {"value", nprocs}});
   } else if (expandedHere && member(*nproc, "value") != nprocs) {
-    warnings.push_back("container \"" + c.name + "\": " + key(names::kNprocEnv) + " set to " + nprocs +
+    warnings.push_back("container \"" + c.name + "\": " + std::string(names::kNprocEnv) + " set to " + nprocs +
                        " for the expanded GPU count");
     (*nproc)["value"] = nprocs;
   }
@@ -111,9 +109,9 @@ Result<ShmMount> shapeContainer(json& container, json& annotations, const GpuCon
   const bool expandedHere = p.fit == GpuFit::kExpanded && &c == &p.in.gpuContainers.front();
   if (expandedHere) {
     json& resources = container["resources"];
-    resources["limits"][key(names::kGpuResource)] = std::to_string(c.gpus);
-    if (resources.contains("requests") && resources["requests"].contains(key(names::kGpuResource))) {
-      resources["requests"][key(names::kGpuResource)] = std::to_string(c.gpus);
+    resources["limits"][names::kGpuResource] = std::to_string(c.gpus);
+    if (resources.contains("requests") && resources["requests"].contains(names::kGpuResource)) {
+      resources["requests"][names::kGpuResource] = std::to_string(c.gpus);
     }
   }
   ShmMount mount = ShmMount::kItsOwn;
@@ -127,7 +125,7 @@ Result<ShmMount> shapeContainer(json& container, json& annotations, const GpuCon
   const bool privileged = p.privileges == Privileges::kGranted;
   if (privileged) {
     json& add = ensureArray(container["securityContext"]["capabilities"], "add");
-    if (std::find(add.begin(), add.end(), key(names::kIpcLock)) == add.end()) add.push_back(key(names::kIpcLock));
+    if (std::find(add.begin(), add.end(), names::kIpcLock) == add.end()) add.push_back(names::kIpcLock);
   }
   MemlockAnnotation memlock = memlockAnnotation(annotations, c.name, p.config.memlock);
   if (memlock.set) annotations[memlock.set->first] = memlock.set->second;
@@ -142,7 +140,7 @@ Result<ShmMount> shapeContainer(json& container, json& annotations, const GpuCon
   // The API server fills in File before admission, so File counts as not chosen; a
   // message file the container writes still wins over its logs.
   if (const json& policy = member(container, "terminationMessagePolicy"); policy.is_null() || policy == "File") {
-    container["terminationMessagePolicy"] = key(names::kFallbackToLogsOnError);
+    container["terminationMessagePolicy"] = names::kFallbackToLogsOnError;
   }
   return mount;
 }
@@ -181,7 +179,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   std::vector<std::string> warnings = std::move(in.warnings);
   if (in.gpuContainers.empty()) {
     const bool claimsRead = ctx.claims && member(member(pod, "spec"), "resourceClaims").is_array();
-    warnings.push_back("no container requests " + key(names::kGpuResource) +
+    warnings.push_back("no container requests " + std::string(names::kGpuResource) +
                        (claimsRead ? " or GPUs of device class " + config.gpuDeviceClass + " through resource claims"
                                    : "") +
                        ": the pod is left as it is");
@@ -205,7 +203,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   if (!fit) return deny(pod, "node-size", fit.error().message);
   uint64_t ranks = in.ranks.value_or(in.podGpus);
   if (!in.ranks) {
-    warnings.push_back(key(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) + ", the pod's " +
+    warnings.push_back(std::string(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) + ", the pod's " +
                        in.gpuWords);
   }
   auto privileges = decidePrivileges(ctx, config, warnings);
@@ -216,7 +214,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
 
   const ShmVolume volume = shmVolumeFor(in, *plan);
   if (volume.gpus > 0 && volumeNamed(pod, names::kShmVolume)) {
-    return deny(pod, "volume-name", "spec.volumes has a volume named \"" + key(names::kShmVolume) +
+    return deny(pod, "volume-name", "spec.volumes has a volume named \"" + std::string(names::kShmVolume) +
                          "\", the name of the /dev/shm volume podshaper adds: rename it");
   }
   const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume.bytes, volume.gpus, *fit, *privileges};
@@ -232,27 +230,27 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   }
   if (needVolume) {
     ensureArray(spec, "volumes")
-        .push_back({{"name", key(names::kShmVolume)}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
+        .push_back({{"name", names::kShmVolume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
   }
   if (*privileges == Privileges::kGranted) spec["hostIPC"] = true;
   if (auto placed = placePod(shaped, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P); !placed) {
     return deny(pod, "placement", placed.error().message);
   }
 
-  annotations[key(names::kShmSize)] = shmText;
-  annotations[key(names::kShmFormula)] =
+  annotations[names::kShmSize] = shmText;
+  annotations[names::kShmFormula] =
       volume.partial ? plan->formula + "; podshaper's /dev/shm serves the containers holding " +
                            std::to_string(volume.gpus) + " of the pod's " + std::to_string(in.podGpus) +
                           " GPUs (the others mount their own): " + shmText
                     : plan->formula;
-  annotations[key(names::kShapedBy)] = ctx.shaperVersion + " config=" + config.hash();
+  annotations[names::kShapedBy] = ctx.shaperVersion + " config=" + config.hash();
   for (auto& w : warnings) {
     if (w.starts_with("podshaper: ")) w.erase(0, std::string_view("podshaper: ").size());
   }
   // What podshaper told at admission, and nothing a user wrote under its name.
-  if (!warnings.empty()) annotations[key(names::kWarnings)] = warningsAnnotation(warnings);
-  else annotations.erase(key(names::kWarnings));
-  shaped["metadata"]["labels"][key(names::kShapedLabel)] = "true";
+  if (!warnings.empty()) annotations[names::kWarnings] = warningsAnnotation(warnings);
+  else annotations.erase(names::kWarnings);
+  shaped["metadata"]["labels"][names::kShapedLabel] = "true";
   if (auto fit = fitAnnotations(pod, shaped); !fit) return deny(pod, "limits", fit.error().message);
 
   out.pod = std::move(shaped);
@@ -265,7 +263,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
 // The MutatingWebhookConfiguration's objectSelector sends only labelled pods;
 // checking again keeps a misconfigured registration from shaping other pods.
 bool optedIn(const json& pod) {
-  return member(member(member(pod, "metadata"), "labels"), key(names::kInjectLabel)) == "true";
+  return member(member(member(pod, "metadata"), "labels"), names::kInjectLabel) == "true";
 }
 
 ShapeOutcome shapePod(const json& pod, const Config& config, const AdmissionContext& context) {

@@ -13,8 +13,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string key(std::string_view k) { return std::string(k); }
-
 ShmInputs shmInputsFor(const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass, const Config& config) {
   ShmInputs shmIn;
   shmIn.ranks = ranks;
@@ -46,8 +44,8 @@ Result<void> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, const 
   if (cap && plan.shmBytes > *cap / 100) {
     return makeError("/dev/shm would be " + formatBytes(static_cast<int64_t>(plan.shmBytes)) +
                      ", above limits.maxShmPercentOfNodeMemory (" + std::to_string(config.maxShmPercentOfNodeMemory) +
-                     "%) of the node's " + formatBytes(*nodeClass.memoryBytes) + ": lower " + key(names::kWorkers) +
-                     ", " + key(names::kPrefetchFactor) + ", the batch size or " + key(names::kNcclCommunicators) +
+                     "%) of the node's " + formatBytes(*nodeClass.memoryBytes) + ": lower " + std::string(names::kWorkers) +
+                     ", " + std::string(names::kPrefetchFactor) + ", the batch size or " + std::string(names::kNcclCommunicators) +
                      " (" + plan.formula + ")");
   }
   return {};

@@ -5,13 +5,11 @@
 namespace podshaper {
 namespace {
 
-std::string key(std::string_view k) { return std::string(k); }
-
 std::string podSecurityLevel(const AdmissionContext& ctx) {
   if (ctx.cluster == nullptr) return {};
   auto ns = ctx.cluster->namespaceLabels.find(ctx.namespaceName);
   if (ns == ctx.cluster->namespaceLabels.end()) return {};
-  auto level = ns->second.find(key(names::kPodSecurityEnforce));
+  auto level = ns->second.find(std::string(names::kPodSecurityEnforce));
   return level == ns->second.end() ? std::string() : level->second;
 }
 
@@ -24,7 +22,7 @@ Result<Privileges> decidePrivileges(const AdmissionContext& ctx, const Config& c
   std::string why = "namespace \"" + ctx.namespaceName + "\" enforces Pod Security level \"" + level +
                     "\", which forbids hostIPC and the IPC_LOCK capability";
   if (config.podSecurity == PodSecurityAction::kDeny) {
-    return makeError(why + ": label the namespace " + key(names::kPodSecurityEnforce) +
+    return makeError(why + ": label the namespace " + std::string(names::kPodSecurityEnforce) +
                      "=privileged, or ask the admin for config podSecurity: warn");
   }
   warnings.push_back(why + ": hostIPC and IPC_LOCK left out (config podSecurity: warn)");
@@ -46,7 +44,7 @@ std::optional<std::string> nonRootMemlockWarning(const GpuContainer& c, const Me
   std::string limit;
   if (memlock.set) {
     limit = "RLIMIT_MEMLOCK from the NRI annotation " + memlock.set->first + " (" + config.memlock.words() +
-            "), which the node must grant (node label " + key(names::kMemlock) + ")";
+            "), which the node must grant (node label " + std::string(names::kMemlock) + ")";
   } else if (!memlock.warning) {
     limit = "RLIMIT_MEMLOCK from the pod's own ulimit annotation, which the node must grant";
   } else {

@@ -143,7 +143,7 @@ Result<void> fitAnnotations(const json& original, json& shaped) {
   std::size_t total = annotationsBytes(shaped);
   if (total <= kApiAnnotationsLimit) return {};
   json& annotations = shaped["metadata"]["annotations"];
-  annotations.erase(std::string(names::kWarnings));
+  annotations.erase(names::kWarnings);
   total = annotationsBytes(shaped);
   if (total <= kApiAnnotationsLimit) return {};
   // What podshaper wrote: the annotations it added or changed, largest first.

@@ -18,9 +18,9 @@ json checkPod(const std::string& ns) {
               {"metadata",
                {{"generateName", "podshaper-check-"},
                 {"namespace", ns},
-                {"labels", {{std::string(names::kInjectLabel), "true"}}},
+                {"labels", {{names::kInjectLabel, "true"}}},
                 {"annotations",
-                 {{std::string(names::kWorkers), "0"}, {std::string(names::kNcclCommunicators), "0"}}}}},
+                 {{names::kWorkers, "0"}, {names::kNcclCommunicators, "0"}}}}},
               {"spec",
                {{"restartPolicy", "Never"},
                 {"containers",
@@ -33,14 +33,14 @@ json checkPod(const std::string& ns) {
 Result<std::string> judgeCheck(const kube::ApiResult<json>& created) {
   if (created) {
     const json& annotations = member(member(*created, "metadata"), "annotations");
-    const std::string by = stringMember(annotations, std::string(names::kShapedBy));
+    const std::string by = stringMember(annotations, names::kShapedBy);
     if (by.empty()) {
       return makeError("the API server created the pod unshaped: it did not call the webhook (is the "
                        "MutatingWebhookConfiguration podshaper there, with failurePolicy Ignore hiding a failure, "
                        "or does its namespaceSelector leave this namespace out?)");
     }
     return "the API server called the webhook: the pod was shaped by " + by + " (/dev/shm " +
-           stringMember(annotations, std::string(names::kShmSize)) + ")";
+           stringMember(annotations, names::kShmSize) + ")";
   }
   const std::string& m = created.error().message;
   if (m.find("podshaper.io\" denied the request") != std::string::npos) {  // webhook pods.podshaper.io
