@@ -21,6 +21,10 @@ for i in 1 2; do
   { time $agent probe --format table --measure-bandwidth > "$out/probe-table-bandwidth.txt" 2>> "$out/probe.err"; } 2>> "$out/probe-table-bandwidth.txt"
 done
 $agent probe --format json --measure-bandwidth > "$out/probe-bandwidth.json" 2>> "$out/probe.err"
+# What NVML, CUDA and sysfs answered, beside the probe that read it: the unit tests replay
+# the one against the other (scripts/gpu/record.sh does this step alone).
+$agent record --output "$out/gpu-recording.json" 2>> "$out/probe.err"
+$agent probe --format json > "$out/probe-recorded.json" 2>> "$out/probe.err"
 python3 scripts/gpu/torch_copy.py > "$out/torch-copy.txt" 2>&1
 tail -n +1 "$out"/nvidia-smi-topo-m.txt "$out"/nvidia-smi-topo-p2p-r.txt "$out"/probe-table-bandwidth.txt \
   "$out"/probe-time-*.txt "$out"/torch-copy.txt "$out"/probe.err
