@@ -10,8 +10,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "api/topology.h"
 #include "base/result.h"
 
 namespace podshaper::agent {
@@ -26,8 +28,6 @@ constexpr int NVML_TOPOLOGY_INTERNAL = 0, NVML_TOPOLOGY_SINGLE = 10, NVML_TOPOLO
 // nvmlGpuP2PCapsIndex_t
 constexpr int NVML_P2P_CAPS_INDEX_READ = 0, NVML_P2P_CAPS_INDEX_WRITE = 1, NVML_P2P_CAPS_INDEX_NVLINK = 2,
               NVML_P2P_CAPS_INDEX_ATOMICS = 3;
-constexpr int kP2PCapsIndexes[] = {NVML_P2P_CAPS_INDEX_READ, NVML_P2P_CAPS_INDEX_WRITE, NVML_P2P_CAPS_INDEX_NVLINK,
-                                   NVML_P2P_CAPS_INDEX_ATOMICS};
 // nvmlGpuP2PStatus_t: OK, five ways of not OK (1 to 5), unknown.
 constexpr int NVML_P2P_STATUS_OK = 0, NVML_P2P_STATUS_UNKNOWN = 6;
 // nvmlIntNvLinkDeviceType_t
@@ -40,7 +40,12 @@ struct NvmlOpenError : Error {
   enum class Kind { kNotLoadable, kInitFailed, kIncomplete };
   Kind kind = Kind::kIncomplete;
 };
-NvmlOpenError nvmlOpenError(NvmlOpenError::Kind kind, std::string message);
+inline NvmlOpenError nvmlOpenError(NvmlOpenError::Kind kind, std::string message) {
+  NvmlOpenError error;
+  error.message = std::move(message);
+  error.kind = kind;
+  return error;
+}
 
 // NVML's answers, opened and initialized for the object's life. An entry point
 // an older driver lacks makes its getter answer nothing (nullopt, false), as a
@@ -104,6 +109,8 @@ struct GpuSources {
   std::function<Result<std::unique_ptr<Cuda>>()> openCuda;
   // A sysfs file's text by its path under /sys ("bus/pci/devices/0000:18:00.0/numa_node"), or nothing.
   std::function<std::optional<std::string>(const std::string& path)> readSysfs;
+  // Copies between every pair of GPUs and sets each pair's bandwidthGBps (agent/bandwidth.h).
+  std::function<Result<void>(Topology& topology)> measureBandwidth;
 };
 // The node's own: libnvidia-ml.so.1 and libcuda.so.1 loaded with dlopen, and the
 // files under sysfsRoot.

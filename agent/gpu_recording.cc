@@ -1,8 +1,10 @@
 #include "agent/gpu_recording.h"
 
 #include <array>
+#include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -156,13 +158,28 @@ std::optional<std::string> optString(const json& object, const char* key, const 
   return value.get<std::string>();
 }
 
+// An integer that fits T: nlohmann's get<T>() would wrap one that does not.
+template <class T>
+bool fits(const json& value) {
+  if (value.is_number_unsigned()) return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  const int64_t v = value.get<int64_t>();
+  if constexpr (std::is_unsigned_v<T>) {
+    return v >= 0 && static_cast<uint64_t>(v) <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else {
+    return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+           v <= static_cast<int64_t>(std::numeric_limits<T>::max());
+  }
+}
+
 template <class T>
 std::optional<T> optNumber(const json& object, const char* key, const std::string& path) {
   const json& value = member(object, key);
   if (value.is_null()) return std::nullopt;
   if (!value.is_number_integer()) malformed(path + "." + key, "an integer");
-  if constexpr (std::is_unsigned_v<T>) {
-    if (value.get<int64_t>() < 0 && !value.is_number_unsigned()) malformed(path + "." + key, "an integer ≥ 0");
+  if (!fits<T>(value)) {
+    malformed(path + "." + key, std::is_unsigned_v<T> ? "an integer from 0 to " + std::to_string(std::numeric_limits<T>::max())
+                                                      : "an integer from " + std::to_string(std::numeric_limits<T>::min()) +
+                                                            " to " + std::to_string(std::numeric_limits<T>::max()));
   }
   return value.get<T>();
 }
@@ -205,7 +222,7 @@ struct NvmlRecording {
   std::vector<RecordedGpu> gpus;
 };
 
-RecordedGpu readGpu(const json& in, const std::string& path, unsigned count) {
+RecordedGpu readGpu(const json& in, const std::string& path, unsigned self, unsigned count) {
   RecordedGpu gpu;
   if (!in.is_object()) malformed(path, "an object");
   if (auto error = optString(in, "error", path)) {
@@ -222,7 +239,7 @@ RecordedGpu readGpu(const json& in, const std::string& path, unsigned count) {
     if (!mask.is_array()) malformed(path + ".cpuAffinity", "an array of 64-bit words");
     std::vector<unsigned long> words;
     for (const json& word : mask) {
-      if (!word.is_number_integer() || (!word.is_number_unsigned() && word.get<int64_t>() < 0)) {
+      if (!word.is_number_integer() || !fits<unsigned long>(word)) {
         malformed(path + ".cpuAffinity", "an array of 64-bit words");
       }
       words.push_back(word.get<unsigned long>());
@@ -233,10 +250,12 @@ RecordedGpu readGpu(const json& in, const std::string& path, unsigned count) {
   if (!idle.is_null() && !idle.is_boolean()) malformed(path + ".computeIdle", "true or false");
   gpu.computeIdle = idle.is_boolean() && idle.get<bool>();
   const json& links = array(in, "nvlinks", path);
+  std::set<unsigned> seenLinks;
   for (std::size_t i = 0; i < links.size(); ++i) {
     std::string at = path + ".nvlinks[" + std::to_string(i) + "]";
     auto link = optNumber<unsigned>(links[i], "link", at);
     if (!link || *link >= NVML_NVLINK_MAX_LINKS) malformed(at + ".link", "a link number below 18");
+    if (!seenLinks.insert(*link).second) malformed(at + ".link", "each link once, not link " + std::to_string(*link) + " again");
     const json& active = member(links[i], "active");
     if (!active.is_boolean()) malformed(at + ".active", "true or false");
     gpu.links[*link] = {active.get<bool>(), optNumber<int>(links[i], "remoteType", at),
@@ -247,6 +266,8 @@ RecordedGpu readGpu(const json& in, const std::string& path, unsigned count) {
     std::string at = path + ".peers[" + std::to_string(i) + "]";
     auto other = optNumber<unsigned>(peers[i], "gpu", at);
     if (!other || *other >= count) malformed(at + ".gpu", "a GPU index below " + std::to_string(count));
+    if (*other == self) malformed(at + ".gpu", "another GPU than this one (" + std::to_string(self) + ")");
+    if (gpu.peers.contains(*other)) malformed(at + ".gpu", "each peer once, not GPU " + std::to_string(*other) + " again");
     RecordedPeer& peer = gpu.peers[*other];
     peer.commonAncestor = optNumber<int>(peers[i], "commonAncestor", at);
     const json& p2p = member(peers[i], "p2p");
@@ -280,7 +301,7 @@ NvmlRecording readNvml(const json& in) {
     if (!out.countError) malformed("nvml.deviceCount.error", "a string");
     return out;
   }
-  if (!count.is_number_integer() || count.get<int64_t>() < 0) {
+  if (!count.is_number_integer() || !fits<unsigned>(count)) {
     malformed("nvml.deviceCount", "a number of GPUs, or {\"error\": …}");
   }
   const json& gpus = array(in, "gpus", "nvml");
@@ -289,7 +310,8 @@ NvmlRecording readNvml(const json& in) {
                                std::to_string(gpus.size()));
   }
   for (std::size_t i = 0; i < gpus.size(); ++i) {
-    out.gpus.push_back(readGpu(gpus[i], "nvml.gpus[" + std::to_string(i) + "]", static_cast<unsigned>(gpus.size())));
+    out.gpus.push_back(readGpu(gpus[i], "nvml.gpus[" + std::to_string(i) + "]", static_cast<unsigned>(i),
+                               static_cast<unsigned>(gpus.size())));
   }
   return out;
 }
@@ -481,6 +503,9 @@ Result<GpuSources> replayGpus(const json& recording) {
   sources.openCuda = [cuda]() -> Result<std::unique_ptr<Cuda>> {
     if (cuda->openError) return makeError(*cuda->openError);
     return std::unique_ptr<Cuda>(std::make_unique<RecordedCuda>(cuda));
+  };
+  sources.measureBandwidth = [](Topology&) -> Result<void> {
+    return makeError("bandwidth not measured: a recording holds no GPUs to copy between (measure it on the node)");
   };
   sources.readSysfs = [sysfs](const std::string& path) -> std::optional<std::string> {
     auto it = sysfs->find(path);

@@ -10,7 +10,7 @@
 //           "deviceCount": 2 | {"error": "NVML: device count: ..."},
 //           "gpus": [{"error": "NVML: GPU 0: ..."} |
 //                    {"uuid": "GPU-…", "name": "NVIDIA H100 80GB HBM3", "pciBusId": "00000000:18:00.0",
-//                     "memoryTotal": 85520809984, "numaNode": 0, "cpuAffinity": [4294967295, 0], "computeIdle": true,
+//                     "memoryTotal": 85520809984, "numaNode": 0, "cpuAffinity": [4294967295], "computeIdle": true,
 //                     "nvlinks": [{"link": 0, "active": true, "remoteType": 2, "remoteBusId": "FFFFFFFF:FF:FF.0"}],
 //                     "peers": [{"gpu": 1, "commonAncestor": 50,
 //                                "p2p": {"read": 0, "write": 0, "nvlink": 0, "atomics": 0}}]}]},
@@ -33,8 +33,9 @@ namespace podshaper::agent {
 // NUMA fallbacks read.
 nlohmann::json recordGpus(const GpuSources& sources);
 
-// Sources answering from a recording. Error: which member is not what it should be
-// ("gpus[1].peers[0].gpu: expected a GPU index below 2").
+// Sources answering from a recording, and refusing to measure bandwidth (a recording has
+// no GPUs to copy between). Error: which member is not what it should be
+// ("GPU recording: nvml.gpus[1].peers[0].gpu: expected a GPU index below 2").
 Result<GpuSources> replayGpus(const nlohmann::json& recording);
 
 }  // namespace podshaper::agent

@@ -10,7 +10,6 @@
 #include <string>
 
 #include "agent/backend.h"
-#include "agent/bandwidth.h"
 #include "agent/host.h"
 #include "agent/gpu_driver.h"
 #include "agent/gpu_recording.h"
@@ -265,14 +264,15 @@ std::vector<GpuPair> readPairs(const Nvml& nvml, const std::vector<ProbedGpu>& d
 }
 
 // Copies would slow a running job and be slowed by it: measure idle GPUs only.
-void measureIfIdle(const Nvml& nvml, const std::vector<ProbedGpu>& devices, Topology& topo) {
+void measureIfIdle(const Nvml& nvml, const GpuSources& sources, const std::vector<ProbedGpu>& devices,
+                   Topology& topo) {
   bool busy = false;
   for (const ProbedGpu& device : devices) {
     if (!nvml.computeIdle(device.handle)) busy = true;
   }
   if (busy) {
     spdlog::warn("agent: bandwidth not measured: a compute process is running on a GPU (or NVML cannot tell)");
-  } else if (auto measured = measureBandwidth(topo); !measured) {
+  } else if (auto measured = sources.measureBandwidth(topo); !measured) {
     spdlog::warn("agent: {}", measured.error().message);
   }
 }
@@ -303,7 +303,7 @@ class NvmlBackend : public Backend {
     if (!devices) return devices.error();
     auto peers = cudaPeerAccess(sources_, topo.gpus);
     topo.pairs = readPairs(nvml, *devices, topo.gpus, peers);
-    if (measureBandwidth_ && !topo.pairs.empty()) measureIfIdle(nvml, *devices, topo);
+    if (measureBandwidth_ && !topo.pairs.empty()) measureIfIdle(nvml, sources_, *devices, topo);
     return topo;
   }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "agent/bandwidth.h"
+
 namespace podshaper::agent {
 namespace {
 
@@ -24,13 +26,6 @@ using Text = std::array<char, 96>;
 
 }  // namespace
 
-NvmlOpenError nvmlOpenError(NvmlOpenError::Kind kind, std::string message) {
-  NvmlOpenError error;
-  error.message = std::move(message);
-  error.kind = kind;
-  return error;
-}
-
 GpuSources nodeGpuSources(std::string sysfsRoot) {
   GpuSources sources;
   sources.openNvml = []() -> Result<std::unique_ptr<Nvml>, NvmlOpenError> {
@@ -43,6 +38,7 @@ GpuSources nodeGpuSources(std::string sysfsRoot) {
     if (!lib) return lib.error();
     return std::unique_ptr<Cuda>(std::move(*lib));
   };
+  sources.measureBandwidth = measureBandwidth;
   sources.readSysfs = [root = std::move(sysfsRoot)](const std::string& path) -> std::optional<std::string> {
     std::ifstream in(root + "/" + path);
     if (!in) return std::nullopt;

@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/json_util.h"
 #include "base/quantity.h"
 
 namespace podshaper {
@@ -216,9 +217,6 @@ nlohmann::json toJson(const Topology& t) {
 Result<Topology> topologyFromJson(const nlohmann::json& spec) {
   using nlohmann::json;
   if (!spec.is_object()) return makeError("spec: expected an object");
-  auto str = [](const json& o, const char* key) {
-    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
-  };
   auto index = [](const json& o, const char* key) -> std::optional<int> {
     if (!o.contains(key) || !o[key].is_number_integer()) return std::nullopt;
     auto v = o[key].get<long long>();
@@ -242,12 +240,12 @@ Result<Topology> topologyFromJson(const nlohmann::json& spec) {
     auto idx = index(g, "index");
     if (!idx) return makeError(at + ".index: expected a GPU index");
     info.index = *idx;
-    info.uuid = str(g, "uuid");
-    info.name = str(g, "name");
-    info.pciBusId = str(g, "pciBusId");
+    info.uuid = stringMember(g, "uuid");
+    info.name = stringMember(g, "name");
+    info.pciBusId = stringMember(g, "pciBusId");
     info.memoryBytes = u64(g, "memoryBytes");
     info.numaNode = index(g, "numaNode");
-    info.cpuAffinity = str(g, "cpuAffinity");
+    info.cpuAffinity = stringMember(g, "cpuAffinity");
     t.gpus.push_back(std::move(info));
   }
   for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -260,15 +258,15 @@ Result<Topology> topologyFromJson(const nlohmann::json& spec) {
     if (!b) return makeError(at + ".b: expected a GPU index");
     pair.a = *a;
     pair.b = *b;
-    pair.link = str(p, "link");
+    pair.link = stringMember(p, "link");
     if (pair.link.empty()) return makeError(at + ".link: missing");
     pair.nvlinks = index(p, "nvlinks").value_or(0);
-    pair.pcie = str(p, "pcie");
+    pair.pcie = stringMember(p, "pcie");
     if (p.contains("p2p") && p["p2p"].is_object()) {
       const json& s = p["p2p"];
-      if (auto r = str(s, "read"); !r.empty()) pair.p2p.read = r;
-      if (auto w = str(s, "write"); !w.empty()) pair.p2p.write = w;
-      if (auto x = str(s, "atomics"); !x.empty()) pair.p2p.atomics = x;
+      if (auto r = stringMember(s, "read"); !r.empty()) pair.p2p.read = r;
+      if (auto w = stringMember(s, "write"); !w.empty()) pair.p2p.write = w;
+      if (auto x = stringMember(s, "atomics"); !x.empty()) pair.p2p.atomics = x;
     }
     if (p.contains("cudaPeerAccess") && p["cudaPeerAccess"].is_boolean()) pair.cudaPeerAccess = p["cudaPeerAccess"].get<bool>();
     if (p.contains("bandwidthGBps") && p["bandwidthGBps"].is_number()) pair.bandwidthGBps = p["bandwidthGBps"].get<double>();
@@ -284,20 +282,20 @@ Result<Topology> topologyFromJson(const nlohmann::json& spec) {
       t.host.nvidiaPeermem =
           m.contains("nvidia_peermem") && m["nvidia_peermem"].is_boolean() && m["nvidia_peermem"].get<bool>();
     }
-    t.host.driverVersion = str(host, "driverVersion");
-    t.host.cudaVersion = str(host, "cudaVersion");
+    t.host.driverVersion = stringMember(host, "driverVersion");
+    t.host.cudaVersion = stringMember(host, "cudaVersion");
     if (host.contains("memlockProbe") && !host["memlockProbe"].is_null()) {
       const json& m = host["memlockProbe"];
       if (!m.is_object()) return makeError("spec.host.memlockProbe: expected an object");
       MemlockProbe probe;
-      auto requested = parseMemlockLimit(str(m, "requested"));
+      auto requested = parseMemlockLimit(stringMember(m, "requested"));
       if (!requested) return makeError("spec.host.memlockProbe.requested: " + requested.error().message);
       probe.requested = *requested;
       if (!m.contains("granted") || !m["granted"].is_boolean()) {
         return makeError("spec.host.memlockProbe.granted: expected true or false");
       }
       probe.granted = m["granted"].get<bool>();
-      probe.message = str(m, "message");
+      probe.message = stringMember(m, "message");
       t.host.memlockProbe = std::move(probe);
     }
   }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/json_util.h"
 #include "kube/tls.h"
 #include "metrics/metrics.h"
 
@@ -387,7 +388,7 @@ WatchStatus Client::watch(const std::string& path, const std::string& resourceVe
         if (event->type == "ERROR") {
           const json& s = event->object;
           const int code = s.contains("code") && s["code"].is_number_integer() ? s["code"].get<int>() : 0;
-          std::string reason = s.contains("reason") && s["reason"].is_string() ? s["reason"].get<std::string>() : "";
+          std::string reason = stringMember(s, "reason");
           std::string message = "watch " + path + ": ERROR event: " + (code ? std::to_string(code) + " " : "") +
                                 describeStatus(s);
           return finish(isGoneEvent(*event) ? WatchEnd::Gone : WatchEnd::Error,

@@ -113,7 +113,6 @@ Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Con
   return GpuFit::kAsAsked;
 }
 
-
 Result<void> placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
                       bool needsP2P) {
   if (in.nodeExclusive) requireOnePodPerNode(shaped);

@@ -1,6 +1,7 @@
 #pragma once
 
-// Where a shaped pod may run (docs/webhook.md "Placement"): the GPUs it asks against
+// Where a shaped pod may run (docs/webhook.md "One pod per node, or one pod per GPU", "A
+// pod that could wait is not refused"): the GPUs it asks against
 // the nodes of its class, alone on its node when node-exclusive, and on the nodes the
 // operator validated that grant what it needs.
 #include <string>

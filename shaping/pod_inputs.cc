@@ -20,7 +20,6 @@ const json* memberPtr(const json& object, std::string_view key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-
 Error annotationError(std::string_view key, const std::string& why, std::string_view hint) {
   return makeError("annotation " + std::string(key) + ": " + why + "; " + std::string(hint));
 }

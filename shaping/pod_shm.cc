@@ -51,11 +51,9 @@ Result<void> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, const 
   return {};
 }
 
-
 uint64_t shareOf(uint64_t bytes, uint64_t gpus, uint64_t of) {
   return ceilMiB(mulDivCeil(bytes, gpus, of).value_or(bytes)) * kMiB;
 }
-
 
 ShmVolume shmVolumeFor(const PodInputs& in, const ShmPlan& plan) {
   ShmVolume volume;
@@ -72,7 +70,6 @@ const json* volumeNamed(const json& pod, std::string_view name) {
   }
   return nullptr;
 }
-
 
 void checkOwnShm(const json& pod, const GpuContainer& c, uint64_t shareBytes, std::vector<std::string>& warnings) {
   if (const json* v = volumeNamed(pod, *c.ownShmVolume)) {

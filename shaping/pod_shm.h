@@ -1,8 +1,8 @@
 #pragma once
 
-// A pod's /dev/shm (docs/webhook.md "Sizing"): the size from its inputs with NCCL's
-// reserve, the cap against the node's memory, and how it is shared between the GPU
-// containers that mount podshaper's volume and those that keep their own.
+// A pod's /dev/shm (docs/webhook.md: the formula, "The NCCL reserve"): the size from its
+// inputs with NCCL's reserve, the cap against the node's memory, and how it is shared
+// between the GPU containers that mount podshaper's volume and those that keep their own.
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -29,7 +29,6 @@ Result<Privileges> decidePrivileges(const AdmissionContext& ctx, const Config& c
   return Privileges::kLeftOut;
 }
 
-
 std::optional<std::string> nonRootMemlockWarning(const GpuContainer& c, const MemlockAnnotation& memlock,
                                                  const Config& config) {
   std::string who;
@@ -54,6 +53,5 @@ std::optional<std::string> nonRootMemlockWarning(const GpuContainer& c, const Me
   return "container \"" + c.name + "\" " + who + ": IPC_LOCK is not effective for a non-root process, so the memory " +
          "it can lock " + (may ? "may rest" : "rests") + " on " + limit;
 }
-
 
 }  // namespace podshaper

@@ -1,7 +1,8 @@
 #pragma once
 
 // What a shaped GPU container may do beyond an ordinary one: hostIPC and IPC_LOCK
-// (docs/webhook.md "Privileges"), as the namespace's Pod Security level allows.
+// (README "What the webhook does", config podSecurity), as the namespace's Pod Security
+// level allows.
 #include <optional>
 #include <string>
 #include <vector>

@@ -300,17 +300,39 @@ TEST(NvmlBackend, CudaPeerAccessIsMatchedByBusIdAndNeedsBothWays) {
   json topo = probeJson(recording);
   EXPECT_EQ(pairOf(topo, 0, 1)["cudaPeerAccess"], true);
   EXPECT_EQ(pairOf(topo, 0, 2)["cudaPeerAccess"], true);
-  EXPECT_EQ(pairOf(topo, 1, 2)["cudaPeerAccess"], false);  // CUDA 1 → 2 yes, 2 → 1 no
+  EXPECT_EQ(pairOf(topo, 1, 2)["cudaPeerAccess"], false);  // NVML 2 → 1 (CUDA 0 → 1) yes, 1 → 2 (CUDA 1 → 0) no
 
   recording["cuda"] = {{"open", {{"message", "libcuda.so.1 not loadable"}}}};
   topo = probeJson(recording);
   EXPECT_FALSE(pairOf(topo, 0, 1).contains("cudaPeerAccess") && !pairOf(topo, 0, 1)["cudaPeerAccess"].is_null());
 }
 
-TEST(NvmlBackend, ABusyGpuIsNotMeasured) {
+TEST(NvmlBackend, BandwidthIsMeasuredOnlyWhenEveryGpuIsIdle) {
   json recording = machine({gpu(0, 2), gpu(1, 2)});
-  recording["nvml"]["gpus"][1]["computeIdle"] = false;
-  auto topo = probeRecording(recording, /*measureBandwidth=*/true);
+  auto probe = [](const json& r) {
+    auto sources = replayGpus(r);
+    EXPECT_TRUE(sources.ok());
+    int copies = 0;
+    sources->measureBandwidth = [&copies](Topology& topo) -> Result<void> {
+      ++copies;
+      for (GpuPair& pair : topo.pairs) pair.bandwidthGBps = 390.5;
+      return {};
+    };
+    auto topo = makeNvmlBackend(std::move(*sources), /*measureBandwidth=*/true)->probe();
+    EXPECT_TRUE(topo.ok());
+    return std::make_pair(copies, topo.ok() ? topo->pairs[0].bandwidthGBps : std::nullopt);
+  };
+  EXPECT_EQ(probe(recording), std::make_pair(1, std::optional<double>(390.5)));
+  recording["nvml"]["gpus"][1]["computeIdle"] = false;  // a training job holds GPU 1
+  EXPECT_EQ(probe(recording), std::make_pair(0, std::optional<double>()));
+  recording["nvml"]["gpus"][1].erase("computeIdle");  // NVML cannot tell
+  EXPECT_EQ(probe(recording), std::make_pair(0, std::optional<double>()));
+}
+
+TEST(NvmlBackend, AReplayCopiesNothingOnTheMachineThatReplaysIt) {
+  // The recording's bus ids may be this machine's too (cloud VMs share 0000:00:06.0):
+  // a replay never measures its own GPUs.
+  auto topo = probeRecording(machine({gpu(0, 2), gpu(1, 2)}), /*measureBandwidth=*/true);
   ASSERT_TRUE(topo.ok());
   EXPECT_FALSE(topo->pairs[0].bandwidthGBps.has_value());
 }
@@ -334,6 +356,20 @@ TEST(GpuRecording, AMalformedRecordingIsRefusedNamingTheMember) {
        "GPU recording: nvml.gpus[0].cpuAffinity: expected an array of 64-bit words"},
       {[](json& r) { r["nvml"]["gpus"][0]["memoryTotal"] = "80Gi"; },
        "GPU recording: nvml.gpus[0].memoryTotal: expected an integer"},
+      {[](json& r) { r["nvml"]["gpus"][0]["nvlinks"][0]["link"] = 4294967296ULL; },  // would wrap to link 0
+       "GPU recording: nvml.gpus[0].nvlinks[0].link: expected an integer from 0 to 4294967295"},
+      {[](json& r) { r["nvml"]["gpus"][1]["peers"][0]["gpu"] = 4294967297ULL; },  // would wrap to GPU 1
+       "GPU recording: nvml.gpus[1].peers[0].gpu: expected an integer from 0 to 4294967295"},
+      {[](json& r) { r["nvml"]["gpus"][0]["numaNode"] = 1ULL << 40; },
+       "GPU recording: nvml.gpus[0].numaNode: expected an integer from 0 to 4294967295"},
+      {[](json& r) { r["nvml"]["cudaDriverVersion"] = -(1LL << 40); },
+       "GPU recording: nvml.cudaDriverVersion: expected an integer from -2147483648 to 2147483647"},
+      {[](json& r) { r["nvml"]["gpus"][0]["nvlinks"].push_back(r["nvml"]["gpus"][0]["nvlinks"][0]); },
+       "GPU recording: nvml.gpus[0].nvlinks[1].link: expected each link once, not link 0 again"},
+      {[](json& r) { r["nvml"]["gpus"][0]["peers"][0]["gpu"] = 0; },
+       "GPU recording: nvml.gpus[0].peers[0].gpu: expected another GPU than this one (0)"},
+      {[](json& r) { r["nvml"]["gpus"][0]["peers"].push_back(r["nvml"]["gpus"][0]["peers"][0]); },
+       "GPU recording: nvml.gpus[0].peers[1].gpu: expected each peer once, not GPU 1 again"},
       {[](json& r) { r["nvml"] = {{"open", {{"kind", "gone"}, {"message", "x"}}}}; },
        "GPU recording: nvml.open.kind: expected notLoadable, initFailed or incomplete"},
       {[](json& r) { r["cuda"]["canAccessPeer"][0] = {true}; },
