@@ -1,0 +1,64 @@
+#pragma once
+
+// The API server's behaviour over objects held in memory, served over HTTP on loopback
+// to the real kube::Client, for unit tests that need an API server but no cluster:
+// GET of an object or a collection, POST (create: 409 AlreadyExists), PUT (replace:
+// 409 Conflict on a stale resourceVersion, 404 when missing), PATCH (merge, strategic
+// merge, JSON patch), DELETE, the status subresource; every write a new
+// resourceVersion. Answers are Kubernetes Status objects, as the API server's.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace podshaper::fakes {
+
+class FakeApiServer {
+ public:
+  FakeApiServer();
+  ~FakeApiServer();
+  FakeApiServer(const FakeApiServer&) = delete;
+  FakeApiServer& operator=(const FakeApiServer&) = delete;
+
+  std::string url() const { return url_; }
+
+  // Stores an object at its path ("/api/v1/namespaces/ns/secrets/name") as an admin's
+  // write would: a new resourceVersion (and a uid when it has none).
+  void put(const std::string& path, nlohmann::json object);
+  // The object at that path as the server holds it, if any.
+  std::optional<nlohmann::json> object(const std::string& path) const;
+
+  // The next `times` requests of `method` ("PUT") on `path` answer `code` with a Status.
+  void fail(const std::string& method, const std::string& path, int code, const std::string& reason,
+            int times = 1);
+  // The writes served, in order: "PUT /api/v1/namespaces/ns/secrets/name" (failed ones too).
+  std::vector<std::string> writes() const;
+
+ private:
+  struct Reply {
+    int code;
+    nlohmann::json body;
+  };
+  Reply serve(const std::string& method, const std::string& path, const std::string& contentType,
+              const std::string& body);
+  void stamp(nlohmann::json& object);
+
+  mutable std::mutex mu_;
+  std::map<std::string, nlohmann::json> objects_;
+  struct Failure {
+    std::string method, path, reason;
+    int code, times;
+  };
+  std::vector<Failure> failures_;
+  std::vector<std::string> writes_;
+  long long version_ = 1000;
+  std::string url_;
+  struct Listener;  // cpprest's, kept out of this header (its U() macro breaks gtest)
+  std::unique_ptr<Listener> listener_;
+};
+
+}  // namespace podshaper::fakes
