@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "tests/unit/kube/black_hole.h"
+#include "tests/unit/support/fake_api_server.h"
 
 namespace podshaper::kube {
 namespace {
@@ -38,20 +39,6 @@ using web::http::experimental::listener::http_listener;
 
 constexpr const char* kNamespace = "podshaper-system";
 constexpr const char* kName = "podshaper-operator";
-
-int freeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    throw std::runtime_error("no free loopback port");
-  }
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 json status(int code, const std::string& reason, const std::string& message) {
   return {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
@@ -68,7 +55,7 @@ class FakeLeaseApi {
   // A new door to the same leases; returns its index. A cut door answers 503.
   int openDoor() {
     auto door = std::make_unique<Door>();
-    door->url = "http://127.0.0.1:" + std::to_string(freeLoopbackPort());
+    door->url = "http://127.0.0.1:" + std::to_string(fakes::freeLoopbackPort());
     door->listener = http_listener(door->url);
     Door* d = door.get();
     door->listener.support([this, d](http_request request) { serve(*d, request); });

@@ -17,6 +17,9 @@
 
 namespace podshaper::fakes {
 
+// A loopback TCP port free now (bound, read and closed again).
+int freeLoopbackPort();
+
 class FakeApiServer {
  public:
   FakeApiServer();
