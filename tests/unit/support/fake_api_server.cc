@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 namespace podshaper::fakes {
 namespace {
@@ -101,7 +103,21 @@ FakeApiServer::FakeApiServer()
     const std::string body = request.extract_utf8string(true).get();
     std::string contentType;
     if (request.headers().has("Content-Type")) contentType = request.headers()["Content-Type"];
-    Reply reply = serve(request.method(), request.relative_uri().path(), contentType, body);
+    const std::string path = request.relative_uri().path();
+    std::chrono::milliseconds wait{0};
+    bool served = true;
+    {
+      std::lock_guard lock(mu_);
+      if (auto d = delays_.find(path); d != delays_.end()) wait = d->second;
+      served = served_.empty() || std::any_of(served_.begin(), served_.end(),
+                                              [&](const std::string& p) { return path.starts_with(p); });
+    }
+    if (wait.count() > 0) std::this_thread::sleep_for(wait);
+    if (!served) {
+      request.reply(404, "404 page not found\n", "text/plain");
+      return;
+    }
+    Reply reply = serve(request.method(), path, contentType, body);
     request.reply(reply.code, reply.body.dump(), "application/json");
   });
   listener_->http.open().wait();
@@ -128,9 +144,19 @@ std::optional<json> FakeApiServer::object(const std::string& path) const {
 }
 
 void FakeApiServer::fail(const std::string& method, const std::string& path, int code, const std::string& reason,
-                         int times) {
+                         int times, const std::string& message) {
   std::lock_guard lock(mu_);
-  failures_.push_back({method, path, reason, code, times});
+  failures_.push_back({method, path, reason, message, code, times});
+}
+
+void FakeApiServer::delay(const std::string& path, std::chrono::milliseconds by) {
+  std::lock_guard lock(mu_);
+  delays_[path] = by;
+}
+
+void FakeApiServer::servesOnly(std::vector<std::string> prefixes) {
+  std::lock_guard lock(mu_);
+  served_ = std::move(prefixes);
 }
 
 std::vector<std::string> FakeApiServer::writes() const {
@@ -145,7 +171,7 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
   for (Failure& f : failures_) {
     if (f.times > 0 && f.method == method && f.path == path) {
       --f.times;
-      return {f.code, status(f.code, f.reason, "refused by the test")};
+      return {f.code, status(f.code, f.reason, f.message)};
     }
   }
   const Target target = targetOf(path);

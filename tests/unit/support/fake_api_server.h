@@ -6,6 +6,7 @@
 // 409 Conflict on a stale resourceVersion, 404 when missing), PATCH (merge, strategic
 // merge, JSON patch), DELETE, the status subresource; every write a new
 // resourceVersion. Answers are Kubernetes Status objects, as the API server's.
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,7 +38,12 @@ class FakeApiServer {
 
   // The next `times` requests of `method` ("PUT") on `path` answer `code` with a Status.
   void fail(const std::string& method, const std::string& path, int code, const std::string& reason,
-            int times = 1);
+            int times = 1, const std::string& message = "refused by the test");
+  // Requests of `path` are answered `by` later (outside the server's lock: others go on).
+  void delay(const std::string& path, std::chrono::milliseconds by);
+  // Only paths under these prefixes are served; others get the API server's answer for a
+  // group or version it does not serve: 404 "404 page not found", no Status.
+  void servesOnly(std::vector<std::string> prefixes);
   // The writes served, in order: "PUT /api/v1/namespaces/ns/secrets/name" (failed ones too).
   std::vector<std::string> writes() const;
 
@@ -53,10 +59,12 @@ class FakeApiServer {
   mutable std::mutex mu_;
   std::map<std::string, nlohmann::json> objects_;
   struct Failure {
-    std::string method, path, reason;
+    std::string method, path, reason, message;
     int code, times;
   };
   std::vector<Failure> failures_;
+  std::map<std::string, std::chrono::milliseconds> delays_;
+  std::vector<std::string> served_;
   std::vector<std::string> writes_;
   long long version_ = 1000;
   std::string url_;

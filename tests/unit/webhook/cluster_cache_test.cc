@@ -1,87 +1,54 @@
 // ClusterCache's claim lookup over the wire: a claim its watch has not seen is
 // read with a GET; only a Status NotFound means "does not exist"; any other
-// answer, or none in time, is an error the admission reports. The API server is
-// a small fake of the two GET paths; the real one comes in tests/e2e.
+// answer, or none in time, is an error the admission reports. The API server is the
+// shared fake (tests/unit/support); the real one comes in tests/e2e.
 #include "webhook/cluster_cache.h"
 
-// cpprest's U() macro would break gtest (its templates have a parameter named U).
-#define _TURN_OFF_PLATFORM_STRING
-#include <cpprest/http_listener.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
 
 #include "tests/unit/kube/black_hole.h"
+#include "tests/unit/support/fake_api_server.h"
 
 namespace podshaper::webhook {
 namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using web::http::http_request;
-using web::http::status_codes;
-using web::http::experimental::listener::http_listener;
 
 constexpr const char* kTemplates = "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaimtemplates/";
 
-json notFound() {
-  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"}, {"code", 404}, {"reason", "NotFound"},
-          {"message", "resourceclaimtemplates.resource.k8s.io \"missing\" not found"}};
-}
-
-// Answers GETs of ResourceClaimTemplates in namespace ml: eight-gpus exists, missing
-// does not, forbidden is refused, slow answers after 3 s; any other path is a 404 with
-// no Status, as an API server that does not serve resource.k8s.io/v1 gives.
-class FakeResourceApi {
- public:
-  FakeResourceApi() : listener_(url()) {
-    listener_.support([](http_request request) {
-      const std::string path = request.relative_uri().path();
-      if (path == std::string(kTemplates) + "eight-gpus") {
-        json object = {{"apiVersion", "resource.k8s.io/v1"},
-                       {"kind", "ResourceClaimTemplate"},
-                       {"metadata", {{"name", "eight-gpus"}, {"namespace", "ml"}}},
-                       {"spec",
-                        {{"spec",
-                          {{"devices",
-                            {{"requests", json::array({{{"name", "gpu"},
-                                                        {"exactly", {{"deviceClassName", "gpu.nvidia.com"},
-                                                                     {"count", 8}}}}})}}}}}}}};
-        request.reply(status_codes::OK, object.dump(), "application/json");
-      } else if (path == std::string(kTemplates) + "missing") {
-        request.reply(status_codes::NotFound, notFound().dump(), "application/json");
-      } else if (path == std::string(kTemplates) + "forbidden") {
-        json status = {{"kind", "Status"}, {"code", 403}, {"reason", "Forbidden"},
-                       {"message", "resourceclaimtemplates.resource.k8s.io \"forbidden\" is forbidden"}};
-        request.reply(status_codes::Forbidden, status.dump(), "application/json");
-      } else if (path == std::string(kTemplates) + "slow") {
-        std::this_thread::sleep_for(3s);
-        request.reply(status_codes::NotFound, notFound().dump(), "application/json");
-      } else {
-        request.reply(status_codes::NotFound, "404 page not found\n", "text/plain");
-      }
-    });
-    listener_.open().wait();
+// The API server of the cache's GETs: in namespace ml, ResourceClaimTemplate eight-gpus
+// exists, missing does not, forbidden is refused, slow answers after 3 s; resource.k8s.io/v1
+// is served for namespace ml only, so any other path is a 404 with no Status, as an API
+// server that does not serve the group gives.
+struct ResourceApi {
+  fakes::FakeApiServer server;
+  ResourceApi() {
+    server.servesOnly({"/apis/resource.k8s.io/v1/namespaces/ml/"});
+    server.put(std::string(kTemplates) + "eight-gpus",
+               {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaimTemplate"},
+                {"metadata", {{"name", "eight-gpus"}, {"namespace", "ml"}}},
+                {"spec",
+                 {{"spec",
+                   {{"devices",
+                     {{"requests", json::array({{{"name", "gpu"},
+                                                 {"exactly", {{"deviceClassName", "gpu.nvidia.com"},
+                                                              {"count", 8}}}}})}}}}}}}});
+    server.fail("GET", std::string(kTemplates) + "forbidden", 403, "Forbidden", 1000,
+                "resourceclaimtemplates.resource.k8s.io \"forbidden\" is forbidden");
+    server.delay(std::string(kTemplates) + "slow", 3s);
   }
-  ~FakeResourceApi() { listener_.close().wait(); }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int port_ = freePort();
-  http_listener listener_;
-
-  static int freePort() {
-    kube::BlackHole probe;  // a free loopback port, closed again when it goes
-    std::string u = probe.url();
-    return std::stoi(u.substr(u.rfind(':') + 1));
-  }
+  std::string url() const { return server.url(); }
 };
 
 ClaimRef templateRef(const std::string& name) { return ClaimRef{"gpus", ClaimKind::kTemplate, name}; }
 
 TEST(ClusterCacheClaims, AClaimTheWatchHasNotSeenIsReadWithAGet) {
-  FakeResourceApi api;
+  ResourceApi api;
   kube::Client client(kube::serverAt(api.url()));
   ClusterCache cache(client);  // not started: every lookup misses the watch
   auto found = cache.claims()("ml", templateRef("eight-gpus"));
@@ -94,7 +61,7 @@ TEST(ClusterCacheClaims, AClaimTheWatchHasNotSeenIsReadWithAGet) {
 }
 
 TEST(ClusterCacheClaims, OnlyAStatusNotFoundMeansItDoesNotExist) {
-  FakeResourceApi api;
+  ResourceApi api;
   kube::Client client(kube::serverAt(api.url()));
   ClusterCache cache(client);
   auto missing = cache.claims()("ml", templateRef("missing"));
@@ -113,7 +80,7 @@ TEST(ClusterCacheClaims, OnlyAStatusNotFoundMeansItDoesNotExist) {
 }
 
 TEST(ClusterCacheClaims, OneAdmissionSpendsAtMostItsBudgetOnGets) {
-  FakeResourceApi api;
+  ResourceApi api;
   kube::Client client(kube::serverAt(api.url()));
   ClusterCache cache(client);
   ClaimLookup lookup = cache.claims();  // one admission
