@@ -1,27 +1,16 @@
-// LeaderElector over the wire: against a hung server, an unreachable one, and a
-// small fake of the Lease API (list by name, create, replace with the
-// resourceVersion precondition) that each elector reaches through a door of its
-// own, so that one of them can be cut off. The real kube-apiserver comes in the
-// end-to-end tests.
+// LeaderElector over the wire: against a hung server, an unreachable one, and the
+// shared fake API server (list by name, create, replace with the resourceVersion
+// precondition) that each elector reaches through a door of its own, so that one of
+// them can be cut off. The real kube-apiserver comes in the end-to-end tests.
 #include "kube/leader_elector.h"
 
-// cpprest's U() macro would break gtest (its templates have a parameter named U).
-#define _TURN_OFF_PLATFORM_STRING
-#include <arpa/inet.h>
-#include <cpprest/http_listener.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
-#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "tests/unit/kube/black_hole.h"
@@ -32,110 +21,35 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using web::http::http_request;
-using web::http::methods;
-using web::http::status_codes;
-using web::http::experimental::listener::http_listener;
 
 constexpr const char* kNamespace = "podshaper-system";
 constexpr const char* kName = "podshaper-operator";
 
-json status(int code, const std::string& reason, const std::string& message) {
-  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
-          {"code", code},     {"reason", reason},   {"message", message}};
-}
-
-// The Lease API of one namespace, as the API server answers it.
+// The Lease API of one namespace: the shared fake API server, which each elector
+// reaches through a door of its own.
 class FakeLeaseApi {
  public:
-  ~FakeLeaseApi() {
-    for (auto& door : doors_) door->listener.close().wait();
-  }
+  int openDoor() { return server_.openDoor(); }
+  std::string url(int door) const { return server_.url(door); }
+  void cut(int door, bool cut) { server_.cut(door, cut); }
 
-  // A new door to the same leases; returns its index. A cut door answers 503.
-  int openDoor() {
-    auto door = std::make_unique<Door>();
-    door->url = "http://127.0.0.1:" + std::to_string(fakes::freeLoopbackPort());
-    door->listener = http_listener(door->url);
-    Door* d = door.get();
-    door->listener.support([this, d](http_request request) { serve(*d, request); });
-    door->listener.open().wait();
-    doors_.push_back(std::move(door));
-    return static_cast<int>(doors_.size()) - 1;
-  }
-  const std::string& url(int door) const { return doors_.at(door)->url; }
-  void cut(int door, bool cut) { doors_.at(door)->cut = cut; }
-
-  std::optional<json> lease() const {
-    std::lock_guard lock(mu_);
-    if (!lease_) return std::nullopt;
-    return *lease_;
-  }
+  std::optional<json> lease() const { return server_.object(path()); }
   std::string holder() const {
     auto l = lease();
     return l ? l->at("spec").value("holderIdentity", "") : "";
   }
-
   // Someone else (an admin, a buggy replica) writes the lease unconditionally.
   void overwrite(json spec) {
-    std::lock_guard lock(mu_);
-    (*lease_)["spec"] = std::move(spec);
-    (*lease_)["metadata"]["resourceVersion"] = std::to_string(++resourceVersion_);
+    json l = *lease();
+    l["spec"] = std::move(spec);
+    server_.put(path(), l);
   }
 
  private:
-  struct Door {
-    std::string url;
-    http_listener listener;
-    std::atomic<bool> cut{false};
-  };
-
-  void serve(Door& door, http_request request) {
-    if (door.cut) {
-      request.reply(status_codes::ServiceUnavailable, status(503, "ServiceUnavailable", "cut off").dump(),
-                    "application/json");
-      return;
-    }
-    const std::string collection =
-        std::string("/apis/coordination.k8s.io/v1/namespaces/") + kNamespace + "/leases";
-    const std::string path = request.relative_uri().path();
-    const std::string body = request.extract_utf8string(true).get();
-    std::lock_guard lock(mu_);
-    auto reply = [&](int code, const json& j) { request.reply(code, j.dump(), "application/json"); };
-
-    if (request.method() == methods::GET && path == collection) {
-      auto query = web::uri::split_query(request.relative_uri().query());
-      const std::string selector = web::uri::decode(query["fieldSelector"]);
-      json items = json::array();
-      if (lease_ && selector == std::string("metadata.name=") + kName) items.push_back(*lease_);
-      reply(200, {{"kind", "LeaseList"},
-                  {"apiVersion", "coordination.k8s.io/v1"},
-                  {"metadata", {{"resourceVersion", std::to_string(resourceVersion_)}}},
-                  {"items", items}});
-    } else if (request.method() == methods::POST && path == collection) {
-      if (lease_) return reply(409, status(409, "AlreadyExists", std::string("leases \"") + kName + "\" exists"));
-      lease_ = json::parse(body);
-      (*lease_)["metadata"]["resourceVersion"] = std::to_string(++resourceVersion_);
-      reply(201, *lease_);
-    } else if (request.method() == methods::PUT && path == collection + "/" + kName) {
-      if (!lease_) return reply(404, status(404, "NotFound", "not found"));
-      json next = json::parse(body);
-      const std::string want = next["metadata"].value("resourceVersion", "");
-      if (!want.empty() && want != (*lease_)["metadata"]["resourceVersion"]) {
-        return reply(409, status(409, "Conflict", "the object has been modified"));
-      }
-      lease_ = std::move(next);
-      (*lease_)["metadata"]["resourceVersion"] = std::to_string(++resourceVersion_);
-      reply(200, *lease_);
-    } else {
-      reply(405, status(405, "MethodNotAllowed", "not in this fake"));
-    }
+  static std::string path() {
+    return std::string("/apis/coordination.k8s.io/v1/namespaces/") + kNamespace + "/leases/" + kName;
   }
-
-  mutable std::mutex mu_;
-  std::optional<json> lease_;
-  long long resourceVersion_ = 100;
-  std::vector<std::unique_ptr<Door>> doors_;
+  fakes::FakeApiServer server_;
 };
 
 // The smallest timings validate() allows: a test takes seconds, not minutes.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 #include <thread>
 
@@ -92,14 +93,32 @@ int freeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
-struct FakeApiServer::Listener {
+struct FakeApiServer::Door {
+  std::string url;
   web::http::experimental::listener::http_listener http;
+  std::atomic<bool> cut{false};
 };
 
-FakeApiServer::FakeApiServer()
-    : url_("http://127.0.0.1:" + std::to_string(freeLoopbackPort())),
-      listener_(std::make_unique<Listener>(Listener{web::http::experimental::listener::http_listener(url_)})) {
-  listener_->http.support([this](http_request request) {
+FakeApiServer::FakeApiServer() { openDoor(); }
+
+FakeApiServer::~FakeApiServer() {
+  for (auto& door : doors_) door->http.close().wait();
+}
+
+std::string FakeApiServer::url(int door) const { return doors_.at(door)->url; }
+
+void FakeApiServer::cut(int door, bool cut) { doors_.at(door)->cut = cut; }
+
+int FakeApiServer::openDoor() {
+  auto door = std::make_unique<Door>();
+  door->url = "http://127.0.0.1:" + std::to_string(freeLoopbackPort());
+  door->http = web::http::experimental::listener::http_listener(door->url);
+  Door* d = door.get();
+  door->http.support([this, d](http_request request) {
+    if (d->cut) {
+      request.reply(503, status(503, "ServiceUnavailable", "cut off by the test").dump(), "application/json");
+      return;
+    }
     const std::string body = request.extract_utf8string(true).get();
     std::string contentType;
     if (request.headers().has("Content-Type")) contentType = request.headers()["Content-Type"];
@@ -108,7 +127,7 @@ FakeApiServer::FakeApiServer()
     bool served = true;
     {
       std::lock_guard lock(mu_);
-      if (auto d = delays_.find(path); d != delays_.end()) wait = d->second;
+      if (auto delayed = delays_.find(path); delayed != delays_.end()) wait = delayed->second;
       served = served_.empty() || std::any_of(served_.begin(), served_.end(),
                                               [&](const std::string& p) { return path.starts_with(p); });
     }
@@ -117,13 +136,14 @@ FakeApiServer::FakeApiServer()
       request.reply(404, "404 page not found\n", "text/plain");
       return;
     }
-    Reply reply = serve(request.method(), path, contentType, body);
+    Reply reply = serve(request.method(), path, request.relative_uri().query(), contentType, body);
     request.reply(reply.code, reply.body.dump(), "application/json");
   });
-  listener_->http.open().wait();
+  door->http.open().wait();
+  std::lock_guard lock(mu_);
+  doors_.push_back(std::move(door));
+  return static_cast<int>(doors_.size()) - 1;
 }
-
-FakeApiServer::~FakeApiServer() { listener_->http.close().wait(); }
 
 void FakeApiServer::stamp(json& object) {
   object["metadata"]["resourceVersion"] = std::to_string(++version_);
@@ -164,7 +184,7 @@ std::vector<std::string> FakeApiServer::writes() const {
   return writes_;
 }
 
-FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::string& path,
+FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::string& path, const std::string& query,
                                           const std::string& contentType, const std::string& body) {
   std::lock_guard lock(mu_);
   if (method != methods::GET) writes_.push_back(method + " " + path);
@@ -186,9 +206,13 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
 
   if (target.kind == Target::Kind::kCollection) {
     if (method == methods::GET) {
+      const std::string selector =
+          web::uri::decode(web::uri::split_query(query)["fieldSelector"]);  // metadata.name=NAME or none
       json items = json::array();
       for (const auto& [p, o] : objects_) {
-        if (p.starts_with(path + "/") && p.find('/', path.size() + 1) == std::string::npos) items.push_back(o);
+        if (!p.starts_with(path + "/") || p.find('/', path.size() + 1) != std::string::npos) continue;
+        if (!selector.empty() && selector != "metadata.name=" + p.substr(path.size() + 1)) continue;
+        items.push_back(o);
       }
       return {200, {{"kind", "List"}, {"metadata", {{"resourceVersion", std::to_string(version_)}}}, {"items", items}}};
     }

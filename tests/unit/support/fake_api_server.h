@@ -5,7 +5,8 @@
 // GET of an object or a collection, POST (create: 409 AlreadyExists), PUT (replace:
 // 409 Conflict on a stale resourceVersion, 404 when missing), PATCH (merge, strategic
 // merge, JSON patch), DELETE, the status subresource; every write a new
-// resourceVersion. Answers are Kubernetes Status objects, as the API server's.
+// resourceVersion; a collection's GET takes fieldSelector metadata.name=NAME. Answers are
+// Kubernetes Status objects, as the API server's.
 #include <chrono>
 #include <map>
 #include <memory>
@@ -28,7 +29,11 @@ class FakeApiServer {
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
 
-  std::string url() const { return url_; }
+  // The first door's URL. Several doors lead to the same objects, so that one client
+  // can be cut off (every answer a 503) while another still reaches them.
+  std::string url(int door = 0) const;
+  int openDoor();
+  void cut(int door, bool cut);
 
   // Stores an object at its path ("/api/v1/namespaces/ns/secrets/name") as an admin's
   // write would: a new resourceVersion (and a uid when it has none).
@@ -52,8 +57,8 @@ class FakeApiServer {
     int code;
     nlohmann::json body;
   };
-  Reply serve(const std::string& method, const std::string& path, const std::string& contentType,
-              const std::string& body);
+  Reply serve(const std::string& method, const std::string& path, const std::string& query,
+              const std::string& contentType, const std::string& body);
   void stamp(nlohmann::json& object);
 
   mutable std::mutex mu_;
@@ -67,9 +72,8 @@ class FakeApiServer {
   std::vector<std::string> served_;
   std::vector<std::string> writes_;
   long long version_ = 1000;
-  std::string url_;
-  struct Listener;  // cpprest's, kept out of this header (its U() macro breaks gtest)
-  std::unique_ptr<Listener> listener_;
+  struct Door;  // a cpprest listener, kept out of this header (its U() macro breaks gtest)
+  std::vector<std::unique_ptr<Door>> doors_;
 };
 
 }  // namespace podshaper::fakes
