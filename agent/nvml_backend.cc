@@ -4,15 +4,15 @@
 
 #include <algorithm>
 #include <cctype>
-#include <sstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "agent/backend.h"
-#include "agent/host.h"
 #include "agent/gpu_driver.h"
 #include "agent/gpu_recording.h"
+#include "agent/host.h"
 
 namespace podshaper::agent {
 namespace {
