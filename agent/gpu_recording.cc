@@ -134,7 +134,8 @@ json recordSysfs(const GpuSources& sources, const json& nvml) {
   for (const json& gpu : member(nvml, "gpus")) {
     if (member(gpu, "pciBusId").is_string()) keep(sysfsNumaNodePath(gpu["pciBusId"].get<std::string>()));
   }
-  for (int node = 0; node < kMaxNumaNodes && keep(sysfsCpuListPath(node)); ++node) {
+  for (int node = 0; node < kMaxNumaNodes; ++node) {
+    if (!keep(sysfsCpuListPath(node))) break;  // the nodes are numbered from 0 up
   }
   return files;
 }

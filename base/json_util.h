@@ -20,7 +20,7 @@ inline const nlohmann::json& member(const nlohmann::json& object, std::string_vi
 
 // parent[key] as an array: made an empty one when it is missing or not an array.
 inline nlohmann::json& ensureArray(nlohmann::json& parent, std::string_view key) {
-  nlohmann::json& a = parent[std::string(key)];
+  nlohmann::json& a = parent[key];
   if (!a.is_array()) a = nlohmann::json::array();
   return a;
 }

@@ -59,7 +59,7 @@ struct PodShape {
   // podshaper's /dev/shm volume and the GPUs of the containers that mount it: the pod's
   // size when every GPU container does, else their share of it (docs/webhook.md
   // "Several GPU containers").
-  uint64_t volume = 0, volumeGpus = 0;
+  ShmVolume volume;
   GpuFit fit = GpuFit::kAsAsked;
   Privileges privileges = Privileges::kLeftOut;
 };
@@ -69,7 +69,7 @@ struct PodShape {
 Result<void> mountShm(json& container, const GpuContainer& c, const PodShape& p) {
   ensureArray(container, "volumeMounts")
       .push_back({{"name", names::kShmVolume}, {"mountPath", names::kShmMountPath}});
-  const uint64_t share = shareOf(p.volume, c.gpus, p.volumeGpus);
+  const uint64_t share = shareOf(p.volume.bytes, c.gpus, p.volume.gpus);
   json& resources = container["resources"];
   for (const char* field : {"limits", "requests"}) {
     if (!resources.contains(field) || !resources[field].contains("memory")) continue;
@@ -217,7 +217,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
     return deny(pod, "volume-name", "spec.volumes has a volume named \"" + std::string(names::kShmVolume) +
                          "\", the name of the /dev/shm volume podshaper adds: rename it");
   }
-  const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume.bytes, volume.gpus, *fit, *privileges};
+  const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume, *fit, *privileges};
   const std::string shmText = formatBytes(static_cast<int64_t>(volume.bytes));
   json shaped = pod;
   json& spec = shaped["spec"];
