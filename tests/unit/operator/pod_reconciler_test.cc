@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/timefmt.h"
-#include "tests/unit/operator/fake_reconcile_api.h"
+#include "tests/unit/operator/served_reconcile_api.h"
 
 namespace podshaper::op {
 namespace {
@@ -48,13 +48,13 @@ const std::string kNccl =
 
 class PodReconcilerTest : public ::testing::Test {
  protected:
-  FakeApi api;
+  ServedReconcileApi api;
   FakeClock clock;
   metrics::Registry registry;
   bool leader = true;
   std::vector<NodeFacts> nodes{fourGpuNode()};
   int nodesAsked = 0;
-  PodReconciler reconciler{api, clock, registry, [this] { return leader; },
+  PodReconciler reconciler{api.api, clock, registry, [this] { return leader; },
                            {.identity = "op-1", .pendingGrace = std::chrono::seconds(30)}};
 
   Reconciler::Result reconcile(const std::optional<json>& pod) {
@@ -69,27 +69,27 @@ TEST_F(PodReconcilerTest, APendingPodIsToldOnceAfterTheGraceAndAgainWhenWhatStop
   auto r = reconcile(waitingPod(10));
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(r.requeueAfter, std::chrono::seconds(20));
-  EXPECT_TRUE(api.events.empty());
+  EXPECT_TRUE(api.events().empty());
 
   r = reconcile(waitingPod(40));
-  ASSERT_EQ(api.events.size(), 1u);
-  EXPECT_EQ(api.writes.back(), "event Warning NotPlaceable on Pod in ml");
-  EXPECT_EQ(api.events[0]["involvedObject"]["uid"], "pod-uid");
-  EXPECT_EQ(api.events[0]["metadata"]["namespace"], "ml");
-  EXPECT_EQ(api.events[0]["involvedObject"]["namespace"], "ml");  // the API server refuses one without
-  EXPECT_NE(api.events[0]["message"].get<std::string>().find("1 does not have 8 GPUs (4 GPUs: a)"), std::string::npos);
+  ASSERT_EQ(api.events().size(), 1u);
+  EXPECT_EQ(api.writes().back(), "event Warning NotPlaceable on Pod in ml");
+  EXPECT_EQ(api.events()[0]["involvedObject"]["uid"], "pod-uid");
+  EXPECT_EQ(api.events()[0]["metadata"]["namespace"], "ml");
+  EXPECT_EQ(api.events()[0]["involvedObject"]["namespace"], "ml");  // the API server refuses one without
+  EXPECT_NE(api.events()[0]["message"].get<std::string>().find("1 does not have 8 GPUs (4 GPUs: a)"), std::string::npos);
   EXPECT_EQ(r.requeueAfter, std::chrono::seconds(30));
 
   reconcile(waitingPod(70));  // same answer, a longer wait: not told again
-  EXPECT_EQ(api.events.size(), 1u);
+  EXPECT_EQ(api.events().size(), 1u);
 
   // The node now has 8 GPUs: podshaper's requirements are met, the scheduler's turn (another
   // cause), told at once.
   nodes[0].node.labels = {{"podshaper.io/gpu-count", "8"}};
   reconcile(waitingPod(100));
-  ASSERT_EQ(api.events.size(), 2u);
-  EXPECT_NE(api.events[1]["message"].get<std::string>().find("1 node meets all of it (a)"), std::string::npos)
-      << api.events[1]["message"];
+  ASSERT_EQ(api.events().size(), 2u);
+  EXPECT_NE(api.events()[1]["message"].get<std::string>().find("1 node meets all of it (a)"), std::string::npos)
+      << api.events()[1]["message"];
   const std::string rendered = registry.render();
   EXPECT_NE(rendered.find("podshaper_operator_pod_events_total{cause=\"gpu-count\",reason=\"NotPlaceable\"} 1"),
             std::string::npos)
@@ -100,16 +100,16 @@ TEST_F(PodReconcilerTest, APendingPodIsToldOnceAfterTheGraceAndAgainWhenWhatStop
 
 TEST_F(PodReconcilerTest, NewWordsForTheSameCauseAreToldAtMostEveryTenMinutes) {
   reconcile(waitingPod(40));
-  ASSERT_EQ(api.events.size(), 1u);
+  ASSERT_EQ(api.events().size(), 1u);
   nodes.push_back(fourGpuNode());  // "Of 2 nodes": other words, the same cause
   nodes.back().node.name = "b";
   clock.advance(60);
   reconcile(waitingPod(100));
-  EXPECT_EQ(api.events.size(), 1u);
+  EXPECT_EQ(api.events().size(), 1u);
   clock.advance(600);
   reconcile(waitingPod(700));
-  ASSERT_EQ(api.events.size(), 2u);
-  EXPECT_NE(api.events[1]["message"].get<std::string>().find("Of 2 nodes"), std::string::npos);
+  ASSERT_EQ(api.events().size(), 2u);
+  EXPECT_NE(api.events()[1]["message"].get<std::string>().find("Of 2 nodes"), std::string::npos);
 }
 
 TEST_F(PodReconcilerTest, EverySeriesStartsAtZero) {
@@ -139,33 +139,33 @@ TEST_F(PodReconcilerTest, APodMadeAgainUnderItsNameForgetsTheEarlierOne) {
   json again = failedPod(1, "lastState", kNccl);
   again["metadata"]["uid"] = "pod-uid-2";  // deleted and made again before a look saw it gone
   reconcile(again);
-  EXPECT_EQ(api.writes.size(), 3u);  // told for the new pod; the Job once
+  EXPECT_EQ(api.writes().size(), 3u);  // told for the new pod; the Job once
   reconcile(failedPod(1, "lastState", kNccl));  // the first uid's memories are gone: told again
-  EXPECT_EQ(api.writes.size(), 4u);
+  EXPECT_EQ(api.writes().size(), 4u);
 }
 
 TEST_F(PodReconcilerTest, ABoundPodDoesNotReadTheNodes) {
   reconcile(failedPod(0, "state", "fine"));
   EXPECT_EQ(nodesAsked, 0);
-  EXPECT_TRUE(api.events.empty());
+  EXPECT_TRUE(api.events().empty());
 }
 
 TEST_F(PodReconcilerTest, ShmExhaustedIsToldOnThePodAndOnceOnItsJob) {
   reconcile(failedPod(1, "lastState", kNccl));  // its first run ended
-  ASSERT_EQ(api.writes.size(), 2u);
-  EXPECT_EQ(api.writes[0], "event Warning ShmExhausted on Pod in ml");
-  EXPECT_EQ(api.writes[1], "event Warning ShmExhausted on Job in ml");
-  EXPECT_EQ(api.events[1]["involvedObject"]["uid"], "job-uid");
-  EXPECT_EQ(api.events[1]["involvedObject"]["namespace"], "ml");
-  EXPECT_EQ(api.events[1]["message"].get<std::string>().rfind("Pod ml/train-0: Container \"trainer\" ran out", 0), 0u);
+  ASSERT_EQ(api.writes().size(), 2u);
+  EXPECT_EQ(api.writes()[0], "event Warning ShmExhausted on Pod in ml");
+  EXPECT_EQ(api.writes()[1], "event Warning ShmExhausted on Job in ml");
+  EXPECT_EQ(api.events()[1]["involvedObject"]["uid"], "job-uid");
+  EXPECT_EQ(api.events()[1]["involvedObject"]["namespace"], "ml");
+  EXPECT_EQ(api.events()[1]["message"].get<std::string>().rfind("Pod ml/train-0: Container \"trainer\" ran out", 0), 0u);
 
   reconcile(failedPod(1, "lastState", kNccl));  // the same failure, seen again
-  EXPECT_EQ(api.writes.size(), 2u);
+  EXPECT_EQ(api.writes().size(), 2u);
 
   reconcile(failedPod(2, "lastState", kNccl));  // its second run ended too: told on the pod only
-  ASSERT_EQ(api.writes.size(), 3u);
-  EXPECT_EQ(api.writes[2], "event Warning ShmExhausted on Pod in ml");
-  EXPECT_NE(api.events[2]["message"].get<std::string>().find("keeps what earlier runs left"), std::string::npos);
+  ASSERT_EQ(api.writes().size(), 3u);
+  EXPECT_EQ(api.writes()[2], "event Warning ShmExhausted on Pod in ml");
+  EXPECT_NE(api.events()[2]["message"].get<std::string>().find("keeps what earlier runs left"), std::string::npos);
   EXPECT_NE(registry.render().find("podshaper_operator_pod_events_total{cause=\"nccl\",reason=\"ShmExhausted\"} 2"),
             std::string::npos)
       << registry.render();
@@ -174,23 +174,23 @@ TEST_F(PodReconcilerTest, ShmExhaustedIsToldOnThePodAndOnceOnItsJob) {
 TEST_F(PodReconcilerTest, AStandbyTellsNothingAndAFailedWriteIsRetried) {
   leader = false;
   EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::NotLeader);
-  EXPECT_TRUE(api.writes.empty());
+  EXPECT_TRUE(api.writes().empty());
   leader = true;
-  api.eventErrors.push_back(kube::makeApiError(500, "InternalError", "etcd is slow"));
+  api.server.fail("POST", eventsPath("ml"), 500, "InternalError");
   EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::Retry);
-  EXPECT_TRUE(api.events.empty());
+  EXPECT_TRUE(api.events().empty());
   EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(api.writes.size(), 2u);  // the pod's and the Job's, each once
+  EXPECT_EQ(api.writes().size(), 2u);  // the pod's and the Job's, each once
 }
 
 TEST_F(PodReconcilerTest, AJobWhoseEventFailedIsToldOnTheNextLook) {
-  int jobEvents = 0;
-  api.refuseEvent = [&](const json& e) { return e["involvedObject"]["kind"] == "Job" && jobEvents++ == 0; };
+  api.server.fail("POST", eventsPath("ml"), 500, "InternalError", 1, "etcd is slow",
+                  [](const json& e) { return e["involvedObject"]["kind"] == "Job"; });
   reconcile(failedPod(1, "lastState", kNccl));
-  ASSERT_EQ(api.writes.size(), 1u);  // the pod's; the Job's failed
+  ASSERT_EQ(api.writes().size(), 1u);  // the pod's; the Job's failed
   EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::Done);
-  ASSERT_EQ(api.writes.size(), 2u);
-  EXPECT_EQ(api.writes[1], "event Warning ShmExhausted on Job in ml");
+  ASSERT_EQ(api.writes().size(), 2u);
+  EXPECT_EQ(api.writes()[1], "event Warning ShmExhausted on Job in ml");
 }
 
 // A pod whose trainer ended with a termination message cut at 2 KiB that names no cause.
@@ -202,76 +202,78 @@ json cutTailPod(long long restarts = 0, const char* state = "state") {
   return pod;
 }
 
+const std::string kLog = podPath("ml", "train-0") + "/log";
+
 const std::string kBusErrorLog =
     "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
     "ConnectionResetError: [Errno 104] Connection reset by peer\n";
 
 TEST_F(PodReconcilerTest, ACutTailIsJudgedFromTheLogReadOnce) {
-  api.logs["ml/train-0/trainer"] = kBusErrorLog;
+  api.server.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
   reconcile(cutTailPod());
-  EXPECT_EQ(api.logReads, (std::vector<std::string>{"ml/train-0/trainer"}));
-  ASSERT_EQ(api.writes.size(), 2u);  // the pod and its Job
-  EXPECT_NE(api.events[0]["message"].get<std::string>().find("a PyTorch DataLoader worker could not put its batch"),
+  EXPECT_EQ(api.logReads(), (std::vector<std::string>{"ml/train-0/trainer"}));
+  ASSERT_EQ(api.writes().size(), 2u);  // the pod and its Job
+  EXPECT_NE(api.events()[0]["message"].get<std::string>().find("a PyTorch DataLoader worker could not put its batch"),
             std::string::npos);
   reconcile(cutTailPod());
-  EXPECT_EQ(api.logReads.size(), 1u);
-  EXPECT_EQ(api.writes.size(), 2u);
+  EXPECT_EQ(api.logReads().size(), 1u);
+  EXPECT_EQ(api.writes().size(), 2u);
 }
 
 TEST_F(PodReconcilerTest, AnEventThatFailedIsRetriedWithoutReadingTheLogAgain) {
-  api.logs["ml/train-0/trainer/previous"] = kBusErrorLog;
-  api.eventErrors.push_back(kube::makeApiError(500, "InternalError", "etcd is slow"));
+  api.server.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog, /*previous=*/true);
+  api.server.fail("POST", eventsPath("ml"), 500, "InternalError");
   EXPECT_EQ(reconcile(cutTailPod(1, "lastState")).outcome, Reconciler::Outcome::Retry);
   EXPECT_EQ(reconcile(cutTailPod(1, "lastState")).outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(api.logReads, (std::vector<std::string>{"ml/train-0/trainer/previous"}));
-  EXPECT_EQ(api.writes.size(), 2u);
+  EXPECT_EQ(api.logReads(), (std::vector<std::string>{"ml/train-0/trainer/previous"}));
+  EXPECT_EQ(api.writes().size(), 2u);
 }
 
 TEST_F(PodReconcilerTest, ALogThatCannotBeReadLeavesTheTailsJudgement) {
   reconcile(cutTailPod());  // 404: its log is gone
-  EXPECT_TRUE(api.writes.empty());
+  EXPECT_TRUE(api.writes().empty());
   reconcile(cutTailPod());
-  EXPECT_EQ(api.logReads.size(), 1u);  // not asked again
+  EXPECT_EQ(api.logReads().size(), 1u);  // not asked again
   // pods/log not granted: asked once, never again.
-  api.logErrors.push_back(kube::makeApiError(403, "Forbidden", "pods \"train-0\" is forbidden"));
+  api.server.fail("GET", kLog, 403, "Forbidden");
   json other = cutTailPod();
   other["metadata"]["uid"] = "uid-2";
   reconcile(other);
   other["metadata"]["uid"] = "uid-3";
   reconcile(other);
-  EXPECT_EQ(api.logReads.size(), 2u);
-  EXPECT_TRUE(api.writes.empty());
+  EXPECT_EQ(api.logReads().size(), 2u);
+  EXPECT_TRUE(api.writes().empty());
 }
 
 TEST_F(PodReconcilerTest, ALogReadThatFailedForNowIsTriedAgain) {
-  api.logErrors.push_back(kube::makeApiError(503, "ServiceUnavailable", "the kubelet is busy"));
+  api.server.fail("GET", kLog, 503, "ServiceUnavailable");
   EXPECT_EQ(reconcile(cutTailPod()).outcome, Reconciler::Outcome::Retry);
-  EXPECT_TRUE(api.writes.empty());
-  api.logs["ml/train-0/trainer"] = kBusErrorLog;
+  EXPECT_TRUE(api.writes().empty());
+  api.server.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
   EXPECT_EQ(reconcile(cutTailPod()).outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(api.logReads.size(), 2u);
-  EXPECT_EQ(api.writes.size(), 2u);  // the pod and its Job
+  EXPECT_EQ(api.logReads().size(), 2u);
+  EXPECT_EQ(api.writes().size(), 2u);  // the pod and its Job
 }
 
 TEST_F(PodReconcilerTest, AForbiddenLogIsAskedAgainAfterTenMinutes) {
-  api.logErrors.push_back(kube::makeApiError(403, "Forbidden", "pods/log is forbidden"));
+  api.server.fail("GET", kLog, 403, "Forbidden");
   reconcile(cutTailPod());
   json other = cutTailPod();
   other["metadata"]["uid"] = "uid-2";
   reconcile(other);
-  EXPECT_EQ(api.logReads.size(), 1u);
+  EXPECT_EQ(api.logReads().size(), 1u);
   clock.advance(601);
-  api.logs["ml/train-0/trainer"] = kBusErrorLog;
+  api.server.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
   reconcile(other);
-  EXPECT_EQ(api.logReads.size(), 2u);
-  EXPECT_EQ(api.writes.size(), 2u);
+  EXPECT_EQ(api.logReads().size(), 2u);
+  EXPECT_EQ(api.writes().size(), 2u);
 }
 
 TEST_F(PodReconcilerTest, AGonePodIsForgotten) {
   reconcile(failedPod(1, "lastState", kNccl));
   reconcile(std::nullopt);
   reconcile(failedPod(1, "lastState", kNccl));  // a pod of the same uid again (a test's stand-in): told again
-  EXPECT_EQ(api.writes.size(), 3u);  // the Job only once
+  EXPECT_EQ(api.writes().size(), 3u);  // the Job only once
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 #include <stdexcept>
 #include <thread>
 
@@ -77,6 +78,84 @@ void strategicMerge(json& object, const json& patch) {
   object["status"]["conditions"] = merged;
 }
 
+
+// Whether the object at `object` is in the collection at `collection`: directly, or, for
+// a namespaced resource listed across namespaces (/api/v1/pods), in any namespace.
+bool inCollection(const std::string& collection, const std::string& object) {
+  if (object.starts_with(collection + "/") && object.find('/', collection.size() + 1) == std::string::npos) return true;
+  const auto c = segments(collection), o = segments(object);
+  const std::size_t prefix = !c.empty() && c[0] == "apis" ? 3 : 2;
+  return c.size() == prefix + 1 && o.size() == prefix + 4 && std::equal(c.begin(), c.begin() + prefix, o.begin()) &&
+         o[prefix] == "namespaces" && o[prefix + 2] == c[prefix];
+}
+
+// A list's or a watch's selectors: fieldSelector metadata.name=NAME, and labelSelector
+// terms k=v, k==v, k!=v, k, !k joined by commas (what the product's clients send).
+struct Selector {
+  std::string name;
+  struct Term {
+    std::string key, value;
+    enum class Op { kEquals, kNotEquals, kExists, kAbsent } op;
+  };
+  std::vector<Term> labels;
+
+  bool selects(const std::string& path, const json& object) const {
+    if (!name.empty() && segments(path).back() != name) return false;
+    const json& meta = object.contains("metadata") ? object["metadata"] : json();
+    const json& have = meta.is_object() && meta.contains("labels") ? meta["labels"] : json();
+    for (const Term& t : labels) {
+      const bool has = have.is_object() && have.contains(t.key) && have[t.key].is_string();
+      const std::string value = has ? have[t.key].get<std::string>() : "";
+      const bool ok = t.op == Term::Op::kEquals      ? has && value == t.value
+                      : t.op == Term::Op::kNotEquals ? !has || value != t.value
+                      : t.op == Term::Op::kExists    ? has
+                                                     : !has;
+      if (!ok) return false;
+    }
+    return true;
+  }
+};
+
+// The selectors of a query, or why the fake cannot honour them.
+std::optional<Selector> selectorOf(const std::map<std::string, std::string>& query, std::string& why) {
+  auto param = [&](const char* k) {
+    auto it = query.find(k);
+    return it == query.end() ? std::string() : web::uri::decode(it->second);
+  };
+  Selector s;
+  if (const std::string fields = param("fieldSelector"); !fields.empty()) {
+    if (!fields.starts_with("metadata.name=")) {
+      why = "fieldSelector " + fields + ": the fake serves metadata.name=NAME only";
+      return std::nullopt;
+    }
+    s.name = fields.substr(std::string("metadata.name=").size());
+  }
+  const std::string labels = param("labelSelector");
+  std::size_t at = 0;
+  while (at < labels.size()) {
+    std::size_t comma = labels.find(',', at);
+    if (comma == std::string::npos) comma = labels.size();
+    const std::string term = labels.substr(at, comma - at);
+    at = comma + 1;
+    using Op = Selector::Term::Op;
+    if (term.find_first_of(" ()") != std::string::npos) {
+      why = "labelSelector " + labels + ": the fake serves k=v, k!=v, k and !k only";
+      return std::nullopt;
+    }
+    if (auto ne = term.find("!="); ne != std::string::npos) {
+      s.labels.push_back({term.substr(0, ne), term.substr(ne + 2), Op::kNotEquals});
+    } else if (auto eq = term.find('='); eq != std::string::npos) {
+      const std::size_t skip = term.compare(eq, 2, "==") == 0 ? 2 : 1;
+      s.labels.push_back({term.substr(0, eq), term.substr(eq + skip), Op::kEquals});
+    } else if (term.starts_with("!")) {
+      s.labels.push_back({term.substr(1), "", Op::kAbsent});
+    } else if (!term.empty()) {
+      s.labels.push_back({term, "", Op::kExists});
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 int freeLoopbackPort() {
@@ -93,6 +172,7 @@ int freeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
+
 struct FakeApiServer::Door {
   std::string url;
   web::http::experimental::listener::http_listener http;
@@ -102,6 +182,11 @@ struct FakeApiServer::Door {
 FakeApiServer::FakeApiServer() { openDoor(); }
 
 FakeApiServer::~FakeApiServer() {
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;  // open watches end now
+  }
+  changes_.notify_all();
   for (auto& door : doors_) door->http.close().wait();
 }
 
@@ -119,10 +204,12 @@ int FakeApiServer::openDoor() {
       request.reply(503, status(503, "ServiceUnavailable", "cut off by the test").dump(), "application/json");
       return;
     }
-    const std::string body = request.extract_utf8string(true).get();
+    const std::string text = request.extract_utf8string(true).get();
     std::string contentType;
     if (request.headers().has("Content-Type")) contentType = request.headers()["Content-Type"];
+    const std::string method = request.method();
     const std::string path = request.relative_uri().path();
+    const std::string query = request.relative_uri().query();
     std::chrono::milliseconds wait{0};
     bool served = true;
     {
@@ -136,8 +223,23 @@ int FakeApiServer::openDoor() {
       request.reply(404, "404 page not found\n", "text/plain");
       return;
     }
-    Reply reply = serve(request.method(), path, request.relative_uri().query(), contentType, body);
-    request.reply(reply.code, reply.body.dump(), "application/json");
+    const json input = text.empty() ? json() : json::parse(text, nullptr, false);
+    auto params = web::uri::split_query(query);
+    const bool watching = method == methods::GET && (params["watch"] == "1" || params["watch"] == "true");
+    const Reply reply = watching ? watch(path, query) : serve(method, path, query, contentType, input);
+    Served done{method, path, query, reply.code, input.is_discarded() ? json(text) : input};
+    std::function<void(const Served&)> hook;
+    {
+      std::lock_guard lock(mu_);
+      requests_.push_back(done);
+      hook = onServed_;
+    }
+    if (hook) hook(done);
+    if (reply.text) {
+      request.reply(reply.code, *reply.text, watching ? "application/json" : "text/plain");
+    } else {
+      request.reply(reply.code, reply.body.dump(), "application/json");
+    }
   });
   door->http.open().wait();
   std::lock_guard lock(mu_);
@@ -150,10 +252,28 @@ void FakeApiServer::stamp(json& object) {
   if (!object["metadata"].contains("uid")) object["metadata"]["uid"] = "uid-" + std::to_string(version_);
 }
 
+void FakeApiServer::changed(const std::string& type, const std::string& path, const json& object) {
+  history_.push_back({version_, type, path, object});
+  changes_.notify_all();
+}
+
 void FakeApiServer::put(const std::string& path, json object) {
   std::lock_guard lock(mu_);
   stamp(object);
-  objects_[path] = std::move(object);
+  const bool had = objects_.contains(path);
+  objects_[path] = object;
+  changed(had ? "MODIFIED" : "ADDED", path, object);
+}
+
+bool FakeApiServer::remove(const std::string& path) {
+  std::lock_guard lock(mu_);
+  auto it = objects_.find(path);
+  if (it == objects_.end()) return false;
+  json gone = std::move(it->second);
+  objects_.erase(it);
+  stamp(gone);
+  changed("DELETED", path, gone);
+  return true;
 }
 
 std::optional<json> FakeApiServer::object(const std::string& path) const {
@@ -163,10 +283,24 @@ std::optional<json> FakeApiServer::object(const std::string& path) const {
   return it->second;
 }
 
-void FakeApiServer::fail(const std::string& method, const std::string& path, int code, const std::string& reason,
-                         int times, const std::string& message) {
+void FakeApiServer::putLog(const std::string& podPath, const std::string& container, std::string text, bool previous) {
   std::lock_guard lock(mu_);
-  failures_.push_back({method, path, reason, message, code, times});
+  logs_[podPath + "/log?container=" + container + (previous ? "&previous" : "")] = std::move(text);
+}
+
+void FakeApiServer::compact() {
+  {
+    std::lock_guard lock(mu_);
+    history_.clear();
+    compactedAt_ = ++version_;  // a version of its own, so that every watch open now is older
+  }
+  changes_.notify_all();
+}
+
+void FakeApiServer::fail(const std::string& method, const std::string& path, int code, const std::string& reason,
+                         int times, const std::string& message, std::function<bool(const json&)> when) {
+  std::lock_guard lock(mu_);
+  failures_.push_back({method, path, reason, message, code, times, std::move(when)});
 }
 
 void FakeApiServer::delay(const std::string& path, std::chrono::milliseconds by) {
@@ -179,40 +313,105 @@ void FakeApiServer::servesOnly(std::vector<std::string> prefixes) {
   served_ = std::move(prefixes);
 }
 
+void FakeApiServer::onServed(std::function<void(const Served&)> hook) {
+  std::lock_guard lock(mu_);
+  onServed_ = std::move(hook);
+}
+
 std::vector<std::string> FakeApiServer::writes() const {
   std::lock_guard lock(mu_);
-  return writes_;
+  std::vector<std::string> out;
+  for (const Served& s : requests_) {
+    if (s.method != methods::GET) out.push_back(s.method + " " + s.path);
+  }
+  return out;
+}
+
+std::vector<Served> FakeApiServer::requests() const {
+  std::lock_guard lock(mu_);
+  return requests_;
+}
+
+FakeApiServer::Reply FakeApiServer::watch(const std::string& path, const std::string& query) {
+  const auto params = web::uri::split_query(query);
+  auto param = [&](const char* k) {
+    auto it = params.find(k);
+    return it == params.end() ? std::string() : web::uri::decode(it->second);
+  };
+  std::string why;
+  const auto selector = selectorOf(params, why);
+  if (!selector) return {400, status(400, "BadRequest", why)};
+  long long from = 0;
+  int seconds = 2;  // short, so that a test's informer comes back often; the client watches again
+  try {
+    const std::string rv = param("resourceVersion"), timeout = param("timeoutSeconds");
+    if (!rv.empty()) from = std::stoll(rv);
+    if (!timeout.empty()) seconds = std::clamp(std::stoi(timeout), 1, seconds);
+  } catch (const std::exception&) {
+    return {400, status(400, "BadRequest", "resourceVersion and timeoutSeconds are numbers")};
+  }
+  std::unique_lock lock(mu_);
+  if (from == 0) from = version_;  // "0" or none: from now (the fake sends no synthetic ADDED)
+  std::string lines;
+  auto pending = [&] {
+    lines.clear();
+    for (const Change& c : history_) {
+      if (c.version > from && inCollection(path, c.path) && selector->selects(c.path, c.object)) {
+        lines += json{{"type", c.type}, {"object", c.object}}.dump() + "\n";
+      }
+    }
+    return !lines.empty();
+  };
+  changes_.wait_until(lock, std::chrono::steady_clock::now() + std::chrono::seconds(seconds),
+                      [&] { return closing_ || from < compactedAt_ || pending(); });
+  if (from < compactedAt_) {
+    lines = json{{"type", "ERROR"},
+                 {"object", status(410, "Expired",
+                                   "too old resource version: " + std::to_string(from) + " (" +
+                                       std::to_string(compactedAt_) + ")")}}
+                .dump() +
+            "\n";
+  }
+  return {200, json(), lines};
 }
 
 FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::string& path, const std::string& query,
-                                          const std::string& contentType, const std::string& body) {
+                                          const std::string& contentType, const json& input) {
   std::lock_guard lock(mu_);
-  if (method != methods::GET) writes_.push_back(method + " " + path);
   for (Failure& f : failures_) {
-    if (f.times > 0 && f.method == method && f.path == path) {
+    if (f.times > 0 && f.method == method && f.path == path && (!f.when || f.when(input))) {
       --f.times;
       return {f.code, status(f.code, f.reason, f.message)};
     }
+  }
+  const auto params = web::uri::split_query(query);
+  if (method == methods::GET && path.ends_with("/log")) {
+    auto param = [&](const char* k) {
+      auto it = params.find(k);
+      return it == params.end() ? std::string() : web::uri::decode(it->second);
+    };
+    const std::string container = param("container");
+    auto log = logs_.find(path + "?container=" + container + (param("previous") == "true" ? "&previous" : ""));
+    if (log == logs_.end()) return {404, status(404, "NotFound", "no log of container \"" + container + "\"")};
+    return {200, json(), log->second};
   }
   const Target target = targetOf(path);
   auto notFound = [&] {
     return Reply{404, status(404, "NotFound", resourceOf(target.object) + " \"" + segments(target.object).back() +
                                                   "\" not found")};
   };
-  json input = body.empty() ? json() : json::parse(body, nullptr, false);
   if (method != methods::GET && method != methods::DEL && (input.is_discarded() || input.is_null())) {
     return {400, status(400, "BadRequest", "the body is not JSON")};
   }
 
   if (target.kind == Target::Kind::kCollection) {
     if (method == methods::GET) {
-      const std::string selector =
-          web::uri::decode(web::uri::split_query(query)["fieldSelector"]);  // metadata.name=NAME or none
+      std::string why;
+      const auto selector = selectorOf(params, why);
+      if (!selector) return {400, status(400, "BadRequest", why)};
       json items = json::array();
       for (const auto& [p, o] : objects_) {
-        if (!p.starts_with(path + "/") || p.find('/', path.size() + 1) != std::string::npos) continue;
-        if (!selector.empty() && selector != "metadata.name=" + p.substr(path.size() + 1)) continue;
-        items.push_back(o);
+        if (inCollection(path, p) && selector->selects(p, o)) items.push_back(o);
       }
       return {200, {{"kind", "List"}, {"metadata", {{"resourceVersion", std::to_string(version_)}}}, {"items", items}}};
     }
@@ -230,6 +429,7 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
     }
     stamp(object);
     objects_[at] = object;
+    changed("ADDED", at, object);
     return {201, object};
   }
 
@@ -240,6 +440,8 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
   if (method == methods::DEL) {
     json gone = stored;
     objects_.erase(it);
+    stamp(gone);
+    changed("DELETED", target.object, gone);
     return {200, gone};
   }
   const std::string want = input.is_object() && input.contains("metadata") && input["metadata"].is_object()
@@ -290,6 +492,7 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
   next["metadata"]["uid"] = stored["metadata"]["uid"];
   stamp(next);
   stored = next;
+  changed("MODIFIED", target.object, stored);
   return {200, stored};
 }
 

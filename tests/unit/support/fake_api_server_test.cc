@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "kube/client.h"
+#include "kube/informer.h"
 #include "tests/unit/kube/black_hole.h"
 
 namespace podshaper::fakes {
@@ -79,6 +84,106 @@ TEST(FakeApiServer, AFailureATestAsksForIsAnsweredOnceAsAStatus) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, 403);
   EXPECT_TRUE(client.get(std::string(kSecrets) + "/s"));
+}
+
+json pod(const std::string& name, const std::string& ns, json labels) {
+  return {{"metadata", {{"name", name}, {"namespace", ns}, {"labels", std::move(labels)}}}};
+}
+
+std::vector<std::string> watched(const kube::Client& client, const std::string& path, const std::string& from,
+                                 const std::string& labelSelector, kube::WatchStatus& status) {
+  std::vector<std::string> seen;
+  std::atomic<bool> stop{false};
+  kube::WatchOptions options;
+  options.labelSelector = labelSelector;
+  status = client.watch(
+      path, from,
+      [&](const kube::WatchEvent& e) {
+        seen.push_back(e.type + " " + e.object["metadata"]["name"].get<std::string>());
+        return true;
+      },
+      stop, options);
+  return seen;
+}
+
+TEST(FakeApiServer, AWatchSeesTheChangesAfterItsVersionAcrossNamespacesThenA410OnceCompacted) {
+  FakeApiServer api;
+  kube::Client client(kube::serverAt(api.url()));
+  api.put("/api/v1/namespaces/a/pods/p", pod("p", "a", {{"shaped", "true"}}));
+  api.put("/api/v1/namespaces/b/pods/o", pod("o", "b", json::object()));
+  auto list = client.list("/api/v1/pods", "shaped=true");
+  ASSERT_TRUE(list) << list.error().message;
+  ASSERT_EQ((*list)["items"].size(), 1u);
+  const std::string from = (*list)["metadata"]["resourceVersion"];
+
+  api.put("/api/v1/namespaces/b/pods/q", pod("q", "b", {{"shaped", "true"}}));
+  api.put("/api/v1/namespaces/b/pods/r", pod("r", "b", {{"shaped", "false"}}));  // not selected
+  EXPECT_TRUE(api.remove("/api/v1/namespaces/a/pods/p"));
+  EXPECT_FALSE(api.remove("/api/v1/namespaces/a/pods/p"));
+  kube::WatchStatus status;
+  EXPECT_EQ(watched(client, "/api/v1/namespaces/b/pods", from, "", status),
+            (std::vector<std::string>{"ADDED q", "ADDED r"}));
+  EXPECT_EQ(watched(client, "/api/v1/pods", from, "shaped=true", status),
+            (std::vector<std::string>{"ADDED q", "DELETED p"}));
+  EXPECT_EQ(status.end, kube::WatchEnd::Closed);
+
+  // Nothing new: the watch waits, then ends as one whose timeout passed.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(watched(client, "/api/v1/pods", status.resourceVersion, "", status).empty());
+  EXPECT_EQ(status.end, kube::WatchEnd::Closed);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+
+  api.compact();
+  EXPECT_TRUE(watched(client, "/api/v1/pods", from, "", status).empty());
+  EXPECT_EQ(status.end, kube::WatchEnd::Gone);
+  EXPECT_EQ(status.error.code, 410);
+  auto bad = client.list("/api/v1/pods", "shaped in (true)");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, 400);
+}
+
+TEST(FakeApiServer, AnInformerFollowsTheChangesAndListsAgainAfterCompaction) {
+  FakeApiServer api;
+  kube::Client client(kube::serverAt(api.url()));
+  api.put("/api/v1/nodes/a", {{"metadata", {{"name", "a"}}}});
+  kube::Informer nodes(client, "/api/v1/nodes");
+  nodes.start();
+  auto waitFor = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 100 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return done();
+  };
+  ASSERT_TRUE(waitFor([&] { return nodes.hasSynced(); }));
+  api.put("/api/v1/nodes/b", {{"metadata", {{"name", "b"}}}});
+  EXPECT_TRUE(waitFor([&] { return nodes.get("b").has_value(); }));
+  api.compact();  // the open watch started before: 410, then a list
+  api.put("/api/v1/nodes/c", {{"metadata", {{"name", "c"}}}});
+  api.remove("/api/v1/nodes/a");
+  EXPECT_TRUE(waitFor([&] { return nodes.get("c").has_value() && !nodes.get("a"); }));
+  int lists = 0;
+  for (const Served& s : api.requests()) lists += s.method == "GET" && s.query.find("watch") == std::string::npos;
+  EXPECT_EQ(lists, 2);
+  nodes.stop();
+}
+
+TEST(FakeApiServer, APodsLogAndAFailureForSomeBodiesOnly) {
+  FakeApiServer api;
+  kube::Client client(kube::serverAt(api.url()));
+  api.putLog("/api/v1/namespaces/ml/pods/p", "c", "Bus error\n", /*previous=*/true);
+  auto log = client.getText("/api/v1/namespaces/ml/pods/p/log?container=c&previous=true");
+  ASSERT_TRUE(log) << log.error().message;
+  EXPECT_EQ(*log, "Bus error\n");
+  auto current = client.getText("/api/v1/namespaces/ml/pods/p/log?container=c");
+  ASSERT_FALSE(current);
+  EXPECT_EQ(current.error().code, 404);
+
+  api.fail("POST", "/api/v1/namespaces/ml/events", 500, "InternalError", 1, "etcd is slow",
+           [](const json& e) { return e["reason"] == "B"; });
+  EXPECT_TRUE(client.create("/api/v1/namespaces/ml/events", {{"metadata", {{"generateName", "e."}}}, {"reason", "A"}}));
+  EXPECT_FALSE(client.create("/api/v1/namespaces/ml/events", {{"metadata", {{"generateName", "e."}}}, {"reason", "B"}}));
+  EXPECT_TRUE(client.create("/api/v1/namespaces/ml/events", {{"metadata", {{"generateName", "e."}}}, {"reason", "B"}}));
+  std::vector<int> codes;
+  for (const Served& s : api.requests()) codes.push_back(s.code);
+  EXPECT_EQ(codes, (std::vector<int>{200, 404, 201, 500, 201}));
 }
 
 }  // namespace
