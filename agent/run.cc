@@ -76,40 +76,15 @@ int fail(const std::string& message) {
   return 2;
 }
 
-// One probe and, when needed, one write: get, then what planReportWrite decides (create,
-// replace, or nothing). A steady node causes a write only when the heartbeat is due.
+// One probe and, when needed, one write (writeReport). A steady node causes a write only
+// when the heartbeat is due.
 Result<std::string> reconcile(const kube::Client& client, Backend& backend, const std::string& node,
                               long long heartbeatSeconds, const MemlockProbeSource* source,
                               const MemlockProbeStatus& memlock) {
   auto topology = backend.probe();
   if (!topology) return makeError("probe: " + topology.error().message);
   if (source != nullptr) applyMemlockProbe(topology->host, memlock, source->requested);
-  const std::string path = kube::resourcePath(names::kGroupVersion, names::kReportResource, "", node);
-  nlohmann::json spec = reportSpec(*topology, nowRfc3339());
-  auto existing = client.get(path);
-  if (!existing && !existing.error().isNotFound()) return makeError("get: " + existing.error().message);
-  const ReportWrite write =
-      planReportWrite(existing ? std::optional<nlohmann::json>(*existing) : std::nullopt, spec, std::time(nullptr),
-                      heartbeatSeconds);
-  switch (write.kind) {
-    case ReportWrite::Kind::kCreate: {
-      auto nodeObject = client.get(kube::resourcePath("v1", "nodes", "", node));
-      if (!nodeObject) return makeError("Node " + node + ": " + nodeObject.error().message);
-      auto created = client.create(kube::resourcePath(names::kGroupVersion, names::kReportResource),
-                                   newReport(node, stringMember(member(*nodeObject, "metadata"), "uid"), spec));
-      if (!created) return makeError("create: " + created.error().message);
-      break;
-    }
-    case ReportWrite::Kind::kUpdate:
-    case ReportWrite::Kind::kHeartbeat: {
-      auto replaced = client.replace(path, write.replacement);
-      if (!replaced) return makeError("update: " + replaced.error().message);
-      break;
-    }
-    case ReportWrite::Kind::kUnchanged:
-      break;
-  }
-  return std::string(reportWriteWord(write.kind));
+  return writeReport(client, node, reportSpec(*topology, nowRfc3339()), std::time(nullptr), heartbeatSeconds);
 }
 
 struct MemlockProbeFlags {
@@ -212,6 +187,34 @@ class Serving {
 };
 
 }  // namespace
+
+Result<std::string> writeReport(const kube::Client& client, const std::string& node, const nlohmann::json& spec,
+                                long long now, long long heartbeatSeconds) {
+  const std::string path = kube::resourcePath(names::kGroupVersion, names::kReportResource, "", node);
+  auto existing = client.get(path);
+  if (!existing && !existing.error().isNotFound()) return makeError("get: " + existing.error().message);
+  const ReportWrite write =
+      planReportWrite(existing ? std::optional<nlohmann::json>(*existing) : std::nullopt, spec, now, heartbeatSeconds);
+  switch (write.kind) {
+    case ReportWrite::Kind::kCreate: {
+      auto nodeObject = client.get(kube::resourcePath("v1", "nodes", "", node));
+      if (!nodeObject) return makeError("Node " + node + ": " + nodeObject.error().message);
+      auto created = client.create(kube::resourcePath(names::kGroupVersion, names::kReportResource),
+                                   newReport(node, stringMember(member(*nodeObject, "metadata"), "uid"), spec));
+      if (!created) return makeError("create: " + created.error().message);
+      break;
+    }
+    case ReportWrite::Kind::kUpdate:
+    case ReportWrite::Kind::kHeartbeat: {
+      auto replaced = client.replace(path, write.replacement);
+      if (!replaced) return makeError("update: " + replaced.error().message);
+      break;
+    }
+    case ReportWrite::Kind::kUnchanged:
+      break;
+  }
+  return std::string(reportWriteWord(write.kind));
+}
 
 int runReporter(int argc, char** argv) {
   auto flags = cli::Flags::parse(argc, argv, 2,
