@@ -14,7 +14,8 @@
 # in time when tried again three times was the machine stalling, not the code: it
 # goes to crashes/<target>/stalls/, is counted apart, and fuzzing goes on.)
 #   --bin DIR   use fuzz_<target> binaries already built in DIR (no deps, no build)
-# Targets: admission annotations config nvidia_smi quantity watch_stream (default: all).
+#   --build-only  build the targets, fuzz nothing
+# Targets: admission annotations config nvidia_smi pod_explain quantity watch_stream (default: all).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,15 +25,17 @@ seconds=20
 jobs=1
 timeout=1
 bin=
+build_only=no
 targets=()
 extra=()
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds=${2:?}; shift 2 ;;
     --jobs) jobs=${2:?}; shift 2 ;;
     --timeout) timeout=${2:?}; shift 2 ;;
     --bin) bin=$(cd "${2:?}" && pwd); shift 2 ;;
+    --build-only) build_only=yes; shift ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage ;;
     -*) echo "fuzz: unknown option $1" >&2; usage ;;
@@ -53,13 +56,15 @@ if [[ -z $bin ]]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DPODSHAPER_FUZZ=ON -DPODSHAPER_SANITIZE=ON -DPODSHAPER_TCMALLOC=OFF >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log" >&2; echo "fuzz: cmake failed" >&2; exit 1; }
-  if ! cmake --build "$build" -j "$jobs" --target "${targets[@]/#/fuzz_}" >"$build/build.log" 2>&1; then
+  # Built on every core (JOBS, default nproc); --jobs is the fuzzing processes.
+  if ! cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}" >"$build/build.log" 2>&1; then
     cat "$build/build.log" >&2
     echo "fuzz: build failed (log: $build/build.log)" >&2
     exit 1
   fi
   bin=$build/bin
 fi
+[[ $build_only == no ]] || exit 0
 
 # Sanitizer reports end the input with a crash libFuzzer saves; LeakSanitizer as in make test-sanitize.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
