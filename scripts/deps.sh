@@ -16,6 +16,8 @@ packages=(
   python3-torch
   # the real test node (scripts/node.sh): runc, the CNI plugins, ip, iptables (its one Service rule)
   runc containernetworking-plugins iproute2 iptables
+  # the images' base (scripts/images.sh): a minimal Debian made here
+  debootstrap
 )
 for arg in "$@"; do
   case "$arg" in
