@@ -77,7 +77,8 @@ TEST_F(PodReconcilerTest, APendingPodIsToldOnceAfterTheGraceAndAgainWhenWhatStop
   EXPECT_EQ(api.events()[0]["involvedObject"]["uid"], "pod-uid");
   EXPECT_EQ(api.events()[0]["metadata"]["namespace"], "ml");
   EXPECT_EQ(api.events()[0]["involvedObject"]["namespace"], "ml");  // the API server refuses one without
-  EXPECT_NE(api.events()[0]["message"].get<std::string>().find("1 does not have 8 GPUs (4 GPUs: a)"), std::string::npos);
+  EXPECT_NE(api.events()[0]["message"].get<std::string>().find("1 does not have 8 GPUs (4 GPUs: a)"),
+            std::string::npos);
   EXPECT_EQ(r.requeueAfter, std::chrono::seconds(30));
 
   reconcile(waitingPod(70));  // same answer, a longer wait: not told again
@@ -157,7 +158,8 @@ TEST_F(PodReconcilerTest, ShmExhaustedIsToldOnThePodAndOnceOnItsJob) {
   EXPECT_EQ(api.writes()[1], "event Warning ShmExhausted on Job in ml");
   EXPECT_EQ(api.events()[1]["involvedObject"]["uid"], "job-uid");
   EXPECT_EQ(api.events()[1]["involvedObject"]["namespace"], "ml");
-  EXPECT_EQ(api.events()[1]["message"].get<std::string>().rfind("Pod ml/train-0: Container \"trainer\" ran out", 0), 0u);
+  EXPECT_EQ(api.events()[1]["message"].get<std::string>().rfind("Pod ml/train-0: Container \"trainer\" ran out", 0),
+            0u);
 
   reconcile(failedPod(1, "lastState", kNccl));  // the same failure, seen again
   EXPECT_EQ(api.writes().size(), 2u);

@@ -39,8 +39,9 @@ TEST_F(ReconcilerTest, ANewReportIsJudgedAndItsNodeLabelled) {
   served.putNode(nodeObject(8));
   auto r = run();
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(writes(), (std::vector<std::string>{"status gpu-0", "event Normal TopologyValidated on GPUTopologyReport in default",
-                                                  "node gpu-0", "node status gpu-0"}));
+  EXPECT_EQ(writes(), (std::vector<std::string>{"status gpu-0",
+                                                "event Normal TopologyValidated on GPUTopologyReport in default",
+                                                "node gpu-0", "node status gpu-0"}));
   EXPECT_EQ(report()["status"]["conditions"][0]["status"], "True");
   EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
   // kubectl describe node: the verdict as a condition, which outlives the Events.
@@ -321,7 +322,8 @@ TEST_F(ReconcilerTest, ANewLeaderJudgesWhatItFinds) {
   served.putReport(reportObject(TopologyBuilder(8).spec()));
   served.putNode(nodeObject(8));
   run();
-  Reconciler successor{served.api, clock, registry, [] { return true; }, {.identity = "operator-1", .eventNamespace = "default"}};
+  Reconciler successor{served.api, clock, registry, [] { return true; },
+                       {.identity = "operator-1", .eventNamespace = "default"}};
   served.clearWrites();
   auto r = successor.reconcile("gpu-0", report(), node(), policies);
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);

@@ -39,7 +39,9 @@ class ServedReconcileApi {
   nlohmann::json report(const std::string& name = "gpu-0") const {
     return server.object(reportPath(name)).value_or(nullptr);
   }
-  nlohmann::json node(const std::string& name = "gpu-0") const { return server.object(nodePath(name)).value_or(nullptr); }
+  nlohmann::json node(const std::string& name = "gpu-0") const {
+    return server.object(nodePath(name)).value_or(nullptr);
+  }
   // As an agent's or an admin's write: stored under the object's name, a new resourceVersion.
   void putReport(nlohmann::json report) {
     const std::string path = reportPath(report["metadata"]["name"]);
@@ -88,7 +90,9 @@ class ServedReconcileApi {
     for (std::size_t at = 0; at < query.size();) {
       std::size_t amp = query.find('&', at);
       if (amp == std::string::npos) amp = query.size();
-      if (query.compare(at, key.size() + 1, key + "=") == 0) return query.substr(at + key.size() + 1, amp - at - key.size() - 1);
+      if (query.compare(at, key.size() + 1, key + "=") == 0) {
+        return query.substr(at + key.size() + 1, amp - at - key.size() - 1);
+      }
       at = amp + 1;
     }
     return {};
@@ -116,7 +120,8 @@ class ServedReconcileApi {
     if (s.path.starts_with(nodes)) return "node " + s.path.substr(nodes.size());
     if (s.method == "POST" && s.path.ends_with("/events")) {
       return "event " + s.body.value("type", "") + " " + s.body.value("reason", "") + " on " +
-             s.body["involvedObject"].value("kind", "") + " in " + segmentsOf(s.path)[3];
+             s.body.value("involvedObject", nlohmann::json::object()).value("kind", "") + " in " +
+             segmentsOf(s.path)[3];
     }
     return s.method + " " + s.path;
   }

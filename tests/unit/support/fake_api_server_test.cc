@@ -178,9 +178,10 @@ TEST(FakeApiServer, APodsLogAndAFailureForSomeBodiesOnly) {
 
   api.fail("POST", "/api/v1/namespaces/ml/events", 500, "InternalError", 1, "etcd is slow",
            [](const json& e) { return e["reason"] == "B"; });
-  EXPECT_TRUE(client.create("/api/v1/namespaces/ml/events", {{"metadata", {{"generateName", "e."}}}, {"reason", "A"}}));
-  EXPECT_FALSE(client.create("/api/v1/namespaces/ml/events", {{"metadata", {{"generateName", "e."}}}, {"reason", "B"}}));
-  EXPECT_TRUE(client.create("/api/v1/namespaces/ml/events", {{"metadata", {{"generateName", "e."}}}, {"reason", "B"}}));
+  auto event = [](const char* reason) { return json{{"metadata", {{"generateName", "e."}}}, {"reason", reason}}; };
+  EXPECT_TRUE(client.create("/api/v1/namespaces/ml/events", event("A")));
+  EXPECT_FALSE(client.create("/api/v1/namespaces/ml/events", event("B")));  // refused once
+  EXPECT_TRUE(client.create("/api/v1/namespaces/ml/events", event("B")));
   std::vector<int> codes;
   for (const Served& s : api.requests()) codes.push_back(s.code);
   EXPECT_EQ(codes, (std::vector<int>{200, 404, 201, 500, 201}));
