@@ -75,7 +75,10 @@ std::optional<std::string> WorkQueue::get() {
     } else {
       auto soonest = std::min_element(waiting_.begin(), waiting_.end(),
                                       [](const auto& a, const auto& b) { return a.second < b.second; });
-      cv_.wait_until(lock, soonest->second);
+      // A copy: wait_until reads its deadline again after the wait, and while this worker
+      // waits another one may promote the key and free its entry.
+      const Clock::time_point until = soonest->second;
+      cv_.wait_until(lock, until);
     }
   }
 }
