@@ -77,37 +77,15 @@ class ServedReconcileApi {
     std::vector<std::string> out;
     for (const fakes::Served& s : server.requests()) {
       if (s.method != "GET" || !s.path.ends_with("/log")) continue;
-      const auto parts = segmentsOf(s.path);  // api v1 namespaces NS pods POD log
-      out.push_back(parts[3] + "/" + parts[5] + "/" + queryValue(s.query, "container") +
-                    (queryValue(s.query, "previous") == "true" ? "/previous" : ""));
+      const auto parts = fakes::pathSegments(s.path);  // api v1 namespaces NS pods POD log
+      auto param = [&](const char* k) { return s.params.contains(k) ? s.params.at(k) : std::string(); };
+      out.push_back(parts[3] + "/" + parts[5] + "/" + param("container") +
+                    (param("previous") == "true" ? "/previous" : ""));
     }
     return out;
   }
 
  private:
-  // A query's value as sent (the tests' values need no decoding).
-  static std::string queryValue(const std::string& query, const std::string& key) {
-    for (std::size_t at = 0; at < query.size();) {
-      std::size_t amp = query.find('&', at);
-      if (amp == std::string::npos) amp = query.size();
-      if (query.compare(at, key.size() + 1, key + "=") == 0) {
-        return query.substr(at + key.size() + 1, amp - at - key.size() - 1);
-      }
-      at = amp + 1;
-    }
-    return {};
-  }
-  static std::vector<std::string> segmentsOf(const std::string& path) {
-    std::vector<std::string> out;
-    std::size_t at = 1;
-    while (at <= path.size()) {
-      std::size_t slash = path.find('/', at);
-      if (slash == std::string::npos) slash = path.size();
-      out.push_back(path.substr(at, slash - at));
-      at = slash + 1;
-    }
-    return out;
-  }
   static std::string words(const fakes::Served& s) {
     const std::string reports = kube::resourcePath(names::kGroupVersion, names::kReportResource) + "/";
     const std::string nodes = "/api/v1/nodes/";
@@ -121,7 +99,7 @@ class ServedReconcileApi {
     if (s.method == "POST" && s.path.ends_with("/events")) {
       return "event " + s.body.value("type", "") + " " + s.body.value("reason", "") + " on " +
              s.body.value("involvedObject", nlohmann::json::object()).value("kind", "") + " in " +
-             segmentsOf(s.path)[3];
+             fakes::pathSegments(s.path)[3];
     }
     return s.method + " " + s.path;
   }

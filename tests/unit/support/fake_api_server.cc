@@ -26,7 +26,9 @@ json status(int code, const std::string& reason, const std::string& message) {
           {"message", message}, {"reason", reason}, {"code", code}};
 }
 
-std::vector<std::string> segments(const std::string& path) {
+}  // namespace
+
+std::vector<std::string> pathSegments(const std::string& path) {
   std::vector<std::string> out;
   std::size_t at = 0;
   while (at < path.size()) {
@@ -38,6 +40,8 @@ std::vector<std::string> segments(const std::string& path) {
   return out;
 }
 
+namespace {
+
 // What a path names: an object, a collection, or an object's status, by its segments
 // after /api/v1 or /apis/GROUP/VERSION: [res] or [namespaces, ns, res] are collections.
 struct Target {
@@ -46,7 +50,7 @@ struct Target {
 };
 
 Target targetOf(const std::string& path) {
-  auto parts = segments(path);
+  auto parts = pathSegments(path);
   const std::size_t prefix = !parts.empty() && parts[0] == "apis" ? 3 : 2;
   std::size_t rest = parts.size() > prefix ? parts.size() - prefix : 0;
   if (rest >= 3 && parts.back() == "status" && (rest == 3 || rest == 5)) {
@@ -56,7 +60,7 @@ Target targetOf(const std::string& path) {
 }
 
 std::string resourceOf(const std::string& path) {
-  auto parts = segments(path);
+  auto parts = pathSegments(path);
   return parts.size() >= 2 ? parts[parts.size() - 2] : "objects";
 }
 
@@ -83,7 +87,7 @@ void strategicMerge(json& object, const json& patch) {
 // a namespaced resource listed across namespaces (/api/v1/pods), in any namespace.
 bool inCollection(const std::string& collection, const std::string& object) {
   if (object.starts_with(collection + "/") && object.find('/', collection.size() + 1) == std::string::npos) return true;
-  const auto c = segments(collection), o = segments(object);
+  const auto c = pathSegments(collection), o = pathSegments(object);
   const std::size_t prefix = !c.empty() && c[0] == "apis" ? 3 : 2;
   return c.size() == prefix + 1 && o.size() == prefix + 4 && std::equal(c.begin(), c.begin() + prefix, o.begin()) &&
          o[prefix] == "namespaces" && o[prefix + 2] == c[prefix];
@@ -100,7 +104,7 @@ struct Selector {
   std::vector<Term> labels;
 
   bool selects(const std::string& path, const json& object) const {
-    if (!name.empty() && segments(path).back() != name) return false;
+    if (!name.empty() && pathSegments(path).back() != name) return false;
     const json& meta = object.contains("metadata") ? object["metadata"] : json();
     const json& have = meta.is_object() && meta.contains("labels") ? meta["labels"] : json();
     for (const Term& t : labels) {
@@ -227,7 +231,9 @@ int FakeApiServer::openDoor() {
     auto params = web::uri::split_query(query);
     const bool watching = method == methods::GET && (params["watch"] == "1" || params["watch"] == "true");
     const Reply reply = watching ? watch(path, query) : serve(method, path, query, contentType, input);
-    Served done{method, path, query, reply.code, input.is_discarded() ? json(text) : input};
+    std::map<std::string, std::string> decoded;
+    for (const auto& [k, v] : params) decoded[k] = web::uri::decode(v);
+    Served done{method, path, query, std::move(decoded), reply.code, input.is_discarded() ? json(text) : input};
     std::function<void(const Served&)> hook;
     {
       std::lock_guard lock(mu_);
@@ -397,7 +403,7 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
   }
   const Target target = targetOf(path);
   auto notFound = [&] {
-    return Reply{404, status(404, "NotFound", resourceOf(target.object) + " \"" + segments(target.object).back() +
+    return Reply{404, status(404, "NotFound", resourceOf(target.object) + " \"" + pathSegments(target.object).back() +
                                                   "\" not found")};
   };
   if (method != methods::GET && method != methods::DEL && (input.is_discarded() || input.is_null())) {
@@ -450,7 +456,7 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
   if (!want.empty() && want != stored["metadata"].value("resourceVersion", "")) {
     return {409, status(409, "Conflict",
                         "Operation cannot be fulfilled on " + resourceOf(target.object) + " \"" +
-                            segments(target.object).back() +
+                            pathSegments(target.object).back() +
                             "\": the object has been modified; please apply your changes to the latest version and "
                             "try again")};
   }

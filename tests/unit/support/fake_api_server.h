@@ -28,9 +28,13 @@ namespace podshaper::fakes {
 // A loopback TCP port free now (bound, read and closed again).
 int freeLoopbackPort();
 
+// A path's segments: "/api/v1/nodes/a" → api, v1, nodes, a.
+std::vector<std::string> pathSegments(const std::string& path);
+
 // One request as the server answered it.
 struct Served {
   std::string method, path, query;  // the query as sent (still URL-encoded)
+  std::map<std::string, std::string> params;  // the query, decoded
   int code = 0;
   nlohmann::json body;  // the request's body (null for none)
 };
