@@ -27,7 +27,7 @@ void admitFile(benchmark::State& state, const std::string& path) {
   }
   for (auto _ : state) {
     auto decision = podshaper::admit(body, config, nullptr, "podshaper-webhook/bench");
-    std::string out = decision->review.dump();
+    std::string out = decision->body();
     benchmark::DoNotOptimize(out);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(body.size()));

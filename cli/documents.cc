@@ -8,6 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/json_parse.h"
 #include "base/json_util.h"
 
 namespace podshaper::cli {
@@ -191,12 +192,9 @@ bool isJsonText(std::string_view text) {
 
 Result<std::vector<json>> readDocuments(std::string_view text) {
   if (isJsonText(text)) {
-    if (nestedDeeperThan(text, kMaxDepth)) return makeError("JSON nested deeper than " + std::to_string(kMaxDepth));
-    try {
-      return std::vector<json>{json::parse(text)};
-    } catch (const json::parse_error& e) {
-      return makeError("not valid JSON at byte " + std::to_string(e.byte));
-    }
+    auto parsed = parseJson(text, kMaxDepth);
+    if (!parsed) return makeError((parsed.error().tooDeep ? "JSON " : "") + parsed.error().message);
+    return std::vector<json>{std::move(*parsed)};
   }
   std::vector<YAML::Node> nodes;
   try {

@@ -9,4 +9,10 @@ namespace podshaper::cli {
 // so that a stop signal is never delivered to some other thread and lost.
 sigset_t blockStopSignals();
 
+// Waits for one of `signals` and returns it. Meanwhile, every 10 s, gives the pages the
+// allocator holds freed back to the kernel (metrics/heap.h): a long-running process's
+// watch events and reconciles parse and free all day, and neither glibc nor tcmalloc
+// returns those pages by itself soon.
+int waitForStopSignal(const sigset_t& signals);
+
 }  // namespace podshaper::cli

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <functional>
 #include <map>
 
 #include "api/names.h"
@@ -370,40 +369,6 @@ std::string schedulerSays(const json& pod) {
 }
 
 }  // namespace
-
-std::vector<NodeFacts> nodeFacts(const std::vector<json>& nodes, const std::vector<json>& shapedPods,
-                                 const std::function<std::string(const std::string&)>& notValidatedReason) {
-  std::map<std::string, std::vector<std::string>> exclusive;
-  for (const json& pod : shapedPods) {
-    const json& meta = member(pod, "metadata");
-    if (stringMember(member(meta, "labels"), names::kPlacementLabel) != names::kNodeExclusive) continue;
-    const std::string node = stringMember(member(pod, "spec"), "nodeName");
-    const std::string phase = stringMember(member(pod, "status"), "phase");
-    if (node.empty() || phase == "Succeeded" || phase == "Failed") continue;
-    exclusive[node].push_back(stringMember(meta, "namespace") + "/" + stringMember(meta, "name"));
-  }
-  std::vector<NodeFacts> out;
-  out.reserve(nodes.size());
-  for (const json& object : nodes) {
-    NodeFacts f;
-    f.node = nodeFromJson(object);
-    const json& spec = member(object, "spec");
-    for (const json& t : member(spec, "taints")) {
-      f.taints.push_back({stringMember(t, "key"), stringMember(t, "value"), stringMember(t, "effect")});
-    }
-    f.unschedulable = member(spec, "unschedulable") == true;
-    if (auto v = labelOf(f, std::string(names::kTopologyValidated)); v && *v != "true" && notValidatedReason) {
-      f.notValidatedReason = notValidatedReason(f.node.name);
-    }
-    if (auto it = exclusive.find(f.node.name); it != exclusive.end()) {
-      f.exclusivePods = it->second;
-      std::sort(f.exclusivePods.begin(), f.exclusivePods.end());
-    }
-    out.push_back(std::move(f));
-  }
-  std::sort(out.begin(), out.end(), [](const NodeFacts& a, const NodeFacts& b) { return a.node.name < b.node.name; });
-  return out;
-}
 
 namespace {
 

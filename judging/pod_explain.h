@@ -1,6 +1,5 @@
 #pragma once
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -8,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/node.h"
 #include "judging/events.h"
+#include "judging/node_facts.h"
 
 // A shaped pod explains itself (docs/operator.md "Shaped pods explain themselves"): why it
 // waits Pending, and why it died when /dev/shm ran out. Pure: the operator's pod
@@ -21,28 +20,6 @@ namespace reasons {
 inline constexpr const char* kNotPlaceable = "NotPlaceable";
 inline constexpr const char* kShmExhausted = "ShmExhausted";
 }  // namespace reasons
-
-struct Taint {
-  std::string key, value, effect;
-};
-
-// What the operator knows of one node when it explains a pending pod.
-struct NodeFacts {
-  Node node;
-  std::vector<Taint> taints;
-  bool unschedulable = false;  // cordoned
-  // The report's Validated condition reason when it is False ("P2PUnavailable"); empty
-  // when validated, or when no report says.
-  std::string notValidatedReason;
-  std::vector<std::string> exclusivePods;  // "namespace/name" of the node-exclusive pods bound to it, not finished
-};
-
-// The facts of each Node (objects as the operator's cache keeps them). `shapedPods`: the
-// pods podshaper shaped, from which the node-exclusive ones bound to each node are read;
-// `notValidatedReason(name)`: the report's reason, as NodeFacts says.
-std::vector<NodeFacts> nodeFacts(const std::vector<nlohmann::json>& nodes,
-                                 const std::vector<nlohmann::json>& shapedPods,
-                                 const std::function<std::string(const std::string&)>& notValidatedReason);
 
 // Every PendingJudgement::cause, in reading order (the metrics' series start from these).
 inline constexpr const char* kNotPlaceableCauses[] = {"gpu-count", "validated", "memlock",        "p2p",      "selector",

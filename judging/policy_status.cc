@@ -22,7 +22,7 @@ const json* findAccepted(const json& status) {
 
 }  // namespace
 
-json policyStatus(const json& policy, const std::vector<PolicyNode>& nodes, const json& current, long long now) {
+json policyStatus(const json& policy, const std::vector<NodeFacts>& nodes, const json& current, long long now) {
   const auto parsed = policyFromJson(policy);
   const json generation = member(member(policy, "metadata"), "generation");
   json condition = {{"type", "Accepted"}};
@@ -48,11 +48,11 @@ json policyStatus(const json& policy, const std::vector<PolicyNode>& nodes, cons
   if (!parsed) return status;
 
   long long selected = 0, validated = 0, failing = 0, unreported = 0;
-  std::vector<const PolicyNode*> failed;
-  for (const PolicyNode& n : nodes) {
+  std::vector<const NodeFacts*> failed;
+  for (const NodeFacts& n : nodes) {
     // As the verdict selects: by the Node's own labels, not the ones podshaper writes.
     std::map<std::string, std::string> own;
-    for (const auto& [k, v] : n.labels) {
+    for (const auto& [k, v] : n.node.labels) {
       if (!k.starts_with(names::kKeyPrefix)) own.emplace(k, v);
     }
     if (!parsed->nodeSelector.matches(own)) continue;
@@ -66,10 +66,11 @@ json policyStatus(const json& policy, const std::vector<PolicyNode>& nodes, cons
       ++unreported;
     }
   }
-  std::sort(failed.begin(), failed.end(), [](const PolicyNode* a, const PolicyNode* b) { return a->name < b->name; });
+  std::sort(failed.begin(), failed.end(),
+            [](const NodeFacts* a, const NodeFacts* b) { return a->node.name < b->node.name; });
   json named = json::array();
   for (std::size_t i = 0; i < failed.size() && i < kFailingNodesNamed; ++i) {
-    named.push_back({{"name", failed[i]->name}, {"reason", failed[i]->reason}});
+    named.push_back({{"name", failed[i]->node.name}, {"reason", failed[i]->validatedReason}});
   }
   status["selectedNodes"] = selected;
   status["validatedNodes"] = validated;

@@ -7,20 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "judging/node_facts.h"
+
 // A TopologyPolicy's status: whether the operator could read it (condition Accepted) and
 // which nodes it selects, how many of them are validated and which fail, so that
 // `kubectl get topologypolicies` and `kubectl describe` answer "what does this policy do
 // to my nodes?". Pure: the operator writes what this says, when it changed.
 namespace podshaper {
-
-// What a policy's status needs of one Node.
-struct PolicyNode {
-  std::string name;
-  std::map<std::string, std::string> labels;
-  // Its report's Validated condition ("True", "False"); empty: no report, or not judged yet.
-  std::string validated;
-  std::string reason;  // the condition's reason, when False
-};
 
 // At most this many failing nodes are named in status.failingNodes (the count is whole).
 inline constexpr std::size_t kFailingNodesNamed = 10;
@@ -29,9 +22,9 @@ inline constexpr std::size_t kFailingNodesNamed = 10;
 // (True "Valid", or False "Invalid" with the reading error) and, when accepted,
 // selectedNodes, validatedNodes, failingNodes, unreportedNodes and the first failing
 // nodes by name with their reason. A node counts as validated or failing by its report,
-// which every policy that selects it judged together. lastTransitionTime is kept from
+// which every policy that selects it judged together (NodeFacts::validated). lastTransitionTime is kept from
 // `current` where the condition did not change. now: seconds since the epoch.
-nlohmann::json policyStatus(const nlohmann::json& policy, const std::vector<PolicyNode>& nodes,
+nlohmann::json policyStatus(const nlohmann::json& policy, const std::vector<NodeFacts>& nodes,
                             const nlohmann::json& current, long long now);
 
 // The merge patch of the status subresource that brings `current` to `next` (members

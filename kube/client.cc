@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/json_parse.h"
 #include "base/json_util.h"
 #include "kube/tls.h"
 #include "metrics/metrics.h"
@@ -203,13 +204,13 @@ struct Client::Impl {
     auto text = exchange(method, target, body, contentType, stop, "application/json");
     if (!text) return text.error();
     if (text->empty()) return json::object();
-    auto doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded()) {
-      ApiError e = transportError(method, target, "response is not JSON");
+    auto doc = parseJson(*text, kMaxObjectDepth);
+    if (!doc) {
+      ApiError e = transportError(method, target, "response is not JSON (" + doc.error().message + ")");
       e.code = 200;
       return e;
     }
-    return doc;
+    return std::move(*doc);
   }
 
   // send()'s exchange: a 2xx answer's body as it came.

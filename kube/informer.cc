@@ -2,11 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <malloc.h>
-
 #include <random>
 
 #include "kube/backoff.h"
+#include "metrics/heap.h"
 
 namespace podshaper::kube {
 
@@ -40,11 +39,31 @@ void Informer::stop() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+void Informer::storedForm(nlohmann::json& object) const {
+  if (options_.transform) options_.transform(object);
+  if (options_.packed) object = packObject(object);
+}
+
+nlohmann::json Informer::unpacked(const nlohmann::json& stored) const {
+  if (!options_.packed) return stored;
+  auto object = unpackObject(stored);
+  if (object) return std::move(*object);
+  // Only memory going bad could do this: what the store keeps is packed here.
+  spdlog::error("informer {}: {}", path_, object.error().message);
+  return stored;
+}
+
 std::vector<nlohmann::json> Informer::snapshot() const {
-  std::lock_guard lock(mu_);
   std::vector<nlohmann::json> out;
-  out.reserve(store_.size());
-  for (const auto& [key, object] : store_) out.push_back(object);
+  {
+    std::lock_guard lock(mu_);
+    out.reserve(store_.size());
+    for (const auto& [key, object] : store_) out.push_back(object);
+  }
+  // Unpacked outside the lock: events wait on it.
+  if (options_.packed) {
+    for (auto& object : out) object = unpacked(object);
+  }
   return out;
 }
 
@@ -56,11 +75,21 @@ std::vector<std::string> Informer::keys() const {
   return out;
 }
 
-std::optional<nlohmann::json> Informer::get(const std::string& key) const {
+std::size_t Informer::size() const {
   std::lock_guard lock(mu_);
-  auto it = store_.find(key);
-  if (it == store_.end()) return std::nullopt;
-  return it->second;
+  return store_.size();
+}
+
+std::optional<nlohmann::json> Informer::get(const std::string& key) const {
+  std::optional<nlohmann::json> stored;
+  {
+    std::lock_guard lock(mu_);
+    auto it = store_.find(key);
+    if (it == store_.end()) return std::nullopt;
+    stored = it->second;
+  }
+  if (!options_.packed) return stored;
+  return unpacked(*stored);
 }
 
 std::string Informer::resourceVersion() const {
@@ -84,10 +113,11 @@ void Informer::notifyChange(const std::vector<std::string>& keys) {
 
 void Informer::handleEvent(const WatchEvent& original) {
   WatchEvent transformed;
-  const bool transform = options_.transform && (original.type == "ADDED" || original.type == "MODIFIED");
+  const bool transform =
+      (options_.transform || options_.packed) && (original.type == "ADDED" || original.type == "MODIFIED");
   if (transform) {
     transformed = original;
-    options_.transform(transformed.object);
+    storedForm(transformed.object);
   }
   const WatchEvent& event = transform ? transformed : original;
   Result<bool> changed = false;
@@ -111,7 +141,9 @@ void Informer::run() {
 
   while (!stop_.load()) {
     if (needList) {
-      auto list = client_.list(path_, options_.labelSelector, options_.fieldSelector, &stop_, options_.transform);
+      std::function<void(nlohmann::json&)> stored;
+      if (options_.transform || options_.packed) stored = [this](nlohmann::json& object) { storedForm(object); };
+      auto list = client_.list(path_, options_.labelSelector, options_.fieldSelector, &stop_, stored);
       if (stop_.load()) return;
       if (!list) {
         const auto delay = backoff.next();
@@ -131,10 +163,10 @@ void Informer::run() {
         store_ = std::move(fresh);
         resourceVersion_ = rv;
       }
-      // A list of thousands of objects passed through the heap as one document;
-      // glibc keeps those pages unless asked to give them back.
+      // A list of thousands of objects passed through the heap, page by page; the
+      // allocator keeps those pages unless asked to give them back.
       list = kube::ApiResult<nlohmann::json>(nlohmann::json());
-      malloc_trim(0);
+      metrics::giveFreedMemoryBack();
       const bool first = !synced_.exchange(true);
       spdlog::info("informer {}: {} {} objects at resourceVersion {}", path_, first ? "synced" : "relisted", count, rv);
       if (changed) notifyChange(keys);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "base/json_parse.h"
 #include "base/json_util.h"
 
 namespace podshaper::kube {
@@ -21,11 +22,6 @@ std::string truncated(std::string_view s, std::size_t max) {
   if (s.size() > max) out += "...";
   return out;
 }
-
-// Far deeper than any API object (a few tens of levels): copying, comparing or
-// dumping a JSON value recurses once per level, and a line nested 20,000 deep
-// overflowed the stack when applyWatchEvent copied its object into the store.
-constexpr int kMaxWatchLineDepth = 1000;
 
 }  // namespace
 
@@ -173,12 +169,12 @@ Result<std::string> appendListPage(nlohmann::json& combined, nlohmann::json page
 Result<WatchEvent> decodeWatchLine(std::string_view line) {
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
   if (line.empty()) return makeError("watch: empty line");
-  if (nestedDeeperThan(line, kMaxWatchLineDepth)) {
-    return makeError("watch: line nested deeper than " + std::to_string(kMaxWatchLineDepth) + ": " +
-                     truncated(line, 120));
+  auto parsed = parseJson(line, kMaxObjectDepth);
+  if (!parsed) {
+    return makeError(parsed.error().tooDeep ? "watch: line " + parsed.error().message + ": " + truncated(line, 120)
+                                            : "watch: line is not JSON: " + truncated(line, 120));
   }
-  auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return makeError("watch: line is not JSON: " + truncated(line, 120));
+  nlohmann::json doc = std::move(*parsed);
   if (!doc.is_object()) return makeError("watch: line is not a JSON object: " + truncated(line, 120));
   auto type = doc.find("type");
   if (type == doc.end() || !type->is_string()) return makeError("watch: event has no type: " + truncated(line, 120));

@@ -19,6 +19,12 @@
 
 namespace podshaper::kube {
 
+// Far deeper than any API object (a few tens of levels): copying, comparing or
+// dumping a JSON value recurses once per level, and a line nested 20,000 deep
+// overflowed the stack when applyWatchEvent copied its object into the store.
+// Every JSON text the client reads is refused past it.
+constexpr int kMaxObjectDepth = 1000;
+
 // ---- URLs
 
 // The path of a resource collection or object: apiVersion "v1" lives under

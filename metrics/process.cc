@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <vector>
+
+#include "metrics/heap.h"
 
 namespace podshaper::metrics {
 namespace {
@@ -76,6 +79,17 @@ void updateProcessMetrics(Registry& registry) {
   if (!ec) registry.gauge("process_open_fds", "Open file descriptors.").set(fds);
   if (const double max = maxOpenFiles(); max >= 0) {
     registry.gauge("process_max_fds", "The most open file descriptors allowed.").set(max);
+  }
+  // glibc's count walks every arena (and consolidates its free chunks): at most every 5 s.
+  static std::chrono::steady_clock::time_point heapAt;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - heapAt < std::chrono::seconds(5)) return;
+  heapAt = now;
+  if (const auto heap = heapBytes()) {
+    // Resident memory far above in_use is the allocator's, not podshaper's data.
+    const char* help = "The allocator's heap in bytes: in use, and freed but held by the allocator.";
+    registry.gauge("podshaper_heap_bytes", help, {{"state", "in_use"}}).set(static_cast<double>(heap->inUse));
+    registry.gauge("podshaper_heap_bytes", help, {{"state", "free_held"}}).set(static_cast<double>(heap->freeHeld));
   }
 }
 

@@ -14,7 +14,8 @@ void registerBuildInfo(Registry& registry, const std::string& component, const s
 
 // process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
 // process_open_fds, process_max_fds and process_start_time_seconds, read from /proc/self
-// now (call before each render). A figure /proc does not give is left as it was.
+// now (call before each render), and podshaper_heap_bytes{state="in_use"|"free_held"} as
+// the allocator says (metrics/heap.h). A figure not given is left as it was.
 void updateProcessMetrics(Registry& registry);
 
 }  // namespace podshaper::metrics

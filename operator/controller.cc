@@ -74,6 +74,14 @@ kube::InformerOptions withTransform(void (*transform)(json&), std::string labelS
   return options;
 }
 
+// Reports and Nodes, one per GPU node: kept packed (kube::packObject), each read whole
+// when its key is reconciled.
+kube::InformerOptions packedWith(void (*transform)(json&)) {
+  kube::InformerOptions options = withTransform(transform);
+  options.packed = true;
+  return options;
+}
+
 }  // namespace
 
 void compactNode(json& node) {
@@ -133,9 +141,11 @@ Controller::Controller(const kube::Client& client, const OperatorConfig& config,
     : config_(config),
       api_(client),
       reconciler_(api_, clock_, metrics, mayWrite, {.identity = identity, .eventNamespace = config.eventNamespace}),
-      reports_(client, kube::resourcePath(names::kGroupVersion, names::kReportResource), withTransform(compactReport)),
-      nodes_(client, kube::resourcePath("v1", "nodes"), withTransform(compactNode)),
+      reports_(client, kube::resourcePath(names::kGroupVersion, names::kReportResource), packedWith(compactReport)),
+      nodes_(client, kube::resourcePath("v1", "nodes"), packedWith(compactNode)),
       policyInformer_(client, kube::resourcePath(names::kGroupVersion, names::kPolicyResource)),
+      nodeTable_([this](const std::string& name) { return nodes_.get(name); },
+                 [this](const std::string& name) { return reports_.get(name); }),
       podReconciler_(api_, clock_, metrics, mayWrite,
                      {.identity = std::move(identity), .pendingGrace = config.pendingGrace}),
       pods_(client, kube::resourcePath("v1", "pods"),
@@ -156,6 +166,7 @@ Controller::Controller(const kube::Client& client, const OperatorConfig& config,
   // Reports and Nodes share names: either one changing queues that node.
   auto enqueue = [this](const std::vector<std::string>& keys) {
     for (const auto& k : keys) queue_.add(k);
+    nodeTable_.changed(keys);
     policyStatusDirty_ = true;  // a verdict or a node's labels may have changed
     resyncCv_.notify_all();
   };
@@ -245,17 +256,9 @@ std::shared_ptr<const std::vector<NodeFacts>> Controller::nodeFactsNow() {
   const auto now = std::chrono::steady_clock::now();
   if (nodeFacts_ && now - nodeFactsAt_ < std::chrono::seconds(1)) return nodeFacts_;
   nodeFactsAt_ = now;
-  nodeFacts_ = std::make_shared<const std::vector<NodeFacts>>(
-      nodeFacts(nodes_.snapshot(), pods_.snapshot(), [this](const std::string& name) -> std::string {
-    auto report = reports_.get(name);
-    if (!report) return "no GPUTopologyReport";
-    for (const json& c : member(member(*report, "status"), "conditions")) {
-      if (stringMember(c, "type") == conditions::kValidated && stringMember(c, "status") != "True") {
-        return stringMember(c, "reason");
-      }
-    }
-    return {};
-  }));
+  auto facts = std::make_shared<std::vector<NodeFacts>>(*nodeTable_.snapshot());
+  addExclusivePods(*facts, pods_.snapshot());
+  nodeFacts_ = std::move(facts);
   return nodeFacts_;
 }
 
@@ -296,6 +299,7 @@ bool Controller::waitForCaches() {
   lock.unlock();
   if (!cachesReady_.exchange(true)) {
     reloadPolicies();  // the policy informer's own callback may not have run yet
+    nodeTable_.changed(nodes_.keys());
     spdlog::info("caches synced: {} reports, {} Nodes; judging", reports_.keys().size(), nodes_.keys().size());
     enqueueAll();
   }
@@ -329,26 +333,13 @@ bool Controller::reloadPolicies() {
 }
 
 void Controller::writePolicyStatuses() {
-  if (!mayWrite_()) return;
-  std::vector<PolicyNode> nodes;
-  for (const json& node : nodes_.snapshot()) {
-    PolicyNode n;
-    n.name = stringMember(member(node, "metadata"), "name");
-    n.labels = labelsFromJson(node);
-    if (auto report = reports_.get(n.name)) {
-      for (const json& c : member(member(*report, "status"), "conditions")) {
-        if (stringMember(c, "type") != conditions::kValidated) continue;
-        n.validated = stringMember(c, "status");
-        n.reason = stringMember(c, "reason");
-      }
-    }
-    nodes.push_back(std::move(n));
-  }
+  if (!mayWrite_() || policyInformer_.size() == 0) return;  // no policy: no node to read
+  const auto nodes = nodeTable_.snapshot();
   const long long now = clock_.wallMicros() / 1000000;
   for (const json& policy : policyInformer_.snapshot()) {
     const std::string name = stringMember(member(policy, "metadata"), "name");
     const json& current = member(policy, "status");
-    const json next = policyStatus(policy, nodes, current, now);
+    const json next = policyStatus(policy, *nodes, current, now);
     const json patch = policyStatusPatch(current, next);
     if (patch.is_null()) continue;
     if (auto written = api_.patchPolicyStatus(name, patch); !written) {

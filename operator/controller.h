@@ -21,6 +21,7 @@
 #include "kube/informer.h"
 #include "metrics/metrics.h"
 #include "operator/config.h"
+#include "operator/node_table.h"
 #include "operator/pod_reconciler.h"
 #include "operator/reconciler.h"
 #include "operator/work_queue.h"
@@ -71,8 +72,9 @@ class Controller {
   void work();
   // The shaped pods' worker: explains them (PodReconciler) once the pod and Node caches synced.
   void workPods();
-  // The facts of every node, for the pods that wait: computed at most once a second, as
-  // each waiting pod asks for them (every pendingGrace, then every 30 s).
+  // The facts of every node with the node-exclusive pods bound to it, for the pods that
+  // wait: gathered at most once a second, as each waiting pod asks for them (every
+  // pendingGrace, then every 30 s).
   std::shared_ptr<const std::vector<NodeFacts>> nodeFactsNow();
   // Blocks until every watch has synced and the policies are read: judging a
   // half-loaded world would flag reports whose Node or policy is not loaded yet.
@@ -90,6 +92,9 @@ class Controller {
   Reconciler reconciler_;
 
   kube::Informer reports_, nodes_, policyInformer_;
+  // What the policies' status and the pods' explanations read of each node, read again
+  // from reports_ and nodes_ only where they changed.
+  NodeTable nodeTable_;
   WorkQueue queue_;
   std::vector<std::thread> workers_;
   // The pods the webhook shaped (label podshaper.io/shaped=true), nothing else.

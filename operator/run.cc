@@ -158,8 +158,7 @@ int runOperator(int argc, char** argv) {
   spdlog::info("podshaper-operator {} as {} on {}:{} ({})", PODSHAPER_VERSION, o.identity, o.listen.host,
                https.boundPort(), describe(o, certificates != nullptr));
 
-  int signal = 0;
-  sigwait(&signals, &signal);
+  const int signal = cli::waitForStopSignal(signals);
   spdlog::info("podshaper-operator: signal {}, shutting down", signal);
   // Workers first, so that nothing of ours is in flight when the lease is released
   // and the standby takes over at once.

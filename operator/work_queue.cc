@@ -15,9 +15,16 @@ void WorkQueue::queueLocked(const std::string& key) {
   }
 }
 
+void WorkQueue::unwaitLocked(const std::string& key) {
+  auto it = waiting_.find(key);
+  if (it == waiting_.end()) return;
+  byTime_.erase({it->second, key});
+  waiting_.erase(it);
+}
+
 void WorkQueue::add(const std::string& key) {
   std::lock_guard lock(mu_);
-  waiting_.erase(key);
+  unwaitLocked(key);
   queueLocked(key);
 }
 
@@ -27,7 +34,12 @@ void WorkQueue::addAfter(const std::string& key, Clock::duration delay) {
   if (shutDown_ || dirty_.contains(key)) return;
   const auto at = Clock::now() + delay;
   auto [it, inserted] = waiting_.emplace(key, at);
-  if (!inserted) it->second = std::min(it->second, at);
+  if (!inserted) {
+    if (it->second <= at) return;
+    byTime_.erase({it->second, key});
+    it->second = at;
+  }
+  byTime_.emplace(at, key);
   cv_.notify_all();  // the soonest wait may have moved earlier
 }
 
@@ -47,14 +59,11 @@ void WorkQueue::forget(const std::string& key) {
 }
 
 void WorkQueue::promoteDueLocked(Clock::time_point now) {
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (it->second <= now) {
-      const std::string key = it->first;
-      it = waiting_.erase(it);
-      queueLocked(key);
-    } else {
-      ++it;
-    }
+  while (!byTime_.empty() && byTime_.begin()->first <= now) {
+    std::string key = byTime_.begin()->second;
+    byTime_.erase(byTime_.begin());
+    waiting_.erase(key);
+    queueLocked(key);
   }
 }
 
@@ -70,14 +79,12 @@ std::optional<std::string> WorkQueue::get() {
       processing_.insert(key);
       return key;
     }
-    if (waiting_.empty()) {
+    if (byTime_.empty()) {
       cv_.wait(lock);
     } else {
-      auto soonest = std::min_element(waiting_.begin(), waiting_.end(),
-                                      [](const auto& a, const auto& b) { return a.second < b.second; });
       // A copy: wait_until reads its deadline again after the wait, and while this worker
       // waits another one may promote the key and free its entry.
-      const Clock::time_point until = soonest->second;
+      const Clock::time_point until = byTime_.begin()->first;
       cv_.wait_until(lock, until);
     }
   }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace podshaper::op {
 
@@ -43,6 +44,7 @@ class WorkQueue {
  private:
   void queueLocked(const std::string& key);
   void promoteDueLocked(Clock::time_point now);
+  void unwaitLocked(const std::string& key);
 
   const std::chrono::milliseconds baseDelay_, maxDelay_;
   mutable std::mutex mu_;
@@ -50,7 +52,10 @@ class WorkQueue {
   std::deque<std::string> queue_;
   std::set<std::string> dirty_;       // queued, or to queue again when its reconcile is done
   std::set<std::string> processing_;  // handed out by get(), not done() yet
+  // Keys waiting for their time, and the same by time: each get() promotes the due ones
+  // from the front (12,500 reports each waiting to go stale must not be scanned per get).
   std::map<std::string, Clock::time_point> waiting_;
+  std::set<std::pair<Clock::time_point, std::string>> byTime_;
   std::map<std::string, int> failures_;
   bool shutDown_ = false;
 };

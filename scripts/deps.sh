@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config make
-  libcpprest-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libspdlog-dev
+  libcpprest-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev libspdlog-dev zlib1g-dev libsimdjson-dev
   libboost-dev libboost-system-dev libgoogle-perftools-dev
   libgtest-dev libgmock-dev googletest
   openssl curl ca-certificates python3 python3-yaml
@@ -21,7 +21,7 @@ packages=(
 )
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(libbenchmark-dev python3-matplotlib) ;;
+    --bench) packages+=(libbenchmark-dev python3-matplotlib nginx-light) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
     *) echo "deps: unknown option $arg (use --bench or --fuzz)" >&2; exit 2 ;;
   esac

@@ -16,6 +16,13 @@
 #                 images/rootfs.sh here: no base image, no compile in Docker; seconds.
 #                 The end-to-end tests install these on the real node (scripts/node.sh).
 #
+#   --build-stage  the build stage only (podshaper-build:<tag>, the compile): what .ci/run
+#                 builds early, so that the images test finds it in the layer cache.
+# PODSHAPER_IMAGE_CPU_SHARES: the builds' CPU weight (docker build --cpu-shares; 1024
+# is a process's): .ci/run gives its early build 2, so that it takes the cores only
+# while nothing else wants them. Two runs at once: the second waits for the first
+# (a lock in the cache), then finds its layers cached.
+#
 # For other scripts (scripts/node-images.sh) that build on the same base:
 #   --base-only   make and import podshaper-base:<release> only; print its name on stdout
 #   --base-stamp  print the base's stamp (a hash of its recipe) on stdout; no Docker, no build
@@ -24,6 +31,7 @@ mode=all
 case ${1:-} in
   "") ;;
   --base-only) mode=base ;;
+  --build-stage) mode=build-stage ;;
   --base-stamp) mode=stamp ;;
   --from-build)
     mode=prebuilt
@@ -31,7 +39,7 @@ case ${1:-} in
     bindir=${2:-$(dirname "$0")/../build/bin}
     [[ -d $bindir ]] || { echo "images: $bindir: no such directory (run make build)" >&2; exit 2; }
     bindir=$(cd "$bindir" && pwd) ;;
-  *) echo "usage: $0 [--from-build [BINDIR] | --base-only | --base-stamp]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--from-build [BINDIR] | --build-stage | --base-only | --base-stamp]" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -165,7 +173,15 @@ make_base_tar() {
 
 image_label() { docker image inspect -f "{{index .Config.Labels \"$2\"}}" "$1" 2>/dev/null || true; }
 
+# One run at a time makes the base (two would debootstrap into the same folder) and one
+# builds the images (two would compile the same layers): a second waits, then finds them.
+lock() { # FD WHAT (FD open on the lock file)
+  flock -n "$1" || { say "waiting for another scripts/images.sh to finish $2"; flock "$1"; }
+}
+
 start=$(now)
+exec 8>"$cache/.base.lock"
+lock 8 "the base image"
 : >"$log"
 if [[ $(image_label "$base" io.podshaper.base-stamp) != "$base_stamp" ]]; then
   if [[ ! -f $base_tar ]]; then
@@ -181,6 +197,7 @@ if [[ $(image_label "$base" io.podshaper.base-stamp) != "$base_stamp" ]]; then
     "$base_tar" "$base" >/dev/null
   say "imported $base in $(($(now) - t)) s"
 fi
+exec 8>&-
 if [[ $mode == base ]]; then
   echo "$base"
   exit 0
@@ -201,11 +218,15 @@ tar "${tar_opts[@]}" -rf "$context" images
 # This engine (20.10, no buildx) has only the legacy builder; say so, rather than have
 # a newer client look for BuildKit.
 docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0
+weight=()
+[[ -z ${PODSHAPER_IMAGE_CPU_SHARES:-} ]] || weight=(--cpu-shares "$PODSHAPER_IMAGE_CPU_SHARES")
+exec 9>"$cache/.build.lock"
+lock 9 "its build"
 
 build() { # TARGET IMAGE
   local t
   t=$(now)
-  if ! docker build --force-rm --network host --build-arg "BASE_IMAGE=$base" \
+  if ! docker build --force-rm --network host "${weight[@]}" --build-arg "BASE_IMAGE=$base" \
       -f images/Dockerfile --target "$1" -t "$2" - <"$context" >>"$log" 2>&1; then
     tail -n 60 "$log" >&2
     die "docker build --target $1 failed (log: $log)"
@@ -219,6 +240,7 @@ if ! docker image inspect "podshaper-build:$tag" >/dev/null 2>&1; then
   say "building the build stage (cold: apt, then the compile; several minutes)"
 fi
 build build "podshaper-build:$tag"
+[[ $mode != build-stage ]] || exit 0
 for b in webhook operator agent; do
   build "$b" "podshaper-$b:$tag"
 done

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/base64.h"
+#include "base/json_parse.h"
 #include "base/json_util.h"
 #include "shaping/pod_shaper.h"
 
@@ -13,7 +14,7 @@ namespace {
 using json = nlohmann::json;
 
 // Deeper than any real pod; keeps the recursive walks (diff, dump) off the
-// edge of the stack for hand-made bodies. The parser itself is iterative.
+// edge of the stack for hand-made bodies.
 constexpr int kMaxDepth = 128;
 
 // A string member, or nullopt when absent or of another type.
@@ -32,13 +33,38 @@ bool isPodCreate(const json& request) {
 
 }  // namespace
 
+std::string AdmissionDecision::body() const {
+  const json& response = member(review, "response");
+  if (!response.is_object() || !member(response, "patch").is_string()) return review.dump();
+  // The keys in nlohmann's order (sorted), as dump() writes them; they are admit()'s own
+  // (allowed, patch, patchType, status, uid, warnings): nothing in them to escape.
+  std::string out = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{)";
+  for (auto it = response.begin(); it != response.end(); ++it) {
+    if (it != response.begin()) out += ',';
+    out += '"';
+    out += it.key();
+    out += "\":";
+    if (it.key() == "patch") {
+      out += '"';
+      out += it->get_ref<const std::string&>();  // base64: no character to escape
+      out += '"';
+    } else {
+      out += it->dump();
+    }
+  }
+  out += "}}";
+  return out;
+}
+
 Result<AdmissionDecision> admit(std::string_view body, const Config& config, const ClusterView* cluster,
                                 std::string_view shaperVersion, const ClaimLookup& claims) {
-  if (nestedDeeperThan(body, kMaxDepth)) {
-    return makeError("not an AdmissionReview: JSON nested deeper than " + std::to_string(kMaxDepth));
+  auto parsed = parseJson(body, kMaxDepth);
+  if (!parsed) {
+    return makeError(parsed.error().tooDeep
+                         ? "not an AdmissionReview: JSON " + parsed.error().message
+                         : "not an AdmissionReview: the body is not JSON");
   }
-  json in = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (in.is_discarded()) return makeError("not an AdmissionReview: the body is not JSON");
+  json in = std::move(*parsed);
   if (!in.is_object() || member(in, "kind") != "AdmissionReview") {
     return makeError("not an AdmissionReview: kind is not \"AdmissionReview\"");
   }
@@ -73,7 +99,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
       response["allowed"] = false;
       response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", outcome.message}};
     } else {
-      json patch = json::diff(pod, outcome.pod);
+      const json& patch = outcome.patch;
       if (!patch.empty()) {
         decision.mutated = true;
         response["patchType"] = "JSONPatch";

@@ -20,6 +20,10 @@ struct AdmissionDecision {
   std::string object;
   std::string owner;
   std::string cause;  // when denied: one of kDenialCauses (shaping/pod_shaper.h)
+
+  // review.dump(), the bytes the webhook answers, written faster: the patch's base64 needs
+  // no escaping, and nlohmann's escaping of its 4 KB was a tenth of an admission.
+  std::string body() const;
 };
 
 // The webhook's handler as a pure function: AdmissionReview v1 in, AdmissionReview

@@ -1,34 +1,85 @@
 #include "shaping/cluster_view.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "api/names.h"
 
 namespace podshaper {
 
+std::vector<NodeKind> nodeKinds(const std::vector<Node>& nodes) {
+  using Key = std::tuple<Labels, std::optional<uint64_t>, std::optional<int64_t>>;
+  std::map<Key, std::size_t> index;
+  std::vector<NodeKind> kinds;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Node& node = nodes[i];
+    Labels placed;
+    for (std::string_view key : {names::kTopologyValidated, names::kMemlock, names::kGpuCount, names::kP2P}) {
+      if (auto it = node.labels.find(std::string(key)); it != node.labels.end()) placed.insert(*it);
+    }
+    Key key{std::move(placed), node.allocatableGpus, node.memoryBytes};
+    auto [at, fresh] = index.try_emplace(std::move(key), kinds.size());
+    if (fresh) {
+      NodeKind kind;
+      kind.node.name = node.name;
+      kind.node.labels = std::get<0>(at->first);
+      kind.node.allocatableGpus = node.allocatableGpus;
+      kind.node.memoryBytes = node.memoryBytes;
+      kinds.push_back(std::move(kind));
+    }
+    kinds[at->second].members.push_back(i);
+  }
+  return kinds;
+}
+
+const std::vector<NodeKind>& kindsOf(const ClusterView& view, std::vector<NodeKind>& scratch) {
+  if (!view.kinds.empty() || view.nodes.empty()) return view.kinds;
+  scratch = nodeKinds(view.nodes);
+  return scratch;
+}
+
 bool ClusterView::hasPodshaperLabels() const {
-  for (const auto& node : nodes) {
-    if (node.labels.contains(std::string(names::kTopologyValidated))) return true;
+  std::vector<NodeKind> scratch;
+  for (const NodeKind& kind : kindsOf(*this, scratch)) {
+    if (kind.node.labels.contains(std::string(names::kTopologyValidated))) return true;
   }
   return false;
 }
 
-ClusterView buildClusterView(const std::vector<nlohmann::json>& namespaces,
-                             const std::vector<nlohmann::json>& nodes) {
-  ClusterView view;
+std::optional<Node> placedNode(const nlohmann::json& object) {
+  Node node = nodeFromJson(object);
+  bool podshaperLabelled = std::any_of(node.labels.begin(), node.labels.end(),
+                                       [](const auto& l) { return l.first.starts_with(names::kKeyPrefix); });
+  if (node.gpus() == 0 && !podshaperLabelled) return std::nullopt;
+  return node;
+}
+
+std::map<std::string, Labels> namespaceLabelsOf(const std::vector<nlohmann::json>& namespaces) {
+  std::map<std::string, Labels> out;
   for (const auto& ns : namespaces) {
     if (!ns.is_object() || !ns.contains("metadata") || !ns["metadata"].is_object()) continue;
     auto name = ns["metadata"].find("name");
     if (name == ns["metadata"].end() || !name->is_string()) continue;
-    view.namespaceLabels[name->get<std::string>()] = labelsFromJson(ns);
+    out[name->get<std::string>()] = labelsFromJson(ns);
   }
-  for (const auto& n : nodes) {
-    Node node = nodeFromJson(n);
-    bool podshaperLabelled = std::any_of(node.labels.begin(), node.labels.end(),
-                                         [](const auto& l) { return l.first.starts_with(names::kKeyPrefix); });
-    if (node.gpus() > 0 || podshaperLabelled) view.nodes.push_back(std::move(node));
-  }
+  return out;
+}
+
+ClusterView clusterViewOf(std::map<std::string, Labels> namespaceLabels, std::vector<Node> nodes) {
+  ClusterView view;
+  view.namespaceLabels = std::move(namespaceLabels);
+  view.nodes = std::move(nodes);
+  view.kinds = nodeKinds(view.nodes);
   return view;
+}
+
+ClusterView buildClusterView(const std::vector<nlohmann::json>& namespaces,
+                             const std::vector<nlohmann::json>& nodes) {
+  std::vector<Node> placed;
+  for (const auto& n : nodes) {
+    if (auto node = placedNode(n)) placed.push_back(std::move(*node));
+  }
+  return clusterViewOf(namespaceLabelsOf(namespaces), std::move(placed));
 }
 
 }  // namespace podshaper

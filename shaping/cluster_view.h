@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,19 +12,42 @@
 
 namespace podshaper {
 
+// Nodes alike in all that placement reads of them (podshaper's labels
+// topology-validated, memlock, gpu-count and p2p; allocatable GPUs; memory): one of
+// them (`node`), and which they are (indices into ClusterView::nodes, ascending). A
+// cluster of 12,500 nodes has a handful of kinds: admission reads those, not every node.
+struct NodeKind {
+  Node node;
+  std::vector<std::size_t> members;
+};
+std::vector<NodeKind> nodeKinds(const std::vector<Node>& nodes);
+
 // What the webhook knows of the cluster: a snapshot of Namespaces and Nodes
 // kept by a watch, so admission never waits on the API server.
 struct ClusterView {
   std::map<std::string, Labels> namespaceLabels;
   std::vector<Node> nodes;
+  // nodeKinds(nodes), as buildClusterView leaves it; empty in a view built by hand, whose
+  // kinds are found when they are read (kindsOf).
+  std::vector<NodeKind> kinds;
 
   // True once the operator has judged any node (it writes podshaper.io/topology-validated).
   bool hasPodshaperLabels() const;
 };
 
+// The view's kinds: view.kinds, or those of view.nodes put in `scratch` when the view was
+// built by hand.
+const std::vector<NodeKind>& kindsOf(const ClusterView& view, std::vector<NodeKind>& scratch);
+
 // The view from watched Namespaces and Nodes. Only Nodes with GPUs or podshaper
 // labels are kept: CPU nodes never receive a training pod.
 ClusterView buildClusterView(const std::vector<nlohmann::json>& namespaces,
                              const std::vector<nlohmann::json>& nodes);
+// Its parts, for a cache that reads again only the Nodes that changed: what placement
+// reads of a Node (nullopt for a node without GPUs or podshaper's labels), each
+// Namespace's labels by name, and the view of those with its kinds.
+std::optional<Node> placedNode(const nlohmann::json& node);
+std::map<std::string, Labels> namespaceLabelsOf(const std::vector<nlohmann::json>& namespaces);
+ClusterView clusterViewOf(std::map<std::string, Labels> namespaceLabels, std::vector<Node> nodes);
 
 }  // namespace podshaper

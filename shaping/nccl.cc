@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/names.h"
+#include "base/json_util.h"
 #include "base/quantity.h"
 #include "base/text.h"
 
@@ -20,36 +21,61 @@ using json = nlohmann::json;
 // a word of many $(BIG) must not cost the webhook its memory.
 constexpr std::size_t kMaxExpandedWord = 1024;
 
-// A container's env as the kubelet sets it: each name's literal value (the last entry of a
-// name wins); nullopt for one set through valueFrom.
-using EnvValues = std::map<std::string, std::optional<std::string>>;
-
-EnvValues literalEnv(const json& container) {
-  EnvValues out;
-  auto env = container.find("env");
-  if (env == container.end() || !env->is_array()) return out;
-  for (const json& e : *env) {
-    if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
-    auto value = e.find("value");
-    out[e["name"].get<std::string>()] =
-        value != e.end() && value->is_string() ? std::optional<std::string>(value->get<std::string>()) : std::nullopt;
+// A container's env as the kubelet sets it, read where it lies in the pod: the last entry
+// of a name wins; nullptr for a value set through valueFrom. A pod's few lookups scan an
+// ordinary env (no copy); a long one is indexed once, so that args of many $(NAME) over
+// an env of many entries cost no more than reading them.
+class EnvValues {
+ public:
+  explicit EnvValues(const json& container) : env_(member(container, "env")) {
+    if (!env_.is_array() || env_.size() <= kScanUpTo) return;
+    for (const json& e : env_) {  // in order: a later entry of a name replaces an earlier one
+      const json& entryName = member(e, "name");
+      if (entryName.is_string()) index_[entryName.get_ref<const std::string&>()] = valueOf(e);
+    }
   }
-  return out;
-}
+
+  // nullopt when the name is not set.
+  std::optional<const std::string*> find(std::string_view name) const {
+    if (!env_.is_array()) return std::nullopt;
+    if (env_.size() > kScanUpTo) {
+      auto it = index_.find(name);
+      if (it == index_.end()) return std::nullopt;
+      return it->second;
+    }
+    for (auto e = env_.rbegin(); e != env_.rend(); ++e) {
+      const json& entryName = member(*e, "name");
+      if (entryName.is_string() && entryName.get_ref<const std::string&>() == name) return valueOf(*e);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static constexpr std::size_t kScanUpTo = 64;
+
+  static const std::string* valueOf(const json& entry) {
+    const json& value = member(entry, "value");
+    return value.is_string() ? &value.get_ref<const std::string&>() : nullptr;
+  }
+
+  const json& env_;
+  std::map<std::string_view, const std::string*, std::less<>> index_;
+};
 
 // Kubernetes expands $(NAME) in command and args from the container's env.
 std::string expand(std::string word, const EnvValues& env) {
   for (std::size_t at = word.find("$("); at != std::string::npos; at = word.find("$(", at)) {
     std::size_t close = word.find(')', at);
     if (close == std::string::npos) break;
-    auto it = env.find(word.substr(at + 2, close - at - 2));
-    if (it == env.end() || !it->second) {
+    auto found = env.find(std::string_view(word).substr(at + 2, close - at - 2));
+    if (!found || !*found) {
       at = close;
       continue;
     }
-    if (word.size() - (close - at + 1) + it->second->size() > kMaxExpandedWord) break;
-    word.replace(at, close - at + 1, *it->second);
-    at += it->second->size();
+    const std::string& value = **found;
+    if (word.size() - (close - at + 1) + value.size() > kMaxExpandedWord) break;
+    word.replace(at, close - at + 1, value);
+    at += value.size();
   }
   return word;
 }
@@ -84,7 +110,7 @@ std::vector<std::string> words(const json& container, const EnvValues& env) {
 JobSpan readJobSpan(const json& container, const std::string& name) {
   if (!container.is_object()) return {JobSpan::kUnknown, "container " + inQuotes(name) + " is malformed"};
   const std::string in = " in container " + inQuotes(name);
-  const EnvValues env = literalEnv(container);
+  const EnvValues env(container);
   const std::vector<std::string> w = words(container, env);
   const std::string flag(names::kNnodesFlag);
   // Every torchrun the container starts counts: a job across nodes anywhere wins.
@@ -98,20 +124,20 @@ JobSpan readJobSpan(const json& container, const std::string& name) {
     }
   }
   if (fromFlags) return *fromFlags;  // the flag wins over the environment, as in torchrun
-  auto nnodes = env.find(std::string(names::kNnodesEnv));
-  if (nnodes == env.end()) return {JobSpan::kUnknown, "no torchrun --nnodes or " + std::string(names::kNnodesEnv) + in};
-  if (!nnodes->second) return {JobSpan::kUnknown, std::string(names::kNnodesEnv) + " from valueFrom" + in};
-  return spanOf(*nnodes->second, std::string(names::kNnodesEnv) + "=" + cutUtf8(*nnodes->second, 64) + in);
+  auto nnodes = env.find(names::kNnodesEnv);
+  if (!nnodes) return {JobSpan::kUnknown, "no torchrun --nnodes or " + std::string(names::kNnodesEnv) + in};
+  if (!*nnodes) return {JobSpan::kUnknown, std::string(names::kNnodesEnv) + " from valueFrom" + in};
+  return spanOf(**nnodes, std::string(names::kNnodesEnv) + "=" + cutUtf8(**nnodes, 64) + in);
 }
 
 NcclEnv readNcclEnv(const json& container, const std::string& name) {
   NcclEnv out;
   if (!container.is_object()) return out;
-  const EnvValues env = literalEnv(container);
+  const EnvValues env(container);
   const std::string in = " in container " + inQuotes(name);
   auto is = [&](std::string_view key, std::string_view value) {
-    auto it = env.find(std::string(key));
-    return it != env.end() && it->second && *it->second == value;
+    auto found = env.find(key);
+    return found && *found && **found == value;
   };
   if (is(names::kNcclP2PDisableEnv, "1")) out.p2pOff = std::string(names::kNcclP2PDisableEnv) + "=1" + in;
   if (is(names::kNcclCuMemEnableEnv, "0")) out.cuMemOff = std::string(names::kNcclCuMemEnableEnv) + "=0" + in;

@@ -4,6 +4,7 @@
 
 #include "api/names.h"
 #include "base/checked.h"
+#include "base/json_diff.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
 #include "shaping/memlock_pod.h"
@@ -19,6 +20,31 @@ namespace podshaper {
 namespace {
 
 using json = nlohmann::json;
+
+ShapeOutcome unchanged(const json& pod, std::vector<std::string> warnings = {}) {
+  ShapeOutcome out;
+  out.pod = pod;
+  for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
+  return out;
+}
+
+// The JSON Patch from `pod` to `shaped`, read only at `paths` (what shaping writes: the
+// rest of a pod, its other containers' env and args, is not compared again).
+json patchAt(const json& pod, const json& shaped, const std::vector<std::string>& paths) {
+  json patch = json::array();
+  for (const std::string& path : paths) {
+    const json::json_pointer at(path);
+    const bool was = pod.contains(at), is = shaped.contains(at);
+    if (!was && is) {
+      patch.push_back({{"op", "add"}, {"path", path}, {"value", shaped.at(at)}});
+    } else if (was && !is) {
+      patch.push_back({{"op", "remove"}, {"path", path}});
+    } else if (was && is) {
+      appendDiff(pod.at(at), shaped.at(at), path, patch);
+    }
+  }
+  return patch;
+}
 
 ShapeOutcome deny(const json& pod, const char* cause, std::string message) {
   ShapeOutcome out;
@@ -166,9 +192,7 @@ std::string warningsAnnotation(const std::vector<std::string>& warnings) {
 
 ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext& ctx) {
   if (!pod.is_object() || !pod.contains("spec")) return deny(pod, "not-a-pod", "the object is not a Pod");
-  ShapeOutcome out;
-  out.pod = pod;
-  if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return out;
+  if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return unchanged(pod);
   if (auto sized = checkPodSize(pod); !sized) return deny(pod, "limits", sized.error().message);
 
   auto claims = readPodClaimGpus(pod, ctx.namespaceName, config.gpuDeviceClass, ctx.claims);
@@ -183,8 +207,7 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
                        (claimsRead ? " or GPUs of device class " + config.gpuDeviceClass + " through resource claims"
                                    : "") +
                        ": the pod is left as it is");
-    for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
-    return out;
+    return unchanged(pod, std::move(warnings));
   }
 
   NodeClass nodeClass = resolveNodeClass(in.allGpus ? std::nullopt : std::optional<uint64_t>(in.podGpus),
@@ -253,6 +276,12 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
   shaped["metadata"]["labels"][names::kShapedLabel] = "true";
   if (auto fit = fitAnnotations(pod, shaped); !fit) return deny(pod, "limits", fit.error().message);
 
+  // Where the steps above write: metadata (annotations, labels), the GPU containers, the
+  // volumes, hostIPC, the affinity (fuzz/admission_checks.cc: the patch gives `pod`).
+  std::vector<std::string> written{"/metadata", "/spec/volumes", "/spec/hostIPC", "/spec/affinity"};
+  for (const GpuContainer& c : in.gpuContainers) written.push_back("/spec/containers/" + std::to_string(c.index));
+  ShapeOutcome out;
+  out.patch = patchAt(pod, shaped, written);
   out.pod = std::move(shaped);
   for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
   return out;

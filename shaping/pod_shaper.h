@@ -21,6 +21,7 @@ struct ShapeOutcome {
   std::string message;  // why, when denied
   std::string cause;    // when denied: one of kDenialCauses
   nlohmann::json pod;   // the shaped pod; equal to the input when nothing changes
+  nlohmann::json patch = nlohmann::json::array();  // JSON Patch: the input to `pod`
   std::vector<std::string> warnings;
 };
 

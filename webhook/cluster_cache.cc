@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "api/names.h"
 #include "base/json_util.h"
 #include "kube/protocol.h"
 
@@ -47,6 +48,59 @@ kube::InformerOptions keepClaimSpec(bool isTemplate) {
     }
     object = std::move(kept);
   };
+  options.packed = true;  // 100,000 claims: each about 200 bytes packed
+  return options;
+}
+
+// What the Namespace and Node caches keep: what admission reads. Of a Namespace, its
+// podshaper.io/ and Pod Security labels; of a Node, its name, uid, podshaper.io/ labels
+// (placement reads no other), allocatable GPUs and memory capacity. A GPU node's other
+// labels (NFD's and GPU feature discovery's, some 80), images, conditions and
+// managedFields are nearly all of its bytes, and its kubelet rewrites them every few
+// minutes: kept, 12,500 Nodes cost the webhook hundreds of MiB, and every heartbeat
+// rebuilt the view (kube::applyWatchEvent: what is kept did not change).
+nlohmann::json labelsWithPrefixes(const nlohmann::json& object, std::initializer_list<std::string_view> prefixes) {
+  nlohmann::json kept = nlohmann::json::object();
+  for (const auto& [key, value] : member(member(object, "metadata"), "labels").items()) {
+    for (std::string_view prefix : prefixes) {
+      if (std::string_view(key).starts_with(prefix)) kept[key] = value;
+    }
+  }
+  return kept;
+}
+
+void keepNamespace(nlohmann::json& ns) {
+  if (!ns.is_object()) return;
+  nlohmann::json kept = {{"metadata", nlohmann::json::object()}};
+  const nlohmann::json& m = member(ns, "metadata");
+  for (const char* k : {"name", "resourceVersion"}) {
+    if (m.contains(k)) kept["metadata"][k] = m[k];
+  }
+  kept["metadata"]["labels"] = labelsWithPrefixes(ns, {names::kKeyPrefix, "pod-security.kubernetes.io/"});
+  ns = std::move(kept);
+}
+
+void keepNode(nlohmann::json& node) {
+  if (!node.is_object()) return;
+  nlohmann::json kept = {{"metadata", nlohmann::json::object()}};
+  const nlohmann::json& m = member(node, "metadata");
+  for (const char* k : {"name", "uid", "resourceVersion"}) {
+    if (m.contains(k)) kept["metadata"][k] = m[k];
+  }
+  kept["metadata"]["labels"] = labelsWithPrefixes(node, {names::kKeyPrefix});
+  const nlohmann::json& status = member(node, "status");
+  if (const nlohmann::json& gpus = member(member(status, "allocatable"), names::kGpuResource); !gpus.is_null()) {
+    kept["status"]["allocatable"][names::kGpuResource] = gpus;
+  }
+  if (const nlohmann::json& memory = member(member(status, "capacity"), "memory"); !memory.is_null()) {
+    kept["status"]["capacity"]["memory"] = memory;
+  }
+  node = std::move(kept);
+}
+
+kube::InformerOptions keeping(void (*transform)(nlohmann::json&)) {
+  kube::InformerOptions options;
+  options.transform = transform;
   return options;
 }
 
@@ -54,10 +108,10 @@ constexpr const char* kResourceApi = "resource.k8s.io/v1";
 
 }  // namespace
 
-ClusterCache::ClusterCache(const kube::Client& client)
+ClusterCache::ClusterCache(const kube::Client& client, metrics::Registry* metrics)
     : missClient_(client.config(), missOptions(client.options())),
-      namespaces_(client, "/api/v1/namespaces"),
-      nodes_(client, "/api/v1/nodes"),
+      namespaces_(client, "/api/v1/namespaces", keeping(keepNamespace)),
+      nodes_(client, "/api/v1/nodes", keeping(keepNode)),
       claimTemplates_(client, kube::resourcePath(kResourceApi, "resourceclaimtemplates"), keepClaimSpec(true)),
       resourceClaims_(client, kube::resourcePath(kResourceApi, "resourceclaims"), keepClaimSpec(false)) {
   auto markDirty = [this] {
@@ -65,8 +119,26 @@ ClusterCache::ClusterCache(const kube::Client& client)
     dirty_ = true;
     changed_.notify_one();
   };
-  namespaces_.onChange(markDirty);
-  nodes_.onChange(markDirty);
+  // Each watch's count, kept current on every change it brings.
+  auto counting = [metrics](kube::Informer& informer, const char* resource, bool rebuild,
+                            const std::function<void()>& dirty) {
+    metrics::Gauge* gauge = metrics == nullptr ? nullptr
+                                               : &metrics->gauge("podshaper_webhook_cached_objects",
+                                                                 "Objects the webhook's watches hold, by resource.",
+                                                                 {{"resource", resource}});
+    informer.onChange([&informer, gauge, rebuild, dirty] {
+      if (gauge != nullptr) gauge->set(static_cast<double>(informer.size()));
+      if (rebuild) dirty();
+    });
+  };
+  nodes_.onKeys([this](const std::vector<std::string>& keys) {  // before its onChange marks the view dirty
+    std::lock_guard lock(mu_);
+    changedNodes_.insert(keys.begin(), keys.end());
+  });
+  counting(namespaces_, "namespaces", true, markDirty);
+  counting(nodes_, "nodes", true, markDirty);
+  counting(claimTemplates_, "resourceclaimtemplates", false, markDirty);
+  counting(resourceClaims_, "resourceclaims", false, markDirty);
 }
 
 ClusterCache::~ClusterCache() { stop(); }
@@ -137,7 +209,25 @@ void ClusterCache::rebuildLoop() {
       dirty_ = false;
     }
     if (namespaces_.hasSynced() && nodes_.hasSynced()) {
-      auto view = std::make_shared<const ClusterView>(buildClusterView(namespaces_.snapshot(), nodes_.snapshot()));
+      std::set<std::string> changed;
+      {
+        std::lock_guard lock(mu_);
+        changed.swap(changedNodes_);
+      }
+      for (const std::string& name : changed) {
+        auto object = nodes_.get(name);
+        auto node = object ? placedNode(*object) : std::nullopt;
+        if (node) {
+          placedNodes_[name] = std::move(*node);
+        } else {
+          placedNodes_.erase(name);
+        }
+      }
+      std::vector<Node> nodes;
+      nodes.reserve(placedNodes_.size());
+      for (const auto& [name, node] : placedNodes_) nodes.push_back(node);
+      auto view = std::make_shared<const ClusterView>(
+          clusterViewOf(namespaceLabelsOf(namespaces_.snapshot()), std::move(nodes)));
       bool first;
       {
         std::lock_guard lock(mu_);

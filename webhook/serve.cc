@@ -158,7 +158,7 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
         spdlog::debug("admission: {} {}{}", decision->mutated ? "shaped" : "allowed as it is", decision->object, owner);
       }
     }
-    return server::Response{200, "application/json", decision->review.dump()};
+    return server::Response{200, "application/json", decision->body()};
   });
 }
 
@@ -171,8 +171,7 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
 // True when everything in flight was answered.
 bool serveUntilSignalled(server::HttpsServer& https, const sigset_t& signals, const ServeOptions& o,
                          std::atomic<bool>& shuttingDown) {
-  int signal = 0;
-  sigwait(&signals, &signal);
+  const int signal = cli::waitForStopSignal(signals);
   shuttingDown.store(true, std::memory_order_relaxed);
   https.beginDrain();
   spdlog::info("podshaper-webhook: signal {}, shutting down: not ready, serving for {}s more, then "
@@ -202,7 +201,7 @@ int runServe(int argc, char** argv) {
     auto clientConfig = o.kubeconfig ? kube::loadKubeconfig(*o.kubeconfig) : kube::inClusterConfig();
     if (!clientConfig) return fail(clientConfig.error().message);
     client = std::make_unique<kube::Client>(*clientConfig, kube::ClientOptions{.metrics = registry.get()});
-    cache = std::make_unique<ClusterCache>(*client);
+    cache = std::make_unique<ClusterCache>(*client, registry.get());
     cache->start();
   }
 

@@ -1,11 +1,13 @@
 """A real PyTorch DataLoader, as a training script runs it: PET_NPROC_PER_NODE ranks
 (default 1), each with its own DataLoader of `workers` worker processes and
 `prefetch_factor` batches each, batches of float32 images, and a training step slower
-than the workers (every prefetch slot full: the most /dev/shm a DataLoader holds).
+than the workers (every prefetch slot full: the most /dev/shm a DataLoader holds). The
+first step lasts until the workers have filled every slot (as a first step that compiles
+its kernels does), so that the peak is reached on a slow or CPU-limited node too.
 Workers hand batches to their rank through /dev/shm; too small a /dev/shm kills them
 with "Bus error". Prints one line per rank and exits 0 when every rank finished.
 
-    python3 dataloader.py [--workers 2] [--prefetch 2] [--shape 32x3x224x224] [--batches 12] [--step 0.1]
+    python3 dataloader.py [--workers 2] [--prefetch 2] [--shape 32x3x224x224] [--batches 12] [--step 0.1] [--fill-timeout 60]
 """
 import argparse
 import multiprocessing as mp
@@ -28,12 +30,34 @@ class Images(data.Dataset):
         return torch.full(self.shape, float(i), dtype=torch.float32)
 
 
+def shm_used():
+    st = os.statvfs("/dev/shm")
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def first_step(args, shape, batch_bytes):
+    """Waits (up to --fill-timeout s) until /dev/shm holds every batch the workers prefetch.
+    A worker that cannot put its batch there dies, and the DataLoader raises here."""
+    want = min(args.workers * args.prefetch, args.batches - 1) * batch_bytes
+    deadline = time.monotonic() + args.fill_timeout
+    while shm_used() < want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if shm_used() < want:
+        print(f"(the workers had not filled their {args.workers} x {args.prefetch} slots "
+              f"after {args.fill_timeout} s; training goes on)", flush=True)
+
+
 def rank_main(rank, args, shape):
     loader = data.DataLoader(Images(shape, args.batches), batch_size=None, num_workers=args.workers,
                              prefetch_factor=args.prefetch)
+    batch_bytes = 4
+    for d in shape:
+        batch_bytes *= d
     seen = 0
     for batch in loader:
         assert batch[0, 0, 0, 0].item() == seen
+        if seen == 0 and args.workers > 0:
+            first_step(args, shape, batch_bytes)
         seen += 1
         time.sleep(args.step)  # the training step
     print(f"rank {rank}: {seen} batches of {'x'.join(map(str, shape))} float32 "
@@ -47,6 +71,7 @@ def main():
     p.add_argument("--shape", default="32x3x224x224")
     p.add_argument("--batches", type=int, default=12)
     p.add_argument("--step", type=float, default=0.1)
+    p.add_argument("--fill-timeout", type=float, default=60)
     args = p.parse_args()
     shape = tuple(int(d) for d in args.shape.split("x"))
     ranks = int(os.environ.get("PET_NPROC_PER_NODE", "1"))

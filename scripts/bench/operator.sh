@@ -10,6 +10,12 @@
 #
 #   scripts/bench/operator.sh [--nodes N] [--flips K] [--json FILE] [--steady S]
 #                             [--heartbeat S] [--no-live] [--workers W] [--keep-cluster]
+#                             [--claims C [--claim-namespaces M] [--cache-json FILE]]
+#
+# --claims: then, on the same cluster (its N GPU Nodes labelled), C ResourceClaims in M
+# namespaces (default 300) and one podshaper-webhook replica watching them all: its time
+# to ready, RSS and admission latency with that cache (scripts/bench/cache_bench.py;
+# targets: ready <= 30 s, <= 128 MiB). The scale run: --nodes 12500 --claims 100000.
 #
 # The soak (docs/RELIABILITY.md): --steady 600 --heartbeat 300 holds each steady window
 # for 10 minutes while every report gets the agent's heartbeat, with RSS every 10 s;
@@ -22,7 +28,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=${PODSHAPER_CONTROLPLANE_BIN:-$root/build/controlplane}:$PATH  # its kubectl
-nodes=5000 flips=50 json="" steady="" heartbeat="" nolive="" workers="" keep=no
+nodes=5000 flips=50 json="" steady="" heartbeat="" nolive="" workers="" keep=no claims=0 claim_ns=300 cache_json=""
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -34,12 +40,16 @@ while [[ $# -gt 0 ]]; do
     --no-live) nolive=--no-live; shift ;;
     --workers) workers=$2; shift 2 ;;
     --keep-cluster) keep=yes; shift ;;
+    --claims) claims=$2; shift 2 ;;
+    --claim-namespaces) claim_ns=$2; shift 2 ;;
+    --cache-json) cache_json=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "operator.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
 done
 [[ $nodes =~ ^[1-9][0-9]*$ && $flips =~ ^[0-9]+$ ]] || { echo "operator.sh: --nodes and --flips take numbers" >&2; exit 2; }
 [[ $flips -le $nodes ]] || { echo "operator.sh: --flips must not exceed --nodes" >&2; exit 2; }
+[[ $claims =~ ^[0-9]+$ && $claim_ns =~ ^[1-9][0-9]*$ ]] || { echo "operator.sh: --claims and --claim-namespaces take numbers" >&2; exit 2; }
 
 bin=${PODSHAPER_BIN:-$root/build/bin}
 for b in podshaper-operator podshaper-agent; do
@@ -50,6 +60,7 @@ export PODSHAPER_CLUSTER_DIR=${PODSHAPER_BENCH_CLUSTER_DIR:-$root/build/bench-op
 export PODSHAPER_WITH_WEBHOOK=no
 dir=$PODSHAPER_CLUSTER_DIR
 [[ -n $json ]] && json=$(realpath -m "$json")
+[[ -n $cache_json ]] && cache_json=$(realpath -m "$cache_json")
 
 cleanup() {
   local rc=$?
@@ -81,9 +92,21 @@ rm -f "$dir/logs/bench-operator.log"
 # The binaries as they are now: a rebuild of $bin during the run must not change them.
 mkdir -p "$dir/bin"
 cp "$bin/podshaper-operator" "$bin/podshaper-agent" "$dir/bin/"
+if [[ $claims -gt 0 ]]; then
+  [[ -x $bin/podshaper-webhook ]] || { echo "operator.sh: $bin/podshaper-webhook is missing: run make build" >&2; exit 1; }
+  cp "$bin/podshaper-webhook" "$dir/bin/"
+  [[ -x $bin/podshaper-loadgen ]] && cp "$bin/podshaper-loadgen" "$dir/bin/"
+fi
 echo "operator.sh: $bin/podshaper-operator built $(date -u -r "$bin/podshaper-operator" +%FT%TZ)" >&2
 bash "$root/scripts/cluster.sh" up
 
+rc=0
 python3 "$root/scripts/bench/operator_bench.py" --cluster-dir "$dir" --bin "$dir/bin" --source-bin "$bin" --root "$root" \
   --nodes "$nodes" --flips "$flips" ${json:+--json "$json"} ${steady:+--steady "$steady"} ${heartbeat:+--heartbeat "$heartbeat"} $nolive \
-  ${workers:+--workers "$workers"}
+  ${workers:+--workers "$workers"} || rc=$?
+[[ $rc -le 1 ]] || exit "$rc"
+if [[ $claims -gt 0 ]]; then
+  python3 "$root/scripts/bench/cache_bench.py" --cluster-dir "$dir" --webhook "$dir/bin/podshaper-webhook" \
+    --loadgen "$dir/bin/podshaper-loadgen" --claims "$claims" --namespaces "$claim_ns" ${cache_json:+--json "$cache_json"} || rc=$?
+fi
+exit "$rc"

@@ -279,6 +279,13 @@ def proc_cpu_seconds(pid):
         return float("nan")
 
 
+def heap_mib(metrics):
+    """podshaper_heap_bytes from a /metrics dict: (in use, freed but held) in MiB, or None."""
+    by = {labels: v for labels, v in metrics.get("podshaper_heap_bytes", [])}
+    used, held = by.get('state="in_use"'), by.get('state="free_held"')
+    return None if used is None or held is None else (round(used / 2**20, 1), round(held / 2**20, 1))
+
+
 def parse_metrics(text):
     """{name: [(labels-string, value)]}"""
     out = {}
@@ -431,6 +438,14 @@ def write_rates(samples, t0, t1):
     return peak
 
 
+def write_results(path, r):
+    """The results as JSON (sorted, one key a line) where --json asked for them."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(r, f, indent=1, sort_keys=True)
+            f.write("\n")
+
+
 def pct(values, p):
     if not values:
         return float("nan")
@@ -440,17 +455,59 @@ def pct(values, p):
 
 # --------------------------------------------------------------------------- objects
 def node_object(name):
-    res = {"cpu": "192", "memory": "2048Gi", "nvidia.com/gpu": "8", "pods": "110", "ephemeral-storage": "1Ti"}
+    """An 8-GPU Node as a GPU cluster's kubelet, NFD and NVIDIA's GPU feature discovery
+    leave it (about 11 KB of JSON): some 80 labels, the kubelet's conditions, addresses,
+    node info and its cached images. Whoever watches Nodes receives all of it."""
+    res = {"cpu": "192", "memory": "2048Gi", "nvidia.com/gpu": "8", "pods": "110", "ephemeral-storage": "1Ti",
+           "hugepages-1Gi": "0", "hugepages-2Mi": "0", "rdma/ib": "8"}
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+              "node.kubernetes.io/instance-type": "p5.48xlarge", "topology.kubernetes.io/region": "us-east-1",
+              "topology.kubernetes.io/zone": "us-east-1a", "nvidia.com/gpu.product": "H100", "nvidia.com/gpu.count": "8",
+              "nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.family": "hopper", "nvidia.com/cuda.driver.major": "550",
+              "nvidia.com/cuda.driver.minor": "90", "nvidia.com/cuda.runtime.major": "12", "nvidia.com/mig.capable": "true",
+              "nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true", "podshaper-bench": "true"}
+    for flag in ("ADX", "AESNI", "AVX", "AVX2", "AVX512BW", "AVX512CD", "AVX512DQ", "AVX512F", "AVX512VL", "AVX512VNNI",
+                 "AMXBF16", "AMXINT8", "AMXTILE", "BMI1", "BMI2", "CMPXCHG8", "FMA3", "FSRM", "FXSR", "GFNI", "HYPERVISOR",
+                 "IBPB", "LAHF", "MOVBE", "MPX", "OSXSAVE", "SHA", "SPEC_CTRL_SSBD", "SSE", "SSE2", "SSE3", "SSE4",
+                 "SSE42", "SSSE3", "STIBP", "VAES", "VMX", "VPCLMULQDQ", "WAITPKG", "X87", "XGETBV1", "XSAVE",
+                 "XSAVEC", "XSAVEOPT", "XSAVES"):
+        labels[f"feature.node.kubernetes.io/cpu-cpuid.{flag}"] = "true"
+    for k in ("cpu-hardware_multithreading", "cpu-pstate.status", "kernel-config.NO_HZ", "kernel-config.NO_HZ_IDLE",
+              "memory-numa", "network-sriov.capable", "pci-10de.present", "pci-15b3.present", "rdma.available",
+              "rdma.capable", "storage-nonrotationaldisk", "system-os_release.ID", "system-os_release.VERSION_ID"):
+        labels[f"feature.node.kubernetes.io/{k}"] = "true"
+    images = [{"names": [f"registry.example.com/ml/{img}@sha256:{hashlib.sha256((name + img).encode()).hexdigest()}",
+                         f"registry.example.com/ml/{img}:v{i}.{i % 7}.0"], "sizeBytes": 1_000_000_000 + i * 7_340_033}
+              for i, img in enumerate(["pytorch-train", "nccl-tests", "dcgm-exporter", "gpu-feature-discovery",
+                                       "k8s-device-plugin", "nvidia-container-toolkit", "driver", "node-feature-discovery",
+                                       "mellanox-ofed", "rdma-shared-dp", "kube-proxy", "calico-node", "pause",
+                                       "fluent-bit", "node-exporter", "megatron", "deepspeed", "jax-train", "triton",
+                                       "nemo", "podshaper-agent", "busybox", "csi-node-driver", "ebs-csi", "efa-plugin"])]
+    conditions = [{"type": t, "status": st, "reason": r, "message": m,
+                   "lastHeartbeatTime": "2026-11-27T00:00:00Z", "lastTransitionTime": "2026-11-20T00:00:00Z"}
+                  for t, st, r, m in (("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                                      ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                                      ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                                      ("Ready", "True", "KubeletReady", "kubelet is posting ready status"))]
     return {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "node.kubernetes.io/instance-type": "p5.48xlarge",
-            "nvidia.com/gpu.product": "H100", "nvidia.com/gpu.count": "8", "podshaper-bench": "true"},
-            "annotations": {"podshaper.io/topology-fixture": "p5.48xlarge-8xH100-nv18.topo-m.txt"}},
-        "status": {"capacity": res, "allocatable": res,
-                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                   "message": "fake GPU node for podshaper's operator benchmark (no kubelet)"}]},
+        "metadata": {"name": name, "labels": labels, "annotations": {
+            "podshaper.io/topology-fixture": "p5.48xlarge-8xH100-nv18.topo-m.txt",
+            "node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            "csi.volume.kubernetes.io/nodeid": json.dumps({"ebs.csi.aws.com": "i-0" + hashlib.sha256(name.encode()).hexdigest()[:16]}),
+            "nfd.node.kubernetes.io/feature-labels": ",".join(k.split("/", 1)[1] for k in labels if k.startswith("feature."))}},
+        "spec": {"providerID": f"aws:///us-east-1a/i-0{hashlib.sha256(name.encode()).hexdigest()[:16]}",
+                 "podCIDR": "10.0.0.0/24"},
+        "status": {"capacity": res, "allocatable": res, "conditions": conditions,
+                   "addresses": [{"type": "InternalIP", "address": "10.1.2.3"}, {"type": "Hostname", "address": name}],
+                   "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                   "nodeInfo": {"machineID": hashlib.md5(name.encode()).hexdigest(), "systemUUID": hashlib.md5(name.encode()).hexdigest(),
+                                "bootID": hashlib.md5((name + "boot").encode()).hexdigest(), "kernelVersion": "6.8.0-1015-aws",
+                                "osImage": "Ubuntu 22.04.4 LTS", "containerRuntimeVersion": "containerd://1.7.20",
+                                "kubeletVersion": "v1.37.2", "kubeProxyVersion": "", "operatingSystem": "linux",
+                                "architecture": "amd64"},
+                   "images": images},
     }
 
 
@@ -665,6 +722,10 @@ class Bench:
         r[f"{key}_steady_operator_cpu_percent"] = round(100 * (cpu1 - cpu0) / (t1 - t0), 1)
         r[f"{key}_operator_rss_mib"] = round(rss.get("VmRSS", float("nan")), 1)
         r[f"{key}_operator_hwm_mib"] = round(rss.get("VmHWM", float("nan")), 1)
+        try:
+            r[f"{key}_operator_heap_mib"] = heap_mib(self.op.metrics())  # (in use, freed but held)
+        except Exception:  # noqa: BLE001 - an operator without /metrics then: left out
+            r[f"{key}_operator_heap_mib"] = None
         r[f"{key}_apiserver_rss_mib"] = round(arss.get("VmRSS", float("nan")), 1)
         r[f"{key}_steady_heartbeats"] = heartbeats
         r[f"{key}_steady_rss_curve_mib"] = curve
@@ -672,7 +733,8 @@ class Bench:
         r[f"{key}_etcd_rss_mib"] = round(proc_status(self.etcd_pid()).get("VmRSS", float("nan")), 1)
         log(f"  steady {self.a.steady:.0f} s: {r[f'{key}_steady_writes']} operator writes; "
             f"RSS {r[f'{key}_operator_rss_mib']} MiB (peak {r[f'{key}_operator_hwm_mib']}, "
-            f"{r[f'{key}_steady_rss_growth_mib']:+} MiB over the window)")
+            f"{r[f'{key}_steady_rss_growth_mib']:+} MiB over the window; heap in use / freed but held: "
+            f"{r[f'{key}_operator_heap_mib']} MiB)")
 
     # Agents' heartbeats (--heartbeat S): every report's spec.observedAt rewritten once every
     # S seconds, spread evenly, as podshaper-agent run does. The operator re-reads each one
@@ -799,7 +861,8 @@ def summarize(r):
     t = {
         "catchup_live_seconds": ("<=", 60.0),
         "steady_writes": ("==", 0),
-        "operator_rss_mib": ("<=", 150.0),
+        # The issue's targets: 150 MiB up to 5,000 nodes, 256 MiB at 12,500.
+        "operator_rss_mib": ("<=", 150.0 if r["nodes"] <= 5000 else 256.0),
         "flip_p99_ms": ("<=", 1000.0),
     }
     if r.get("no_live"):
@@ -808,6 +871,10 @@ def summarize(r):
     r["operator_rss_mib"] = max(r.get("cold_operator_rss_mib", 0), r.get("live_operator_rss_mib", 0))
     r["operator_hwm_mib"] = max(r.get("cold_operator_hwm_mib", 0), r.get("live_operator_hwm_mib", 0))
     r["apiserver_rss_mib"] = max(r.get("cold_apiserver_rss_mib", 0), r.get("live_apiserver_rss_mib", 0))
+    # What extrapolates: the operator's own CPU per report written (live) and memory per node.
+    if r.get("live_operator_cpu_seconds") is not None:
+        r["operator_cpu_ms_per_report"] = round(1000 * r["live_operator_cpu_seconds"] / r["nodes"], 2)
+    r["operator_rss_kib_per_node"] = round(1024 * r["operator_rss_mib"] / r["nodes"], 1)
     r["writes_per_second_peak"] = r.get("live_writes_per_second_peak")
     r["writes_per_second_mean"] = r.get("live_writes_per_second_mean")
     r["targets"] = {}
@@ -850,7 +917,8 @@ def table(r):
          f"{r['live_writes']} ({r['live_writes_by_kind']['status']}/{r['live_writes_by_kind']['node']}/{r['live_writes_by_kind']['event']})", ""),
         ("live: writes/s peak / mean", f"{r['live_writes_per_second_peak']} / {r['live_writes_per_second_mean']}", "operator's writes_total"),
         ("live: reconcile mean", f"{r['live_reconcile_mean_ms']} ms", f"{r['live_reconciles']} reconciles, {r['live_conflicts']} conflicts"),
-        ("live: CPU s operator / API server", f"{r['live_operator_cpu_seconds']} / {r['live_apiserver_cpu_seconds']}", ""),
+        ("live: CPU s operator / API server", f"{r['live_operator_cpu_seconds']} / {r['live_apiserver_cpu_seconds']}",
+         f"operator {r['operator_cpu_ms_per_report']} ms per report"),
         ("cold: operator start -> all judged", f"{r['catchup_cold_seconds']} s", f"leader after {r['cold_leader_seconds']} s"),
         ("cold: writes/s peak / mean", f"{r['cold_writes_per_second_peak']} / {r['cold_writes_per_second_mean']}", f"{r['cold_writes']} writes"),
         ("cold: CPU s operator / API server", f"{r['cold_operator_cpu_seconds']} / {r['cold_apiserver_cpu_seconds']}", ""),
@@ -859,7 +927,10 @@ def table(r):
         ("steady writes (API server, all)", f"{r['cold_steady_apiserver_writes']} / {r['live_steady_apiserver_writes']}",
          json.dumps(r["live_steady_apiserver_writes_by_resource"], default=str)),
         ("steady reconciles", f"{r['cold_steady_reconciles']} / {r['live_steady_reconciles']}", ""),
-        ("operator RSS (peak)", f"{r['operator_rss_mib']} MiB ({r['operator_hwm_mib']} MiB)", "target <= 150 MiB"),
+        ("operator RSS (peak)", f"{r['operator_rss_mib']} MiB ({r['operator_hwm_mib']} MiB)",
+         f"target <= {r['targets']['operator_rss_mib']['target'][3:]} MiB; {r['operator_rss_kib_per_node']} KiB per node"),
+        ("operator heap in use / freed but held", "{} / {} MiB".format(*r["live_operator_heap_mib"])
+         if r.get("live_operator_heap_mib") else "-", "the allocator's own count, after live"),
         ("API server / etcd RSS", f"{r['apiserver_rss_mib']} / {r['live_etcd_rss_mib']} MiB", ""),
         ("flip -> label p50 / p99 / max", f"{r['flip_p50_ms']} / {r['flip_p99_ms']} / {r['flip_max_ms']} ms",
          f"{r['flip_samples']} samples; target p99 <= 1000 ms"),
@@ -902,10 +973,7 @@ def main():
     bench = Bench(a)
     r = summarize(bench.run())
     print(table(r), flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(r, f, indent=1, sort_keys=True)
-            f.write("\n")
+    write_results(a.json, r)
     return 0 if r["pass"] else 1
 
 

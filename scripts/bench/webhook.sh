@@ -2,7 +2,9 @@
 # The webhook benchmark: podshaper-webhook against the peer (tests/bench/peerwebhook, a
 # controller-runtime webhook doing the same mutation), driven alike by podshaper-loadgen
 # over HTTPS keep-alive on loopback, one server at a time, on the same inputs
-# (bench/inputs/: AdmissionReviews as the API server sends them).
+# (bench/inputs/: AdmissionReviews as the API server sends them). Then the ceiling: nginx
+# (Debian's nginx-light) answering each review with the bytes podshaper answered, with
+# nothing to decide: TLS, HTTP and the same bytes in and out, on the same cores.
 #
 #   scripts/bench/webhook.sh [--duration S] [--soak S] [--soak-only] [--out DIR]
 #
@@ -71,6 +73,12 @@ for server in $servers; do
   start $server
   log "$server on CPUs $server_cpus ($cores threads), the load generator on CPUs $loadgen_cpus"
   load "$server-warmup" --body "$root/bench/inputs/realistic-pod.json" --mode saturate --duration 3 >/dev/null
+  if [[ $server == podshaper ]]; then  # what the ceiling answers
+    for input in realistic seed; do
+      curl -sfk --data-binary "@$root/bench/inputs/$input-pod.json" -H 'Content-Type: application/json' "$url" \
+        >"$tmp/$input.response"
+    done
+  fi
   echo "{\"rss_kib\": $(rss_kib)}" >"$out/$server-rss-idle.json"
   for input in realistic seed; do
     body=$root/bench/inputs/$input-pod.json
@@ -88,6 +96,64 @@ for server in $servers; do
   echo "{\"rss_kib\": $(rss_kib), \"hwm_kib\": $(hwm_kib)}" >"$out/$server-rss-steady.json"
   stop
 done
+
+# The ceiling: nginx, one worker per core podshaper had, on its cores, the same
+# certificate and TLS 1.3, every request kept alive; each review's answer is podshaper's.
+if [[ $soak_only == no ]]; then
+  nginx=$(command -v nginx || true)
+  [[ -x /usr/sbin/nginx ]] && nginx=/usr/sbin/nginx
+  if [[ -z $nginx ]]; then
+    log "nginx is not installed (scripts/deps.sh --bench): no ceiling measured"
+  else
+    mkdir -p "$tmp/answers"
+    cp "$tmp/realistic.response" "$tmp/answers/realistic"
+    cp "$tmp/seed.response" "$tmp/answers/seed"
+    python3 - "$tmp" "$port" "$cores" <<'PY'
+import sys
+tmp, port, cores = sys.argv[1:4]
+# user: its workers read the answers in this private temporary directory (ignored, with a
+# notice, when the bench does not run as root).
+conf = f"""user root;
+worker_processes {cores};
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  keepalive_requests 100000000;
+  keepalive_timeout 120s;
+  client_max_body_size 4m;
+  client_body_temp_path {tmp}/nginx-body;
+  open_file_cache max=16;
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {tmp}/tls.crt;
+    ssl_certificate_key {tmp}/tls.key;
+    ssl_protocols TLSv1.3;
+    default_type application/json;
+    location = /healthz {{ return 200 "ok"; }}
+    # A POST to a file is refused (405); error_page answers it with the file, as a GET.
+    location ~ ^/(realistic|seed)$ {{ root {tmp}/answers; error_page 405 =200 $uri; }}
+  }}
+}}
+"""
+open(f"{tmp}/nginx.conf", "w").write(conf)
+PY
+    taskset -c "$server_cpus" "$nginx" -p "$tmp" -c "$tmp/nginx.conf" -e "$tmp/nginx.log" 2>>"$tmp/nginx.log" &
+    server_pid=$!
+    for _ in $(seq 100); do curl -sfk "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+    for input in realistic seed; do
+      body=$root/bench/inputs/$input-pod.json
+      cmp -s <(curl -sfk --data-binary "@$body" "https://127.0.0.1:$port/$input") "$tmp/$input.response" ||
+        { log "nginx does not answer podshaper's bytes for $input"; cat "$tmp/nginx.log" >&2; exit 1; }
+      log "nginx (the ceiling) $input: saturation, ${duration}s"
+      taskset -c "$loadgen_cpus" "$loadgen" --url "https://127.0.0.1:$port/$input" --ca "$tmp/tls.crt" --json \
+        --body "$body" --mode saturate --connections 4 --duration "$duration" >"$out/nginx-$input-saturate.json"
+    done
+    stop
+  fi
+fi
 
 # The soak: podshaper alone at 1000 req/s, RSS sampled every 10 s.
 if [[ $soak -gt 0 ]]; then

@@ -53,6 +53,7 @@ json outcome(const fs::path& dir) {
   auto decision = admit(body, config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden", claims);
   if (!decision) return {{"error", decision.error().message}};
   const json& response = decision->review["response"];
+  EXPECT_EQ(decision->body(), decision->review.dump()) << dir << ": the answer's bytes";
   json out = {{"allowed", decision->allowed}, {"warnings", response.value("warnings", json::array())}};
   if (!decision->allowed) out["message"] = response["status"]["message"];
   json pod = json::parse(body)["request"]["object"];

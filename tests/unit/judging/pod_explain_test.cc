@@ -247,10 +247,13 @@ TEST(PodExplainNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
                 {"spec", {{"nodeName", nodeName}}},
                 {"status", {{"phase", phase}}}};
   };
-  auto facts = nodeFacts({n2, n1},
-                         {pod("b", "n2", "Running", "node-exclusive"), pod("a", "n2", "Pending", "node-exclusive"),
-                          pod("done", "n2", "Succeeded", "node-exclusive"), pod("s", "n2", "Running", "shared")},
-                         [](const std::string& name) { return name == "n1" ? "P2PUnavailable" : "none"; });
+  const json failing = {{"status", {{"conditions", {{{"type", "Validated"}, {"status", "False"},
+                                                      {"reason", "P2PUnavailable"}}}}}}};
+  const json validated = {{"status", {{"conditions", {{{"type", "Validated"}, {"status", "True"},
+                                                        {"reason", "AllChecksPassed"}}}}}}};
+  std::vector<NodeFacts> facts = {nodeFactsOf(n1, &failing), nodeFactsOf(n2, &validated)};
+  addExclusivePods(facts, {pod("b", "n2", "Running", "node-exclusive"), pod("a", "n2", "Pending", "node-exclusive"),
+                           pod("done", "n2", "Succeeded", "node-exclusive"), pod("s", "n2", "Running", "shared")});
   ASSERT_EQ(facts.size(), 2u);
   EXPECT_EQ(facts[0].node.name, "n1");
   EXPECT_TRUE(facts[0].unschedulable);
@@ -258,7 +261,13 @@ TEST(PodExplainNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
   EXPECT_EQ(facts[0].taints[0].effect, "NoSchedule");
   EXPECT_EQ(facts[0].notValidatedReason, "P2PUnavailable");
   EXPECT_EQ(facts[0].node.gpus(), 8u);
-  EXPECT_EQ(facts[1].notValidatedReason, "");  // validated: no reason asked
+  EXPECT_EQ(facts[0].validated, "False");
+  EXPECT_EQ(facts[1].notValidatedReason, "");  // labelled validated: no reason asked
+  EXPECT_EQ(facts[1].validated, "True");
+  EXPECT_EQ(facts[1].validatedReason, "AllChecksPassed");
+  EXPECT_TRUE(facts[0].exclusivePods.empty());
+  EXPECT_EQ(nodeFactsOf(n1, nullptr).notValidatedReason, "no GPUTopologyReport");
+  EXPECT_EQ(nodeFactsOf(json{{"metadata", {{"name", "n3"}}}}, &failing).notValidatedReason, "");  // not judged
   EXPECT_EQ(facts[1].exclusivePods, (std::vector<std::string>{"ml/a", "ml/b"}));
 }
 

@@ -18,12 +18,19 @@ json policy(const json& selector, const json& requirements = {{"requireP2PAllPai
           {"spec", {{"nodeSelector", selector}, {"requirements", requirements}}}};
 }
 
-std::vector<PolicyNode> nodes() {
-  return {{"gpu-c", {{"pool", "h100"}}, "False", "P2PUnavailable"},
-          {"gpu-a", {{"pool", "h100"}}, "True", ""},
-          {"gpu-b", {{"pool", "h100"}}, "False", "MemlockLimited"},
-          {"gpu-d", {{"pool", "h100"}}, "", ""},
-          {"cpu-0", {{"pool", "cpu"}}, "False", "NoGPUs"}};
+NodeFacts facts(const std::string& name, Labels labels, const std::string& validated, const std::string& reason) {
+  NodeFacts n;
+  n.node.name = name;
+  n.node.labels = std::move(labels);
+  n.validated = validated;
+  n.validatedReason = reason;
+  return n;
+}
+
+std::vector<NodeFacts> nodes() {
+  return {facts("gpu-c", {{"pool", "h100"}}, "False", "P2PUnavailable"), facts("gpu-a", {{"pool", "h100"}}, "True", ""),
+          facts("gpu-b", {{"pool", "h100"}}, "False", "MemlockLimited"), facts("gpu-d", {{"pool", "h100"}}, "", ""),
+          facts("cpu-0", {{"pool", "cpu"}}, "False", "NoGPUs")};
 }
 
 TEST(PolicyStatus, CountsTheNodesItSelectsAndNamesTheFailingOnes) {
@@ -43,8 +50,8 @@ TEST(PolicyStatus, CountsTheNodesItSelectsAndNamesTheFailingOnes) {
 }
 
 TEST(PolicyStatus, ItSelectsByTheNodesOwnLabelsNotPodshapers) {
-  std::vector<PolicyNode> labelled = {{"a", {{"podshaper.io/gpu-count", "8"}}, "True", ""},
-                                      {"b", {{"podshaper.io/gpu-count", "8"}, {"pool", "x"}}, "True", ""}};
+  std::vector<NodeFacts> labelled = {facts("a", {{"podshaper.io/gpu-count", "8"}}, "True", ""),
+                                     facts("b", {{"podshaper.io/gpu-count", "8"}, {"pool", "x"}}, "True", "")};
   EXPECT_EQ(policyStatus(policy({{"matchLabels", {{"podshaper.io/gpu-count", "8"}}}}), labelled, nullptr, kT0)
                 ["selectedNodes"],
             0);
@@ -75,8 +82,8 @@ TEST(PolicyStatus, TheTransitionTimeStaysWhileTheConditionDoes) {
 }
 
 TEST(PolicyStatus, AtMostTenFailingNodesAreNamed) {
-  std::vector<PolicyNode> many;
-  for (int i = 0; i < 25; ++i) many.push_back({"n" + std::to_string(100 + i), {}, "False", "Stale"});
+  std::vector<NodeFacts> many;
+  for (int i = 0; i < 25; ++i) many.push_back(facts("n" + std::to_string(100 + i), {}, "False", "Stale"));
   const json s = policyStatus(policy(json::object()), many, nullptr, kT0);
   EXPECT_EQ(s["failingNodes"], 25);
   ASSERT_EQ(s["failing"].size(), kFailingNodesNamed);

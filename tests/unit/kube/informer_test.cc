@@ -1,14 +1,20 @@
 // The Informer's store rules are tested as data in store_test.cc; here, its
 // life cycle without an API server: it never claims to be synced, and stop()
-// is prompt whether the informer is blocked in a request or backing off.
+// is prompt whether the informer is blocked in a request or backing off; and, on the
+// shared fake API server, a packed store with a transform.
 #include "kube/informer.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/unit/kube/black_hole.h"
+#include "tests/unit/support/fake_api_server.h"
 
 namespace podshaper::kube {
 namespace {
@@ -53,6 +59,60 @@ TEST(Informer, DestructorStops) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+}
+
+}  // namespace
+}  // namespace podshaper::kube
+
+namespace podshaper::kube {
+namespace {
+
+bool waitFor(const std::function<bool()>& done) {
+  for (int i = 0; i < 100 && !done(); ++i) std::this_thread::sleep_for(50ms);
+  return done();
+}
+
+// A Node's kubelet rewrites its status every few minutes: what a transform drops changes
+// nothing the store's readers see, and they are not told.
+TEST(Informer, PackedWithATransformGivesBackWhatItKeepsAndIgnoresWhatItDrops) {
+  fakes::FakeApiServer api;
+  Client client(serverAt(api.url()));
+  auto node = [](const std::string& name, const std::string& gpuCount, const std::string& heartbeat) {
+    return nlohmann::json{{"metadata", {{"name", name}, {"uid", name}, {"labels", {{"podshaper.io/gpu-count", gpuCount}}}}},
+                          {"status", {{"conditions", {{{"type", "Ready"}, {"lastHeartbeatTime", heartbeat}}}}}}};
+  };
+  api.put("/api/v1/nodes/a", node("a", "8", "t0"));
+  api.put("/api/v1/nodes/b", node("b", "8", "t0"));
+  InformerOptions options;
+  options.transform = [](nlohmann::json& n) { n.erase("status"); };
+  options.packed = true;
+  Informer nodes(client, "/api/v1/nodes", options);
+  std::mutex mu;
+  std::vector<std::string> told;
+  nodes.onKeys([&](const std::vector<std::string>& keys) {
+    std::lock_guard lock(mu);
+    told.insert(told.end(), keys.begin(), keys.end());
+  });
+  nodes.start();
+  ASSERT_TRUE(waitFor([&] { return nodes.hasSynced(); }));
+  auto a = nodes.get("a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ((*a)["metadata"]["labels"]["podshaper.io/gpu-count"], "8");
+  EXPECT_FALSE(a->contains("status"));
+  EXPECT_FALSE(resourceVersionOf(*a).empty());
+  EXPECT_EQ(nodes.snapshot().size(), 2u);
+  EXPECT_EQ(nodes.size(), 2u);
+  {
+    std::lock_guard lock(mu);
+    told.clear();
+  }
+  api.put("/api/v1/nodes/a", node("a", "8", "t1"));  // a heartbeat: dropped by the transform
+  api.put("/api/v1/nodes/b", node("b", "4", "t1"));  // a label: kept
+  ASSERT_TRUE(waitFor([&] { return (*nodes.get("b"))["metadata"]["labels"]["podshaper.io/gpu-count"] == "4"; }));
+  ASSERT_TRUE(waitFor([&] { return resourceVersionOf(*nodes.get("a")) != resourceVersionOf(*a); }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(told, std::vector<std::string>{"b"});
+  nodes.stop();
 }
 
 }  // namespace

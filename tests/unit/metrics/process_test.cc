@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <sstream>
+#include <vector>
 
 namespace podshaper::metrics {
 namespace {
@@ -25,6 +26,7 @@ TEST(ProcessMetrics, BuildInfo) {
 
 TEST(ProcessMetrics, TheProcessAsProcSaysIt) {
   Registry r;
+  std::vector<char> held(64 << 20, 1);
   volatile double spin = 0;
   for (int i = 0; i < 20'000'000; ++i) spin = spin + i;  // some CPU time to count
   updateProcessMetrics(r);
@@ -40,6 +42,11 @@ TEST(ProcessMetrics, TheProcessAsProcSaysIt) {
   EXPECT_LE(start, now + 1);
   EXPECT_GT(start, now - 3600);  // this test started within the hour
   EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter"), std::string::npos);
+#if !defined(__SANITIZE_ADDRESS__)
+  // The 64 MiB this test holds, in use by the allocator's count.
+  EXPECT_GE(sample(text, "podshaper_heap_bytes{state=\"in_use\"}"), 64 << 20) << text;
+  EXPECT_GE(sample(text, "podshaper_heap_bytes{state=\"free_held\"}"), 0) << text;
+#endif
   updateProcessMetrics(r);  // a counter never goes down
   EXPECT_GE(sample("\n" + r.render(), "process_cpu_seconds_total"), cpu);
 }

@@ -101,5 +101,28 @@ TEST(WorkQueue, TwoWorkersWaitingForTheSameDelayedKey) {
   }
 }
 
+// Reports wait to go stale, one key each: thousands wait while others are handed out.
+// They come due in the order of their times, and a key added now goes before them.
+TEST(WorkQueue, ManyWaitingKeysComeDueInTimeOrder) {
+  WorkQueue q;
+  for (int i = 0; i < 300; ++i) q.addAfter("k" + std::to_string(i), std::chrono::milliseconds(300 - i));
+  q.addAfter("k299", 1h);  // a later time for a waiting key: the earlier one stays
+  q.add("now");
+  EXPECT_EQ(q.waiting(), 300u);
+  EXPECT_EQ(q.get(), "now");
+  q.done("now");
+  std::this_thread::sleep_for(310ms);
+  for (int i = 299; i >= 0; --i) {
+    auto key = q.get();
+    ASSERT_EQ(key, "k" + std::to_string(i));
+    q.done(*key);
+  }
+  EXPECT_EQ(q.waiting(), 0u);
+  q.addAfter("again", 1h);
+  q.add("again");  // added now: no longer waiting
+  EXPECT_EQ(q.waiting(), 0u);
+  EXPECT_EQ(q.get(), "again");
+}
+
 }  // namespace
 }  // namespace podshaper::op

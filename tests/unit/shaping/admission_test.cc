@@ -47,6 +47,7 @@ TEST(Admission, PodCreateIsPatchedAndThePatchReproducesTheShapedPod) {
   json shaped = applyPatch(pod, r);
   EXPECT_EQ(shaped["metadata"]["annotations"]["podshaper.io/shm-size"], "8231Mi");
   EXPECT_TRUE(r["warnings"].is_array());
+  EXPECT_EQ(d->body(), d->review.dump());  // the bytes the webhook answers
 }
 
 TEST(Admission, AnnotationKeysAreJsonPointerEscaped) {
@@ -83,6 +84,7 @@ TEST(Admission, DenialCarriesTheMessage) {
   EXPECT_EQ(r["status"]["code"], 403);
   EXPECT_NE(r["status"]["message"].get<std::string>().find("unknown dtype \"float8\""), std::string::npos);
   EXPECT_FALSE(r.contains("patch"));
+  EXPECT_EQ(d->body(), d->review.dump());
 }
 
 TEST(Admission, OtherOperationsAndKindsAreAllowedUnchanged) {
@@ -93,6 +95,7 @@ TEST(Admission, OtherOperationsAndKindsAreAllowedUnchanged) {
     EXPECT_TRUE(d->allowed);
     EXPECT_FALSE(d->mutated);
     EXPECT_EQ(d->review["response"], json({{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"}, {"allowed", true}}));
+    EXPECT_EQ(d->body(), d->review.dump());
   }
 }
 

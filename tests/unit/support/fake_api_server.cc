@@ -10,9 +10,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace podshaper::fakes {
 namespace {
@@ -181,7 +184,52 @@ struct FakeApiServer::Door {
   std::string url;
   web::http::experimental::listener::http_listener http;
   std::atomic<bool> cut{false};
+  // Requests being answered, and the answers still being sent: the listener is closed only
+  // once none is left (cpprest's listener crashes on an answer sent while it closes, as a
+  // watch answered at the server's end was).
+  std::mutex mu;
+  std::condition_variable idle;
+  int handling = 0;
+  std::vector<pplx::task<void>> sending;
+
+  void send(pplx::task<void> reply) {
+    std::lock_guard lock(mu);
+    std::erase_if(sending, [](const pplx::task<void>& t) { return t.is_done(); });
+    sending.push_back(std::move(reply));
+  }
+  // One request being handled, for drain().
+  struct Handling {
+    Door& door;
+    explicit Handling(Door& d) : door(d) {
+      std::lock_guard lock(door.mu);
+      ++door.handling;
+    }
+    ~Handling() {
+      std::lock_guard lock(door.mu);
+      if (--door.handling == 0) door.idle.notify_all();
+    }
+    Handling(const Handling&) = delete;
+    Handling& operator=(const Handling&) = delete;
+  };
+  // Waits for every request to be answered and every answer sent.
+  void drain() {
+    std::vector<pplx::task<void>> replies;
+    {
+      std::unique_lock lock(mu);
+      idle.wait(lock, [this] { return handling == 0; });
+      replies.swap(sending);
+    }
+    for (auto& reply : replies) {
+      try {
+        reply.wait();
+      } catch (const std::exception&) {
+        // the client went away: nothing left to send
+      }
+    }
+  }
 };
+
+
 
 FakeApiServer::FakeApiServer() { openDoor(); }
 
@@ -191,7 +239,10 @@ FakeApiServer::~FakeApiServer() {
     closing_ = true;  // open watches end now
   }
   changes_.notify_all();
-  for (auto& door : doors_) door->http.close().wait();
+  for (auto& door : doors_) {
+    door->drain();
+    door->http.close().wait();
+  }
 }
 
 std::string FakeApiServer::url(int door) const { return doors_.at(door)->url; }
@@ -204,8 +255,9 @@ int FakeApiServer::openDoor() {
   door->http = web::http::experimental::listener::http_listener(door->url);
   Door* d = door.get();
   door->http.support([this, d](http_request request) {
+    Door::Handling handling(*d);
     if (d->cut) {
-      request.reply(503, status(503, "ServiceUnavailable", "cut off by the test").dump(), "application/json");
+      d->send(request.reply(503, status(503, "ServiceUnavailable", "cut off by the test").dump(), "application/json"));
       return;
     }
     const std::string text = request.extract_utf8string(true).get();
@@ -224,7 +276,7 @@ int FakeApiServer::openDoor() {
     }
     if (wait.count() > 0) std::this_thread::sleep_for(wait);
     if (!served) {
-      request.reply(404, "404 page not found\n", "text/plain");
+      d->send(request.reply(404, "404 page not found\n", "text/plain"));
       return;
     }
     const json input = text.empty() ? json() : json::parse(text, nullptr, false);
@@ -242,9 +294,9 @@ int FakeApiServer::openDoor() {
     }
     if (hook) hook(done);
     if (reply.text) {
-      request.reply(reply.code, *reply.text, watching ? "application/json" : "text/plain");
+      d->send(request.reply(reply.code, *reply.text, watching ? "application/json" : "text/plain"));
     } else {
-      request.reply(reply.code, reply.body.dump(), "application/json");
+      d->send(request.reply(reply.code, reply.body.dump(), "application/json"));
     }
   });
   door->http.open().wait();

@@ -1,13 +1,18 @@
 // ClusterCache's claim lookup over the wire: a claim its watch has not seen is
 // read with a GET; only a Status NotFound means "does not exist"; any other
-// answer, or none in time, is an error the admission reports. The API server is the
-// shared fake (tests/unit/support); the real one comes in tests/e2e.
+// answer, or none in time, is an error the admission reports. Its watches: what it
+// keeps of Namespaces and Nodes (what admission reads), claims cached, counted, and
+// a kubelet's heartbeat that changes nothing kept. The API server is the shared fake
+// (tests/unit/support); the real one comes in tests/e2e.
 #include "webhook/cluster_cache.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
+
+#include "metrics/metrics.h"
 
 #include "tests/unit/kube/black_hole.h"
 #include "tests/unit/support/fake_api_server.h"
@@ -96,6 +101,95 @@ TEST(ClusterCacheClaims, OneAdmissionSpendsAtMostItsBudgetOnGets) {
   // Each slow GET gives up after 1 s; no new one starts after 2 s. (A bound, not a timing:
   // the point is that 4 slow claims do not take 4 × 3 s.)
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+bool waitFor(const std::function<bool()>& done) {
+  for (int i = 0; i < 100 && !done(); ++i) std::this_thread::sleep_for(50ms);
+  return done();
+}
+
+TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
+  fakes::FakeApiServer api;
+  json labels = {{"podshaper.io/topology-validated", "true"}, {"podshaper.io/gpu-count", "8"}};
+  for (int i = 0; i < 40; ++i) labels["feature.node.kubernetes.io/cpu-cpuid.F" + std::to_string(i)] = "true";
+  auto node = [&](const std::string& heartbeat) {
+    return json{{"metadata", {{"name", "gpu-1"}, {"uid", "u1"}, {"labels", labels}}},
+                {"status",
+                 {{"allocatable", {{"nvidia.com/gpu", "8"}, {"cpu", "192"}}},
+                  {"capacity", {{"memory", "2Ti"}, {"cpu", "192"}}},
+                  {"conditions", {{{"type", "Ready"}, {"lastHeartbeatTime", heartbeat}}}},
+                  {"images", {{{"names", {"pytorch:2"}}, {"sizeBytes", 1}}}}}}};
+  };
+  api.put("/api/v1/nodes/gpu-1", node("t0"));
+  api.put("/api/v1/nodes/cpu-1", {{"metadata", {{"name", "cpu-1"}}}});
+  api.put("/api/v1/namespaces/ml", {{"metadata",
+                                     {{"name", "ml"},
+                                      {"labels",
+                                       {{"pod-security.kubernetes.io/enforce", "baseline"},
+                                        {"podshaper.io/inject", "disabled"},
+                                        {"team", "llm"}}}}}});
+  api.put("/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims/c1",
+          {{"metadata", {{"name", "c1"}, {"namespace", "ml"}}},
+           {"spec", {{"devices", {{"requests", {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"},
+                                                                                  {"count", 8}}}}}}}}}},
+           {"status", {{"allocation", {{"devices", {{"results", json::array()}}}}}}}});
+  kube::Client client(kube::serverAt(api.url()));
+  metrics::Registry registry;
+  ClusterCache cache(client, &registry);
+  cache.start();
+  ASSERT_TRUE(waitFor([&] { return cache.synced(); }));
+  const auto view = cache.view();
+  ASSERT_EQ(view->nodes.size(), 1u);  // the CPU node left out
+  const Node& n = view->nodes[0];
+  EXPECT_EQ(n.name, "gpu-1");
+  EXPECT_EQ(n.uid, "u1");
+  EXPECT_EQ(n.labels, (Labels{{"podshaper.io/gpu-count", "8"}, {"podshaper.io/topology-validated", "true"}}));
+  EXPECT_EQ(n.gpus(), 8u);
+  EXPECT_EQ(n.memoryBytes, int64_t{2} << 40);
+  EXPECT_EQ(view->namespaceLabels.at("ml"),
+            (Labels{{"pod-security.kubernetes.io/enforce", "baseline"}, {"podshaper.io/inject", "disabled"}}));
+
+  // The claim comes from the watch: no GET of it.
+  ASSERT_TRUE(waitFor([&] { return registry.render().find("resource=\"resourceclaims\"} 1") != std::string::npos; }))
+      << registry.render();
+  auto claim = cache.claims()("ml", ClaimRef{"gpus", ClaimKind::kClaim, "c1"});
+  ASSERT_TRUE(claim && claim->has_value());
+  auto gpus = gpuRequests(**claim, "gpu.nvidia.com");
+  ASSERT_TRUE(gpus);
+  EXPECT_EQ((*gpus)[0].count, 8u);
+  for (const fakes::Served& s : api.requests()) {
+    EXPECT_FALSE(s.method == "GET" && s.path.ends_with("/resourceclaims/c1")) << "a GET of a watched claim";
+  }
+  const std::string metrics = registry.render();
+  EXPECT_NE(metrics.find("podshaper_webhook_cached_objects{resource=\"nodes\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("podshaper_webhook_cached_objects{resource=\"namespaces\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.find("podshaper_webhook_cached_objects{resource=\"resourceclaimtemplates\"} 0"), std::string::npos);
+
+  // A heartbeat changes nothing admission reads: the view is not built again. First the
+  // view settles: an informer that synced after the first build may rebuild it once
+  // (the same content; CI saw it about once in 20 runs).
+  auto settled = cache.view();
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(600ms);  // three rebuild periods
+    if (cache.view() == settled) break;
+    settled = cache.view();
+  }
+  EXPECT_EQ(settled->nodes.size(), 1u);
+  api.put("/api/v1/nodes/gpu-1", node("t1"));
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(cache.view(), settled);
+  labels["podshaper.io/gpu-count"] = "4";
+  api.put("/api/v1/nodes/gpu-1", node("t2"));
+  EXPECT_TRUE(waitFor([&] { return cache.view()->nodes[0].labels.at("podshaper.io/gpu-count") == "4"; }));
+  // Only the Nodes that changed are read again: one more comes, one goes, the other stays.
+  api.put("/api/v1/nodes/gpu-2", {{"metadata", {{"name", "gpu-2"}}}, {"status", {{"allocatable", {{"nvidia.com/gpu", "4"}}}}}});
+  ASSERT_TRUE(waitFor([&] { return cache.view()->nodes.size() == 2; }));
+  EXPECT_EQ(cache.view()->kinds.size(), 2u);
+  ASSERT_TRUE(api.remove("/api/v1/nodes/gpu-1"));
+  ASSERT_TRUE(waitFor([&] { return cache.view()->nodes.size() == 1; }));
+  EXPECT_EQ(cache.view()->nodes[0].name, "gpu-2");
+  EXPECT_EQ(cache.view()->kinds.size(), 1u);
+  cache.stop();
 }
 
 }  // namespace

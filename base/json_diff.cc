@@ -1,0 +1,79 @@
+#include "base/json_diff.h"
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+// A key as a JSON Pointer token (RFC 6901): "~" is "~0", "/" is "~1".
+void appendToken(std::string& path, const std::string& key) {
+  path += '/';
+  for (char c : key) {
+    if (c == '~') path += "~0";
+    else if (c == '/') path += "~1";
+    else path += c;
+  }
+}
+
+void diffAt(const json& before, const json& after, std::string& path, json& patch) {
+  if (before.type() != after.type()) {
+    patch.push_back({{"op", "replace"}, {"path", path}, {"value", after}});
+    return;
+  }
+  const std::size_t length = path.size();
+  switch (before.type()) {
+    case json::value_t::array: {
+      std::size_t i = 0;
+      for (; i < before.size() && i < after.size(); ++i) {
+        if (before[i] == after[i]) continue;
+        path += '/';
+        path += std::to_string(i);
+        diffAt(before[i], after[i], path, patch);
+        path.resize(length);
+      }
+      // What `before` has past `after`'s end, removed from its last (indexes stay valid).
+      const std::size_t removalsAt = patch.size();
+      for (std::size_t j = i; j < before.size(); ++j) {
+        patch.insert(patch.begin() + static_cast<std::ptrdiff_t>(removalsAt),
+                     json{{"op", "remove"}, {"path", path + "/" + std::to_string(j)}});
+      }
+      for (std::size_t j = i; j < after.size(); ++j) {
+        patch.push_back({{"op", "add"}, {"path", path + "/-"}, {"value", after[j]}});
+      }
+      return;
+    }
+    case json::value_t::object: {
+      for (auto it = before.begin(); it != before.end(); ++it) {
+        auto there = after.find(it.key());
+        if (there != after.end() && *there == it.value()) continue;
+        appendToken(path, it.key());
+        if (there == after.end()) {
+          patch.push_back({{"op", "remove"}, {"path", path}});
+        } else {
+          diffAt(it.value(), *there, path, patch);
+        }
+        path.resize(length);
+      }
+      for (auto it = after.begin(); it != after.end(); ++it) {
+        if (before.contains(it.key())) continue;
+        appendToken(path, it.key());
+        patch.push_back({{"op", "add"}, {"path", path}, {"value", it.value()}});
+        path.resize(length);
+      }
+      return;
+    }
+    default:
+      if (before != after) patch.push_back({{"op", "replace"}, {"path", path}, {"value", after}});
+      return;
+  }
+}
+
+}  // namespace
+
+void appendDiff(const json& before, const json& after, const std::string& path, json& patch) {
+  if (before == after) return;
+  std::string at = path;
+  diffAt(before, after, at, patch);
+}
+
+}  // namespace podshaper

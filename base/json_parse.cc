@@ -1,0 +1,100 @@
+#include "base/json_parse.h"
+
+#include <memory>
+#include <string>
+
+#include <simdjson.h>
+
+#include "base/json_util.h"
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t kReusedUpTo = 64 * 1024;
+
+// The tree of what simdjson found; depth is bounded by the parser's max_depth.
+json treeOf(simdjson::dom::element e) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::OBJECT: {
+      json object(json::value_t::object);
+      auto& members = object.get_ref<json::object_t&>();
+      simdjson::dom::object o = e.get_object().value_unsafe();
+      for (auto [key, value] : o) {
+        members.insert_or_assign(members.end(), std::string(key), treeOf(value));
+      }
+      return object;
+    }
+    case simdjson::dom::element_type::ARRAY: {
+      json array(json::value_t::array);
+      auto& items = array.get_ref<json::array_t&>();
+      simdjson::dom::array a = e.get_array().value_unsafe();
+      items.reserve(a.size());
+      for (simdjson::dom::element item : a) items.push_back(treeOf(item));
+      return array;
+    }
+    case simdjson::dom::element_type::STRING:
+      return json(std::string(e.get_string().value_unsafe()));
+    case simdjson::dom::element_type::INT64: {
+      const int64_t v = e.get_int64().value_unsafe();
+      // nlohmann keeps an integer written without a sign as unsigned.
+      return v >= 0 ? json(static_cast<uint64_t>(v)) : json(v);
+    }
+    case simdjson::dom::element_type::UINT64:
+      return json(e.get_uint64().value_unsafe());
+    case simdjson::dom::element_type::DOUBLE:
+      return json(e.get_double().value_unsafe());
+    case simdjson::dom::element_type::BOOL:
+      return json(e.get_bool().value_unsafe());
+    case simdjson::dom::element_type::NULL_VALUE:
+      break;
+  }
+  return json();
+}
+
+JsonParseError tooDeep(int maxDepth) {
+  JsonParseError e;
+  e.message = "nested deeper than " + std::to_string(maxDepth);
+  e.tooDeep = true;
+  return e;
+}
+
+JsonParseError notJson(std::string message) {
+  JsonParseError e;
+  e.message = std::move(message);
+  return e;
+}
+
+// nlohmann's own parser: for what simdjson refused.
+Result<json, JsonParseError> parseSlowly(std::string_view text, int maxDepth) {
+  if (nestedDeeperThan(text, maxDepth)) return tooDeep(maxDepth);
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    return notJson("not valid JSON at byte " + std::to_string(e.byte));
+  } catch (const json::exception&) {  // a number past a double's range
+    return notJson("not valid JSON: a number out of range");
+  }
+}
+
+}  // namespace
+
+Result<json, JsonParseError> parseJson(std::string_view text, int maxDepth) {
+  // simdjson's levels are nestedDeeperThan's brackets (tests/unit/base/json_parse_test.cc).
+  const std::size_t depth = static_cast<std::size_t>(maxDepth);
+  // simdjson's buffers take about 14 bytes per byte of text: a list page of 500 Nodes
+  // (6 MB) would pass 80 MB through the heap. nlohmann builds its tree as it reads.
+  if (text.size() > kReusedUpTo) return parseSlowly(text, maxDepth);
+  thread_local std::unique_ptr<simdjson::dom::parser> reused;
+  if (!reused) reused = std::make_unique<simdjson::dom::parser>(kReusedUpTo);
+  simdjson::dom::parser* parser = reused.get();
+  if (parser->max_depth() != depth && parser->allocate(std::max<std::size_t>(parser->capacity(), 1), depth)) {
+    return parseSlowly(text, maxDepth);  // no memory for simdjson's buffers
+  }
+  simdjson::dom::element root;
+  if (parser->parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return parseSlowly(text, maxDepth);
+  return treeOf(root);
+}
+
+}  // namespace podshaper

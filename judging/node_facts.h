@@ -1,0 +1,42 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/node.h"
+
+// What the operator knows of one GPU node: read from its Node and its report when either
+// changes (the operator keeps them, operator/node_table.h), and read by the pending pods'
+// explanations (judging/pod_explain.h) and the TopologyPolicies' status
+// (judging/policy_status.h). Pure.
+namespace podshaper {
+
+struct Taint {
+  std::string key, value, effect;
+};
+
+struct NodeFacts {
+  Node node;
+  std::vector<Taint> taints;
+  bool unschedulable = false;  // cordoned
+  // Its report's Validated condition: status ("True", "False"; empty when there is no
+  // report or it was not judged yet) and reason.
+  std::string validated, validatedReason;
+  // Why a Node labelled not validated is not: the report's Validated reason when it is not
+  // True, "no GPUTopologyReport" when there is none; empty when the label says validated
+  // or is absent.
+  std::string notValidatedReason;
+  std::vector<std::string> exclusivePods;  // "namespace/name" of the node-exclusive pods bound to it, not finished
+};
+
+// The facts of a Node (as the operator's cache keeps it) and its report (null: none),
+// without exclusivePods.
+NodeFacts nodeFactsOf(const nlohmann::json& node, const nlohmann::json* report);
+
+// Fills exclusivePods of `nodes` from `shapedPods` (the pods podshaper shaped): the
+// node-exclusive ones bound to each node and not finished, sorted.
+void addExclusivePods(std::vector<NodeFacts>& nodes, const std::vector<nlohmann::json>& shapedPods);
+
+}  // namespace podshaper

@@ -1,0 +1,93 @@
+#include "base/json_parse.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+namespace podshaper {
+namespace {
+
+using nlohmann::json;
+
+std::string nested(int levels, char open, char close) {
+  std::string text;
+  for (int i = 0; i < levels; ++i) text += open == '{' ? std::string("{\"a\":") : std::string(1, open);
+  text += open == '{' ? "1" : "";
+  for (int i = 0; i < levels; ++i) text += close;
+  return text;
+}
+
+// What nlohmann's parser reads, parseJson reads the same, value and type.
+TEST(ParseJson, ReadsWhatNlohmannReads) {
+  for (const char* text :
+       {R"({"kind":"AdmissionReview","request":{"uid":"u","object":{"spec":{"containers":[{"name":"c"}]}}}})",
+        R"([1, -2, 3.5, 1e3, 18446744073709551615, -9223372036854775808, true, false, null])",
+        R"("\u00e9\u0000\ud83d\ude00 \"quoted\" \\ \/")", R"({"a":1,"a":2})", " { } ", "[]", "0", "\"\"",
+        R"({"z":1,"a":{"y":[{}],"b":[]}})", "18446744073709551616", "1.5e308"}) {
+    SCOPED_TRACE(text);
+    auto fast = parseJson(text, 128);
+    ASSERT_TRUE(fast.ok()) << fast.error().message;
+    const json slow = json::parse(text);
+    EXPECT_EQ(*fast, slow);
+    EXPECT_EQ(fast->dump(), slow.dump());
+    std::function<void(const json&, const json&)> sameTypes = [&](const json& a, const json& b) {
+      EXPECT_EQ(a.type(), b.type()) << a.dump();
+      if (a.is_structured()) {
+        auto ib = b.begin();
+        for (auto ia = a.begin(); ia != a.end(); ++ia, ++ib) sameTypes(*ia, *ib);
+      }
+    };
+    sameTypes(*fast, slow);
+  }
+}
+
+TEST(ParseJson, RefusesWhatNlohmannRefusesWithTheByte) {
+  for (const char* text : {"", "{\"kind\":", "[1,2] x", "\"\xff\"", "{'a':1}", "[1,]", "nul"}) {
+    SCOPED_TRACE(text);
+    auto r = parseJson(text, 128);
+    ASSERT_FALSE(r.ok());
+    EXPECT_FALSE(r.error().tooDeep);
+    EXPECT_NE(r.error().message.find("not valid JSON at byte"), std::string::npos) << r.error().message;
+  }
+  auto huge = parseJson("1e400", 128);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().message, "not valid JSON: a number out of range");
+}
+
+// The depth limit is nestedDeeperThan's, for arrays and objects, at the edge.
+TEST(ParseJson, DepthAtTheEdge) {
+  for (char open : {'[', '{'}) {
+    const char close = open == '[' ? ']' : '}';
+    EXPECT_TRUE(parseJson(nested(128, open, close), 128).ok());
+    auto deeper = parseJson(nested(129, open, close), 128);
+    ASSERT_FALSE(deeper.ok());
+    EXPECT_TRUE(deeper.error().tooDeep);
+    EXPECT_EQ(deeper.error().message, "nested deeper than 128");
+    // A limit met on one thread's reused parser does not stay for the next text.
+    EXPECT_TRUE(parseJson(nested(500, open, close), 1000).ok());
+    EXPECT_FALSE(parseJson(nested(129, open, close), 128).ok());
+  }
+  // Deep and not JSON either: the depth is what is said.
+  EXPECT_TRUE(parseJson(std::string(20000, '['), 1000).error().tooDeep);
+}
+
+// A text past 64 KiB is read by nlohmann's parser: the same tree, the same limits.
+TEST(ParseJson, LargeTexts) {
+  json big = json::object();
+  for (int i = 0; i < 20000; ++i) big["key-" + std::to_string(i)] = std::string(20, 'x');
+  const std::string text = big.dump();
+  ASSERT_GT(text.size(), 64u * 1024);
+  auto r = parseJson(text, 128);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, big);
+  EXPECT_TRUE(parseJson("{\"small\":1}", 128).ok());  // the reused parser still serves
+  const std::string deepAndLarge = std::string(129, '[') + '"' + std::string(70000, 'x') + '"' + std::string(129, ']');
+  auto deep = parseJson(deepAndLarge, 128);
+  ASSERT_FALSE(deep.ok());
+  EXPECT_TRUE(deep.error().tooDeep);
+  EXPECT_FALSE(parseJson(text.substr(0, text.size() - 1), 128).ok());
+}
+
+}  // namespace
+}  // namespace podshaper
