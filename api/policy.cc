@@ -102,20 +102,10 @@ class PolicyReader {
 }  // namespace
 
 bool LabelSelector::matches(const std::map<std::string, std::string>& labels) const {
-  for (const auto& [k, v] : matchLabels) {
-    auto it = labels.find(k);
-    if (it == labels.end() || it->second != v) return false;
-  }
-  for (const auto& e : matchExpressions) {
-    auto it = labels.find(e.key);
-    const bool has = it != labels.end();
-    const bool in = has && std::find(e.values.begin(), e.values.end(), it->second) != e.values.end();
-    if (e.op == "In" && !in) return false;
-    if (e.op == "NotIn" && in) return false;
-    if (e.op == "Exists" && !has) return false;
-    if (e.op == "DoesNotExist" && has) return false;
-  }
-  return true;
+  return matchesBy([&labels](const std::string& key) -> const std::string* {
+    auto it = labels.find(key);
+    return it == labels.end() ? nullptr : &it->second;
+  });
 }
 
 std::optional<LinkClass> parseLinkClass(const std::string& text) {

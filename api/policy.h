@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,7 +23,27 @@ struct LabelSelector {
   std::vector<Expression> matchExpressions;
 
   bool matches(const std::map<std::string, std::string>& labels) const;
+  // The same, each label read through valueOf(key): a const std::string*, nullptr when absent.
+  template <class ValueOf>
+  bool matchesBy(const ValueOf& valueOf) const;
 };
+
+template <class ValueOf>
+bool LabelSelector::matchesBy(const ValueOf& valueOf) const {
+  for (const auto& [k, v] : matchLabels) {
+    const std::string* have = valueOf(k);
+    if (have == nullptr || *have != v) return false;
+  }
+  for (const auto& e : matchExpressions) {
+    const std::string* have = valueOf(e.key);
+    const bool in = have != nullptr && std::find(e.values.begin(), e.values.end(), *have) != e.values.end();
+    if (e.op == "In" && !in) return false;
+    if (e.op == "NotIn" && in) return false;
+    if (e.op == "Exists" && have == nullptr) return false;
+    if (e.op == "DoesNotExist" && have != nullptr) return false;
+  }
+  return true;
+}
 
 // Link classes from best to worst, as `nvidia-smi topo -m` names them (NV# is NVLink).
 enum class LinkClass { NVLink, PIX, PXB, PHB, NODE, SYS };

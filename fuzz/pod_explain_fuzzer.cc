@@ -29,13 +29,13 @@ std::vector<NodeFacts> someNodes() {
   std::vector<NodeFacts> nodes;
   auto add = [&](const char* name, int gpus, const char* validated, const char* memlock) {
     NodeFacts f;
-    f.node.name = name;
-    f.node.allocatableGpus = gpus;
+    f.name = name;
+    f.allocatableGpus = gpus;
     if (*validated) {
-      f.node.labels = {{"podshaper.io/topology-validated", validated},
-                       {"podshaper.io/gpu-count", std::to_string(gpus)},
-                       {"podshaper.io/memlock", memlock},
-                       {"podshaper.io/p2p", "all"}};
+      f.labels = {{"podshaper.io/topology-validated", validated},
+                  {"podshaper.io/gpu-count", std::to_string(gpus)},
+                  {"podshaper.io/memlock", memlock},
+                  {"podshaper.io/p2p", "all"}};
     }
     nodes.push_back(std::move(f));
     return &nodes.back();

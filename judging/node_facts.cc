@@ -11,9 +11,11 @@ namespace podshaper {
 
 using nlohmann::json;
 
-NodeFacts nodeFactsOf(const json& node, const json* report) {
+NodeFacts nodeFactsOf(const json& node, const json* report, StringPool& pool) {
   NodeFacts f;
-  f.node = nodeFromJson(node);
+  f.name = stringMember(member(node, "metadata"), "name");
+  f.allocatableGpus = allocatableGpusOf(node);
+  f.labels = SharedLabels(node, pool);
   const json& spec = member(node, "spec");
   for (const json& t : member(spec, "taints")) {
     f.taints.push_back({stringMember(t, "key"), stringMember(t, "value"), stringMember(t, "effect")});
@@ -26,8 +28,8 @@ NodeFacts nodeFactsOf(const json& node, const json* report) {
       f.validatedReason = stringMember(c, "reason");
     }
   }
-  auto label = f.node.labels.find(std::string(names::kTopologyValidated));
-  if (label != f.node.labels.end() && label->second != "true") {
+  const std::string* label = f.labels.find(names::kTopologyValidated);
+  if (label != nullptr && *label != "true") {
     if (report == nullptr) {
       f.notValidatedReason = "no GPUTopologyReport";
     } else if (f.validated != "True") {
@@ -48,7 +50,7 @@ void addExclusivePods(std::vector<NodeFacts>& nodes, const std::vector<json>& sh
     exclusive[node].push_back(stringMember(meta, "namespace") + "/" + stringMember(meta, "name"));
   }
   for (NodeFacts& f : nodes) {
-    auto it = exclusive.find(f.node.name);
+    auto it = exclusive.find(f.name);
     if (it == exclusive.end()) continue;
     f.exclusivePods = std::move(it->second);
     std::sort(f.exclusivePods.begin(), f.exclusivePods.end());

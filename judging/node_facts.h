@@ -1,11 +1,14 @@
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "api/node.h"
+#include "base/string_pool.h"
 
 // What the operator knows of one GPU node: read from its Node and its report when either
 // changes (the operator keeps them, operator/node_table.h), and read by the pending pods'
@@ -18,7 +21,9 @@ struct Taint {
 };
 
 struct NodeFacts {
-  Node node;
+  std::string name;
+  std::optional<uint64_t> allocatableGpus;  // as Node::allocatableGpus
+  SharedLabels labels;
   std::vector<Taint> taints;
   bool unschedulable = false;  // cordoned
   // Its report's Validated condition: status ("True", "False"; empty when there is no
@@ -29,11 +34,13 @@ struct NodeFacts {
   // or is absent.
   std::string notValidatedReason;
   std::vector<std::string> exclusivePods;  // "namespace/name" of the node-exclusive pods bound to it, not finished
+
+  uint64_t gpus() const { return allocatableGpus.value_or(0); }
 };
 
 // The facts of a Node (as the operator's cache keeps it) and its report (null: none),
-// without exclusivePods.
-NodeFacts nodeFactsOf(const nlohmann::json& node, const nlohmann::json* report);
+// without exclusivePods; the labels' strings from `pool`.
+NodeFacts nodeFactsOf(const nlohmann::json& node, const nlohmann::json* report, StringPool& pool);
 
 // Fills exclusivePods of `nodes` from `shapedPods` (the pods podshaper shaped): the
 // node-exclusive ones bound to each node and not finished, sorted.

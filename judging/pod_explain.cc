@@ -16,9 +16,9 @@ namespace {
 using json = nlohmann::json;
 
 std::optional<std::string> labelOf(const NodeFacts& n, const std::string& k) {
-  auto it = n.node.labels.find(k);
-  if (it == n.node.labels.end()) return std::nullopt;
-  return it->second;
+  const std::string* value = n.labels.find(k);
+  if (value == nullptr) return std::nullopt;
+  return *value;
 }
 
 // One node-selector requirement (nodeSelector, matchExpressions, matchFields).
@@ -32,7 +32,7 @@ struct Requirement {
 // (a node podshaper has not judged yet).
 std::optional<std::string> gpusOf(const NodeFacts& n) {
   if (auto v = labelOf(n, std::string(names::kGpuCount))) return v;
-  if (n.node.gpus() > 0) return std::to_string(n.node.gpus());
+  if (n.gpus() > 0) return std::to_string(n.gpus());
   return std::nullopt;
 }
 
@@ -42,7 +42,7 @@ std::optional<std::string> gpusOf(const NodeFacts& n) {
 bool matches(const Requirement& r, const NodeFacts& n) {
   std::optional<std::string> value;
   if (r.field) {
-    value = n.node.name;
+    value = n.name;
   } else {
     value = r.key == names::kGpuCount ? gpusOf(n) : labelOf(n, r.key);
   }
@@ -180,7 +180,7 @@ std::string detailOf(const Slot& s, const NodeFacts& n, const json& tolerations)
   switch (s.kind) {
     case SlotKind::kGpuCount: {
       if (auto v = labelOf(n, s.key)) return *v + " GPUs";
-      return n.node.gpus() > 0 ? std::to_string(n.node.gpus()) + " GPUs, not judged by podshaper" : "no GPUs";
+      return n.gpus() > 0 ? std::to_string(n.gpus()) + " GPUs, not judged by podshaper" : "no GPUs";
     }
     case SlotKind::kValidated:
       if (!n.notValidatedReason.empty()) return n.notValidatedReason;
@@ -195,7 +195,7 @@ std::string detailOf(const Slot& s, const NodeFacts& n, const json& tolerations)
       if (auto v = labelOf(n, s.key)) return "p2p " + *v;
       return "not judged by podshaper";
     case SlotKind::kOther:
-      if (s.variants.front().field) return "name " + n.node.name;
+      if (s.variants.front().field) return "name " + n.name;
       if (auto v = labelOf(n, s.key)) return s.key + "=" + *v;
       return "no " + s.key;
     case SlotKind::kCordoned: return "cordoned";
@@ -410,65 +410,55 @@ bool waitsToBeExplained(const json& pod, long long now, long long graceSeconds) 
   return w.pending && w.age >= graceSeconds && !w.gated;
 }
 
-PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nodes, long long now,
-                              long long graceSeconds) {
-  PendingJudgement out;
-  const Wait w = waitOf(pod, now);
-  if (!w.pending) return out;
-  out.pending = true;
-  const long long age = w.age;
-  if (age < graceSeconds) {
-    out.lookAgainAfter = std::max(1LL, graceSeconds - age);
-    return out;
-  }
-  out.lookAgainAfter = 30;
-  if (w.gated) return out;
-  const json& meta = member(pod, "metadata");
-  const json& spec = member(pod, "spec");
+namespace {
 
-  const bool nodeExclusive =
-      stringMember(member(meta, "labels"), names::kPlacementLabel) == names::kNodeExclusive;
-  const auto terms = termsOf(spec);
-  const Slots s = slotsOf(terms, nodeExclusive);
-  const json& tolerations = member(spec, "tolerations");
-
-  // Per slot, the failing nodes grouped by what they are instead.
-  std::vector<std::map<std::string, std::vector<std::string>>> failing(s.slots.size());
-  std::vector<std::size_t> failCount(s.slots.size(), 0);
+// Every node sorted against the pod's requirements: the ones that meet all of them, and per
+// requirement (slot) the nodes that fail it first, grouped by what they are instead.
+struct NodeTally {
   std::vector<std::string> fit;
+  std::vector<std::map<std::string, std::vector<std::string>>> failing;
+  std::vector<std::size_t> failCount;
+};
+
+NodeTally tallyNodes(const Slots& s, const std::vector<std::vector<Requirement>>& terms, const std::vector<NodeFacts>& nodes,
+                     const json& tolerations) {
+  NodeTally t{{}, std::vector<std::map<std::string, std::vector<std::string>>>(s.slots.size()),
+              std::vector<std::size_t>(s.slots.size(), 0)};
   for (const NodeFacts& n : nodes) {
     const std::size_t i = firstFailure(s, terms, n, tolerations);
     if (i == kPass) {
-      fit.push_back(n.node.name);
+      t.fit.push_back(n.name);
       continue;
     }
-    ++failCount[i];
+    ++t.failCount[i];
     const std::string detail = detailOf(s.slots[i], n, tolerations);
-    failing[i][s.slots[i].kind == SlotKind::kExclusive ? n.node.name + " runs " + detail : detail].push_back(
-        n.node.name);
+    t.failing[i][s.slots[i].kind == SlotKind::kExclusive ? n.name + " runs " + detail : detail].push_back(n.name);
   }
+  return t;
+}
 
+// "It needs a node that …": the requirements a user can read as asked of the pod.
+std::string needsSentence(const Slots& s) {
   std::vector<std::string> needs;
   for (const Slot& slot : s.slots) {
     if (slot.kind == SlotKind::kCordoned || slot.kind == SlotKind::kTaint) continue;
     needs.push_back(needWords(slot));
   }
-  std::string message = "Pending for " + ageWords(age) + ": ";
-  message += fit.empty() ? "no node can take this pod now." : "podshaper's requirements are met, yet no node took it.";
-  if (!needs.empty()) {
-    std::string list;
-    for (std::size_t i = 0; i < needs.size(); ++i) {
-      list += (i == 0 ? "" : i + 1 == needs.size() ? " and " : ", ") + needs[i];
-    }
-    message += " It needs a node that " + list + ".";
+  if (needs.empty()) return "";
+  std::string list;
+  for (std::size_t i = 0; i < needs.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == needs.size() ? " and " : ", ") + needs[i];
   }
+  return " It needs a node that " + list + ".";
+}
+
+// Per failed requirement: "12 do not have 8 GPUs (4 GPUs: n10, n11, n12 and 9 more)".
+std::vector<std::string> failureGroups(const Slots& s, const NodeTally& t) {
   std::vector<std::string> groups;
-  std::size_t gpuCountFailures = 0;
   for (std::size_t i = 0; i < s.slots.size(); ++i) {
-    if (failCount[i] == 0) continue;
-    if (s.slots[i].kind == SlotKind::kGpuCount) gpuCountFailures = failCount[i];
+    if (t.failCount[i] == 0) continue;
     const auto [one, many] = failWords(s.slots[i]);
-    std::vector<std::pair<std::string, std::vector<std::string>>> byDetail(failing[i].begin(), failing[i].end());
+    std::vector<std::pair<std::string, std::vector<std::string>>> byDetail(t.failing[i].begin(), t.failing[i].end());
     std::stable_sort(byDetail.begin(), byDetail.end(),
                      [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
     std::vector<std::string> examples;
@@ -480,21 +470,24 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
       }
     }
     if (byDetail.size() > 3) examples.push_back("…");
-    groups.push_back(std::to_string(failCount[i]) + " " + (failCount[i] == 1 ? one : many) + " (" +
+    groups.push_back(std::to_string(t.failCount[i]) + " " + (t.failCount[i] == 1 ? one : many) + " (" +
                      joined(examples, "; ") + ")");
   }
-  if (nodes.empty()) {
-    message += " The cluster has no node.";
-  } else if (!groups.empty()) {
-    message += " Of " + nodesWord(nodes.size()) + ", " + joined(groups, "; ") + ".";
-  }
+  return groups;
+}
 
-  if (!fit.empty()) {
-    message += " " + nodesWord(fit.size()) + " meet" + (fit.size() == 1 ? "s" : "") + " all of it (" + someNames(fit) +
-               ")";
+// What the user can do, or what the scheduler says where podshaper's requirements are met.
+std::string whatToDo(const json& pod, const Slots& s, const NodeTally& t, const std::vector<NodeFacts>& nodes) {
+  if (!t.fit.empty()) {
     const std::string said = schedulerSays(pod);
-    message += said.empty() ? ": the scheduler has not said why it waits." : "; the scheduler says: " + said;
-  } else if (gpuCountFailures == nodes.size() && !nodes.empty()) {
+    return " " + nodesWord(t.fit.size()) + " meet" + (t.fit.size() == 1 ? "s" : "") + " all of it (" +
+           someNames(t.fit) + ")" + (said.empty() ? ": the scheduler has not said why it waits." : "; the scheduler says: " + said);
+  }
+  std::size_t gpuCountFailures = 0;
+  for (std::size_t i = 0; i < s.slots.size(); ++i) {
+    if (s.slots[i].kind == SlotKind::kGpuCount && t.failCount[i] > 0) gpuCountFailures = t.failCount[i];
+  }
+  if (gpuCountFailures == nodes.size() && !nodes.empty()) {
     std::map<uint64_t, std::size_t> sizes;
     for (const NodeFacts& n : nodes) {
       auto g = parseCount(gpusOf(n).value_or("0"));
@@ -502,33 +495,66 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
     }
     std::vector<std::string> have;
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) have.push_back(std::to_string(it->first));
-    message += " No node has that many GPUs: ask for a count the nodes have" +
-               (have.empty() ? std::string() : " (" + joined(have) + ")") +
-               " in each pod's nvidia.com/gpu, splitting the job into more pods, or add such nodes.";
-  } else {
-    // What to do, for each kind of failure that has an answer (most need an admin).
-    for (std::size_t i = 0; i < s.slots.size(); ++i) {
-      if (failCount[i] == 0) continue;
-      if (s.slots[i].kind == SlotKind::kExclusive) {
-        message += " It starts when a node-exclusive pod named here ends.";
-      } else if (s.slots[i].kind == SlotKind::kValidated) {
-        // The largest group's first node: judged and failing, or never reported.
-        const auto& [detail, names] = *std::max_element(
-            failing[i].begin(), failing[i].end(),
-            [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
-        message += detail == "not judged by podshaper"
-                       ? " podshaper-agent has not reported " + names.front() + " (is it running there?)."
-                       : " kubectl describe gtr " + names.front() +
-                             " (podshaper's report of that node's GPUs) says why it is not validated.";
-      }
+    return " No node has that many GPUs: ask for a count the nodes have" +
+           (have.empty() ? std::string() : " (" + joined(have) + ")") +
+           " in each pod's nvidia.com/gpu, splitting the job into more pods, or add such nodes.";
+  }
+  // For each kind of failure that has an answer (most need an admin).
+  std::string out;
+  for (std::size_t i = 0; i < s.slots.size(); ++i) {
+    if (t.failCount[i] == 0) continue;
+    if (s.slots[i].kind == SlotKind::kExclusive) {
+      out += " It starts when a node-exclusive pod named here ends.";
+    } else if (s.slots[i].kind == SlotKind::kValidated) {
+      // The largest group's first node: judged and failing, or never reported.
+      const auto& [detail, names] = *std::max_element(
+          t.failing[i].begin(), t.failing[i].end(),
+          [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+      out += detail == "not judged by podshaper"
+                 ? " podshaper-agent has not reported " + names.front() + " (is it running there?)."
+                 : " kubectl describe gtr " + names.front() +
+                       " (podshaper's report of that node's GPUs) says why it is not validated.";
     }
   }
+  return out;
+}
+
+}  // namespace
+
+PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nodes, long long now,
+                              long long graceSeconds) {
+  PendingJudgement out;
+  const Wait w = waitOf(pod, now);
+  if (!w.pending) return out;
+  out.pending = true;
+  if (w.age < graceSeconds) {
+    out.lookAgainAfter = std::max(1LL, graceSeconds - w.age);
+    return out;
+  }
+  out.lookAgainAfter = 30;
+  if (w.gated) return out;
+  const json& spec = member(pod, "spec");
+  const bool nodeExclusive =
+      stringMember(member(member(pod, "metadata"), "labels"), names::kPlacementLabel) == names::kNodeExclusive;
+  const auto terms = termsOf(spec);
+  const Slots s = slotsOf(terms, nodeExclusive);
+  const NodeTally t = tallyNodes(s, terms, nodes, member(spec, "tolerations"));
+
+  std::string message = "Pending for " + ageWords(w.age) + ": ";
+  message += t.fit.empty() ? "no node can take this pod now." : "podshaper's requirements are met, yet no node took it.";
+  message += needsSentence(s);
+  if (nodes.empty()) {
+    message += " The cluster has no node.";
+  } else if (auto groups = failureGroups(s, t); !groups.empty()) {
+    message += " Of " + nodesWord(nodes.size()) + ", " + joined(groups, "; ") + ".";
+  }
+  message += whatToDo(pod, s, t, nodes);
   // What stops the nodes that come closest: the last requirement any node fails.
   std::size_t closest = kPass;
   for (std::size_t i = 0; i < s.slots.size(); ++i) {
-    if (failCount[i] > 0) closest = i;
+    if (t.failCount[i] > 0) closest = i;
   }
-  out.cause = !fit.empty() || closest == kPass ? "scheduler" : causeWord(s.slots[closest].kind);
+  out.cause = !t.fit.empty() || closest == kPass ? "scheduler" : causeWord(s.slots[closest].kind);
   out.answer = message.substr(message.find(": ") + 2);
   out.event = EventSpec{"Warning", reasons::kNotPlaceable, message};
   return out;

@@ -51,11 +51,10 @@ json policyStatus(const json& policy, const std::vector<NodeFacts>& nodes, const
   std::vector<const NodeFacts*> failed;
   for (const NodeFacts& n : nodes) {
     // As the verdict selects: by the Node's own labels, not the ones podshaper writes.
-    std::map<std::string, std::string> own;
-    for (const auto& [k, v] : n.node.labels) {
-      if (!k.starts_with(names::kKeyPrefix)) own.emplace(k, v);
-    }
-    if (!parsed->nodeSelector.matches(own)) continue;
+    auto own = [&n](const std::string& key) -> const std::string* {
+      return key.starts_with(names::kKeyPrefix) ? nullptr : n.labels.find(key);
+    };
+    if (!parsed->nodeSelector.matchesBy(own)) continue;
     ++selected;
     if (n.validated == "True") {
       ++validated;
@@ -67,10 +66,10 @@ json policyStatus(const json& policy, const std::vector<NodeFacts>& nodes, const
     }
   }
   std::sort(failed.begin(), failed.end(),
-            [](const NodeFacts* a, const NodeFacts* b) { return a->node.name < b->node.name; });
+            [](const NodeFacts* a, const NodeFacts* b) { return a->name < b->name; });
   json named = json::array();
   for (std::size_t i = 0; i < failed.size() && i < kFailingNodesNamed; ++i) {
-    named.push_back({{"name", failed[i]->node.name}, {"reason", failed[i]->validatedReason}});
+    named.push_back({{"name", failed[i]->name}, {"reason", failed[i]->validatedReason}});
   }
   status["selectedNodes"] = selected;
   status["validatedNodes"] = validated;

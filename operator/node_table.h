@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/string_pool.h"
 #include "judging/node_facts.h"
 
 namespace podshaper::op {
@@ -39,8 +40,9 @@ class NodeTable {
   const Read readNode_, readReport_;
   mutable std::mutex dirtyMu_;  // guards dirty_ only: changed() never waits on the reads
   std::set<std::string> dirty_;
-  mutable std::mutex mu_;  // guards facts_ and reads_
+  mutable std::mutex mu_;  // guards facts_, strings_ and reads_
   std::shared_ptr<std::vector<NodeFacts>> facts_ = std::make_shared<std::vector<NodeFacts>>();
+  StringPool strings_;  // the labels' keys and values, shared between nodes
   std::size_t reads_ = 0;
 };
 

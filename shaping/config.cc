@@ -43,8 +43,7 @@ Result<int64_t> quantity(const YAML::Node& node, const std::string& key) {
 
 // Walks a mapping, rejecting keys it does not know.
 Result<void> forEachKey(const YAML::Node& map, const std::string& prefix,
-                        const std::map<std::string, std::function<Result<void>(const YAML::Node&)>>&
-                            handlers) {
+                        const std::map<std::string, std::function<Result<void>(const YAML::Node&)>>& handlers) {
   if (!map.IsMap()) return keyError(prefix.empty() ? "(top level)" : prefix, "expected a mapping");
   for (const auto& item : map) {
     if (!item.first.IsScalar()) return keyError(prefix.empty() ? "(top level)" : prefix, "keys must be plain names");
@@ -60,6 +59,36 @@ Result<void> forEachKey(const YAML::Node& map, const std::string& prefix,
     if (!r) return r.error();
   }
   return {};
+}
+
+using Handler = std::function<Result<void>(const YAML::Node&)>;
+
+// Handlers that read one key into `field`.
+Handler setCount(uint64_t& field, const std::string& key, uint64_t min, uint64_t max) {
+  return [&field, key, min, max](const YAML::Node& n) -> Result<void> {
+    auto v = count(n, key, min, max);
+    if (!v) return v.error();
+    field = *v;
+    return {};
+  };
+}
+
+template <class Field>
+Handler setQuantity(Field& field, const std::string& key) {
+  return [&field, key](const YAML::Node& n) -> Result<void> {
+    auto v = quantity(n, key);
+    if (!v) return v.error();
+    field = *v;
+    return {};
+  };
+}
+
+// A key podshaper no longer reads: an error that names what replaced it.
+Handler replaced(const std::string& key) {
+  return [key](const YAML::Node&) -> Result<void> {
+    return keyError(key, "replaced by defaults.ncclCommunicators and ncclShmPerCommunicator (net, p2p, shm): "
+                         "NCCL's /dev/shm is per rank per communicator, by transport (docs/webhook.md)");
+  };
 }
 
 // A Kubernetes object name of the DNS subdomain kind (RFC 1123): lower-case letters,
@@ -125,31 +154,6 @@ Result<Config> parseConfig(std::string_view yamlText) {
     return makeError(std::string("config: not valid YAML: ") + e.what());
   }
   if (root.IsNull()) return config;  // an empty file means all defaults
-
-  using Handler = std::function<Result<void>(const YAML::Node&)>;
-  auto setCount = [](uint64_t& field, const std::string& key, uint64_t min, uint64_t max) -> Handler {
-    return [&field, key, min, max](const YAML::Node& n) -> Result<void> {
-      auto v = count(n, key, min, max);
-      if (!v) return v.error();
-      field = *v;
-      return {};
-    };
-  };
-  // A key podshaper no longer reads: an error that names what replaced it.
-  auto replaced = [](const std::string& key) -> Handler {
-    return [key](const YAML::Node&) -> Result<void> {
-      return keyError(key, "replaced by defaults.ncclCommunicators and ncclShmPerCommunicator (net, p2p, shm): "
-                           "NCCL's /dev/shm is per rank per communicator, by transport (docs/webhook.md)");
-    };
-  };
-  auto setQuantity = [](auto& field, const std::string& key) -> Handler {
-    return [&field, key](const YAML::Node& n) -> Result<void> {
-      auto v = quantity(n, key);
-      if (!v) return v.error();
-      field = *v;
-      return {};
-    };
-  };
 
   std::map<std::string, Handler> defaults{
       {"workers", setCount(config.workers, "defaults.workers", 0, 1024)},

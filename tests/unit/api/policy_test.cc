@@ -2,6 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "api/node.h"
+
 namespace podshaper {
 namespace {
 
@@ -67,19 +74,49 @@ TEST(Policy, BadFieldsAreNamed) {
   EXPECT_FALSE(policyFromJson(json::object()));
 }
 
+// The selector over a map and over a node's SharedLabels (the operator's table) agree.
+bool selects(const LabelSelector& s, std::initializer_list<std::pair<std::string, std::string>> labels) {
+  const std::map<std::string, std::string> map(labels.begin(), labels.end());
+  const SharedLabels shared(labels);
+  const bool byMap = s.matches(map);
+  EXPECT_EQ(byMap, s.matchesBy([&](const std::string& key) { return shared.find(key); }));
+  return byMap;
+}
+
 TEST(Policy, SelectorOperators) {
   LabelSelector s;
   s.matchLabels = {{"zone", "a"}};
   s.matchExpressions = {{"gpu", "In", {"h100", "h200"}}, {"retired", "DoesNotExist", {}}};
-  EXPECT_TRUE(s.matches({{"zone", "a"}, {"gpu", "h200"}}));
-  EXPECT_FALSE(s.matches({{"zone", "b"}, {"gpu", "h200"}}));
-  EXPECT_FALSE(s.matches({{"zone", "a"}, {"gpu", "a100"}}));
-  EXPECT_FALSE(s.matches({{"zone", "a"}, {"gpu", "h100"}, {"retired", ""}}));
+  EXPECT_TRUE(selects(s, {{"zone", "a"}, {"gpu", "h200"}}));
+  EXPECT_FALSE(selects(s, {{"zone", "b"}, {"gpu", "h200"}}));
+  EXPECT_FALSE(selects(s, {{"zone", "a"}, {"gpu", "a100"}}));
+  EXPECT_FALSE(selects(s, {{"zone", "a"}, {"gpu", "h100"}, {"retired", ""}}));
   LabelSelector n;
   n.matchExpressions = {{"gpu", "NotIn", {"l40s"}}, {"zone", "Exists", {}}};
-  EXPECT_TRUE(n.matches({{"zone", "a"}}));
-  EXPECT_FALSE(n.matches({{"zone", "a"}, {"gpu", "l40s"}}));
-  EXPECT_FALSE(n.matches({}));
+  EXPECT_TRUE(selects(n, {{"zone", "a"}}));
+  EXPECT_FALSE(selects(n, {{"zone", "a"}, {"gpu", "l40s"}}));
+  EXPECT_FALSE(selects(n, {}));
+}
+
+TEST(SharedLabels, ReadFromTheNodeTheirStringsShared) {
+  const json a = {{"metadata", {{"labels", {{"zone", "a"}, {"gpu", "h100"}, {"count", 8}}}}}};
+  const json b = {{"metadata", {{"labels", {{"zone", "b"}, {"gpu", "h100"}}}}}};
+  StringPool pool;
+  const SharedLabels la(a, pool), lb(b, pool);
+  EXPECT_EQ(la.size(), 2u);  // a value that is not a string is not a label (as labelsFromJson)
+  ASSERT_NE(la.find("gpu"), nullptr);
+  EXPECT_EQ(la.find("gpu"), lb.find("gpu"));  // one "h100" for both nodes
+  EXPECT_EQ(*la.find("zone"), "a");
+  EXPECT_EQ(*lb.find("zone"), "b");
+  EXPECT_EQ(la.find("count"), nullptr);
+  EXPECT_EQ(la.find("z"), nullptr);
+  EXPECT_EQ(SharedLabels(json::object(), pool).size(), 0u);
+  EXPECT_EQ(SharedLabels(json{{"metadata", {{"labels", "x"}}}}, pool).size(), 0u);
+  // Given by hand, out of order and a key twice: sorted, the last value kept.
+  const SharedLabels hand{{"z", "1"}, {"a", "2"}, {"z", "3"}};
+  EXPECT_EQ(hand.size(), 2u);
+  EXPECT_EQ(*hand.find("z"), "3");
+  EXPECT_EQ(*hand.find("a"), "2");
 }
 
 TEST(Policy, EverySelectingPolicyHolds) {

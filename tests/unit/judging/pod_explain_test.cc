@@ -42,12 +42,12 @@ json pendingPod(const std::string& gpus = "8") {
 NodeFacts node(const std::string& name, int gpus, const std::string& validated = "true",
                const std::string& memlock = "unlimited") {
   NodeFacts f;
-  f.node.name = name;
-  f.node.allocatableGpus = gpus;
+  f.name = name;
+  f.allocatableGpus = gpus;
   if (!validated.empty()) {
-    f.node.labels = {{"podshaper.io/topology-validated", validated},
-                     {"podshaper.io/gpu-count", std::to_string(gpus)},
-                     {"podshaper.io/memlock", memlock}};
+    f.labels = {{"podshaper.io/topology-validated", validated},
+                {"podshaper.io/gpu-count", std::to_string(gpus)},
+                {"podshaper.io/memlock", memlock}};
   }
   return f;
 }
@@ -208,7 +208,10 @@ TEST(PodExplainPending, TheUsersOwnSelectorIsARequirementToo) {
   json pod = pendingPod();
   pod["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "b"}};
   NodeFacts a = node("a", 8);
-  a.node.labels["kubernetes.io/hostname"] = "a";
+  a.labels = {{"podshaper.io/topology-validated", "true"},
+              {"podshaper.io/gpu-count", "8"},
+              {"podshaper.io/memlock", "unlimited"},
+              {"kubernetes.io/hostname", "a"}};
   auto j = judgePending(pod, {a}, kLater, 30);
   ASSERT_TRUE(j.event);
   EXPECT_NE(j.event->message.find("matches kubernetes.io/hostname=b"), std::string::npos) << j.event->message;
@@ -251,24 +254,29 @@ TEST(PodExplainNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
                                                       {"reason", "P2PUnavailable"}}}}}}};
   const json validated = {{"status", {{"conditions", {{{"type", "Validated"}, {"status", "True"},
                                                         {"reason", "AllChecksPassed"}}}}}}};
-  std::vector<NodeFacts> facts = {nodeFactsOf(n1, &failing), nodeFactsOf(n2, &validated)};
+  StringPool pool;
+  std::vector<NodeFacts> facts = {nodeFactsOf(n1, &failing, pool), nodeFactsOf(n2, &validated, pool)};
   addExclusivePods(facts, {pod("b", "n2", "Running", "node-exclusive"), pod("a", "n2", "Pending", "node-exclusive"),
                            pod("done", "n2", "Succeeded", "node-exclusive"), pod("s", "n2", "Running", "shared")});
   ASSERT_EQ(facts.size(), 2u);
-  EXPECT_EQ(facts[0].node.name, "n1");
+  EXPECT_EQ(facts[0].name, "n1");
   EXPECT_TRUE(facts[0].unschedulable);
   ASSERT_EQ(facts[0].taints.size(), 1u);
   EXPECT_EQ(facts[0].taints[0].effect, "NoSchedule");
   EXPECT_EQ(facts[0].notValidatedReason, "P2PUnavailable");
-  EXPECT_EQ(facts[0].node.gpus(), 8u);
+  EXPECT_EQ(facts[0].gpus(), 8u);
   EXPECT_EQ(facts[0].validated, "False");
   EXPECT_EQ(facts[1].notValidatedReason, "");  // labelled validated: no reason asked
   EXPECT_EQ(facts[1].validated, "True");
   EXPECT_EQ(facts[1].validatedReason, "AllChecksPassed");
   EXPECT_TRUE(facts[0].exclusivePods.empty());
-  EXPECT_EQ(nodeFactsOf(n1, nullptr).notValidatedReason, "no GPUTopologyReport");
-  EXPECT_EQ(nodeFactsOf(json{{"metadata", {{"name", "n3"}}}}, &failing).notValidatedReason, "");  // not judged
+  EXPECT_EQ(nodeFactsOf(n1, nullptr, pool).notValidatedReason, "no GPUTopologyReport");
+  EXPECT_EQ(nodeFactsOf(json{{"metadata", {{"name", "n3"}}}}, &failing, pool).notValidatedReason, "");  // not judged
   EXPECT_EQ(facts[1].exclusivePods, (std::vector<std::string>{"ml/a", "ml/b"}));
+  // The label's key is kept once for both nodes; its values differ.
+  ASSERT_NE(facts[0].labels.find("podshaper.io/topology-validated"), nullptr);
+  EXPECT_EQ(*facts[0].labels.find("podshaper.io/topology-validated"), "false");
+  EXPECT_EQ(facts[1].labels.find("absent"), nullptr);
 }
 
 // A shaped pod whose container ended.

@@ -18,10 +18,10 @@ json policy(const json& selector, const json& requirements = {{"requireP2PAllPai
           {"spec", {{"nodeSelector", selector}, {"requirements", requirements}}}};
 }
 
-NodeFacts facts(const std::string& name, Labels labels, const std::string& validated, const std::string& reason) {
+NodeFacts facts(const std::string& name, SharedLabels labels, const std::string& validated, const std::string& reason) {
   NodeFacts n;
-  n.node.name = name;
-  n.node.labels = std::move(labels);
+  n.name = name;
+  n.labels = std::move(labels);
   n.validated = validated;
   n.validatedReason = reason;
   return n;
