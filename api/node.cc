@@ -71,7 +71,8 @@ SharedLabels::SharedLabels(const nlohmann::json& object, StringPool& pool) {
 void SharedLabels::sort() {
   std::stable_sort(labels_.begin(), labels_.end(), [](const auto& a, const auto& b) { return *a.first < *b.first; });
   // A key given twice keeps its last value, as a map assigned in order would.
-  auto last = std::unique(labels_.rbegin(), labels_.rend(), [](const auto& a, const auto& b) { return *a.first == *b.first; });
+  auto last = std::unique(labels_.rbegin(), labels_.rend(),
+                          [](const auto& a, const auto& b) { return *a.first == *b.first; });
   labels_.erase(labels_.begin(), last.base());
 }
 

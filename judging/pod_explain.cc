@@ -420,8 +420,8 @@ struct NodeTally {
   std::vector<std::size_t> failCount;
 };
 
-NodeTally tallyNodes(const Slots& s, const std::vector<std::vector<Requirement>>& terms, const std::vector<NodeFacts>& nodes,
-                     const json& tolerations) {
+NodeTally tallyNodes(const Slots& s, const std::vector<std::vector<Requirement>>& terms,
+                     const std::vector<NodeFacts>& nodes, const json& tolerations) {
   NodeTally t{{}, std::vector<std::map<std::string, std::vector<std::string>>>(s.slots.size()),
               std::vector<std::size_t>(s.slots.size(), 0)};
   for (const NodeFacts& n : nodes) {
@@ -481,7 +481,8 @@ std::string whatToDo(const json& pod, const Slots& s, const NodeTally& t, const 
   if (!t.fit.empty()) {
     const std::string said = schedulerSays(pod);
     return " " + nodesWord(t.fit.size()) + " meet" + (t.fit.size() == 1 ? "s" : "") + " all of it (" +
-           someNames(t.fit) + ")" + (said.empty() ? ": the scheduler has not said why it waits." : "; the scheduler says: " + said);
+           someNames(t.fit) + ")" +
+           (said.empty() ? ": the scheduler has not said why it waits." : "; the scheduler says: " + said);
   }
   std::size_t gpuCountFailures = 0;
   for (std::size_t i = 0; i < s.slots.size(); ++i) {
@@ -541,7 +542,8 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
   const NodeTally t = tallyNodes(s, terms, nodes, member(spec, "tolerations"));
 
   std::string message = "Pending for " + ageWords(w.age) + ": ";
-  message += t.fit.empty() ? "no node can take this pod now." : "podshaper's requirements are met, yet no node took it.";
+  message +=
+      t.fit.empty() ? "no node can take this pod now." : "podshaper's requirements are met, yet no node took it.";
   message += needsSentence(s);
   if (nodes.empty()) {
     message += " The cluster has no node.";

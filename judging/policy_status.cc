@@ -65,8 +65,7 @@ json policyStatus(const json& policy, const std::vector<NodeFacts>& nodes, const
       ++unreported;
     }
   }
-  std::sort(failed.begin(), failed.end(),
-            [](const NodeFacts* a, const NodeFacts* b) { return a->name < b->name; });
+  std::sort(failed.begin(), failed.end(), [](const NodeFacts* a, const NodeFacts* b) { return a->name < b->name; });
   json named = json::array();
   for (std::size_t i = 0; i < failed.size() && i < kFailingNodesNamed; ++i) {
     named.push_back({{"name", failed[i]->name}, {"reason", failed[i]->validatedReason}});
