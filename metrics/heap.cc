@@ -2,6 +2,8 @@
 
 #include <malloc.h>
 
+#include <cstdlib>
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)  // clang's spelling
 #define PODSHAPER_ASAN 1
@@ -28,6 +30,16 @@ void giveFreedMemoryBack() {
     // Under ASan glibc's arenas may never have been set up: malloc_trim would read them.
     malloc_trim(0);
   }
+#endif
+}
+
+bool useFewArenas() {
+#ifdef PODSHAPER_ASAN
+  return false;
+#else
+  if (MallocExtension_ReleaseFreeMemory != nullptr) return false;  // tcmalloc: no arenas
+  if (std::getenv("MALLOC_ARENA_MAX") != nullptr) return false;
+  return mallopt(M_ARENA_MAX, 2) == 1;
 #endif
 }
 

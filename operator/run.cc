@@ -14,6 +14,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/leader_elector.h"
+#include "metrics/heap.h"
 #include "metrics/metrics.h"
 #include "metrics/process.h"
 #include "operator/config.h"
@@ -104,6 +105,7 @@ std::string describe(const RunOptions& o, bool certificates) {
 }  // namespace
 
 int runOperator(int argc, char** argv) {
+  metrics::useFewArenas();  // before any thread: docs/BENCHMARKS.md "At scale"
   auto parsed = parseRunFlags(argc, argv);
   if (!parsed) return fail(parsed.error().message);
   const RunOptions& o = *parsed;

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <sstream>
 #include <vector>
+
+#include "metrics/heap.h"
 
 namespace podshaper::metrics {
 namespace {
@@ -49,6 +52,14 @@ TEST(ProcessMetrics, TheProcessAsProcSaysIt) {
 #endif
   updateProcessMetrics(r);  // a counter never goes down
   EXPECT_GE(sample("\n" + r.render(), "process_cpu_seconds_total"), cpu);
+}
+
+TEST(Heap, TwoArenasUnlessTheAdminChoseOtherwise) {
+  setenv("MALLOC_ARENA_MAX", "4", 1);
+  EXPECT_FALSE(useFewArenas());  // the environment's value stands
+  unsetenv("MALLOC_ARENA_MAX");
+  // glibc takes it; AddressSanitizer (no heap figures either) has no arenas to cap.
+  EXPECT_EQ(useFewArenas(), heapBytes().has_value());
 }
 
 }  // namespace
