@@ -8,25 +8,24 @@ constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 }
 
 std::string base64Encode(std::string_view data) {
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
+  std::string out((data.size() + 2) / 3 * 4, '=');
+  const auto* in = reinterpret_cast<const unsigned char*>(data.data());
+  char* to = out.data();
   std::size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    unsigned n = (static_cast<unsigned char>(data[i]) << 16) |
-                 (static_cast<unsigned char>(data[i + 1]) << 8) | static_cast<unsigned char>(data[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
+  for (; i + 2 < data.size(); i += 3, to += 4) {
+    const unsigned n = (in[i] << 16) | (in[i + 1] << 8) | in[i + 2];
+    to[0] = kAlphabet[(n >> 18) & 63];
+    to[1] = kAlphabet[(n >> 12) & 63];
+    to[2] = kAlphabet[(n >> 6) & 63];
+    to[3] = kAlphabet[n & 63];
   }
-  std::size_t rest = data.size() - i;
-  if (rest > 0) {
-    unsigned n = static_cast<unsigned char>(data[i]) << 16;
-    if (rest == 2) n |= static_cast<unsigned char>(data[i + 1]) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
+  const std::size_t rest = data.size() - i;
+  if (rest > 0) {  // the '=' padding is there already
+    unsigned n = in[i] << 16;
+    if (rest == 2) n |= in[i + 1] << 8;
+    to[0] = kAlphabet[(n >> 18) & 63];
+    to[1] = kAlphabet[(n >> 12) & 63];
+    if (rest == 2) to[2] = kAlphabet[(n >> 6) & 63];
   }
   return out;
 }

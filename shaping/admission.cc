@@ -6,6 +6,7 @@
 #include "base/base64.h"
 #include "base/json_parse.h"
 #include "base/json_util.h"
+#include "base/json_write.h"
 #include "shaping/pod_shaper.h"
 
 namespace podshaper {
@@ -35,10 +36,14 @@ bool isPodCreate(const json& request) {
 
 std::string AdmissionDecision::body() const {
   const json& response = member(review, "response");
-  if (!response.is_object() || !member(response, "patch").is_string()) return review.dump();
+  std::string out;
+  if (!response.is_object() || !member(response, "patch").is_string()) {
+    appendJson(out, review);
+    return out;
+  }
   // The keys in nlohmann's order (sorted), as dump() writes them; they are admit()'s own
   // (allowed, patch, patchType, status, uid, warnings): nothing in them to escape.
-  std::string out = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{)";
+  out = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{)";
   for (auto it = response.begin(); it != response.end(); ++it) {
     if (it != response.begin()) out += ',';
     out += '"';
@@ -49,7 +54,7 @@ std::string AdmissionDecision::body() const {
       out += it->get_ref<const std::string&>();  // base64: no character to escape
       out += '"';
     } else {
-      out += it->dump();
+      appendJson(out, *it);
     }
   }
   out += "}}";
@@ -79,7 +84,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
   AdmissionDecision decision;
   json response = {{"uid", request["uid"]}, {"allowed", true}};
   if (isPodCreate(request)) {
-    const json& pod = member(request, "object");
+    json& pod = in.at("request")["object"];  // shaped where it lies: the review is not read again
     const json& meta = member(pod, "metadata");
     const std::string name = stringMember(meta, "name");
     decision.object = text(request, "namespace").value_or("") + "/" +
@@ -92,18 +97,17 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
     context.cluster = cluster;
     context.claims = claims;
     context.shaperVersion = std::string(shaperVersion);
-    ShapeOutcome outcome = shapePod(pod, config, context);
+    ShapeOutcome outcome = shapePod(std::move(pod), config, context);
     if (!outcome.allowed) {
       decision.allowed = false;
       decision.cause = outcome.cause;
       response["allowed"] = false;
       response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", outcome.message}};
     } else {
-      const json& patch = outcome.patch;
-      if (!patch.empty()) {
+      if (!outcome.patch.empty()) {
         decision.mutated = true;
         response["patchType"] = "JSONPatch";
-        response["patch"] = base64Encode(patch.dump());
+        response["patch"] = base64Encode(outcome.patch);
       }
     }
     if (!outcome.warnings.empty()) response["warnings"] = outcome.warnings;

@@ -20,10 +20,11 @@ json requirement(std::string_view label, std::string value) {
 // ORed, expressions within one ANDed), or makes the first term. `alternatives`
 // holds the requirements a node may meet instead of one another: each term
 // becomes one term per alternative, its own expressions and that alternative's.
-void requireNodeLabels(json& spec, const std::vector<std::vector<json>>& alternatives) {
-  json& required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-  json& terms = ensureArray(required, "nodeSelectorTerms");
-  if (terms.empty()) terms.push_back(json::object());
+void requireNodeLabels(JsonEdit& edit, const std::vector<std::vector<json>>& alternatives) {
+  const json& now = member(member(member(member(edit.document(), "spec"), "affinity"), "nodeAffinity"),
+                           "requiredDuringSchedulingIgnoredDuringExecution");
+  const json& written = member(now, "nodeSelectorTerms");
+  const json terms = written.is_array() && !written.empty() ? written : json::array({json::object()});
   json shaped = json::array();
   auto holds = [](const json& term, const std::vector<json>& requirements) {
     const json& expressions = member(term, "matchExpressions");
@@ -48,20 +49,24 @@ void requireNodeLabels(json& spec, const std::vector<std::vector<json>>& alterna
       shaped.push_back(std::move(next));
     }
   }
-  terms = std::move(shaped);
+  edit.set({"spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"},
+           std::move(shaped));
 }
 
-void requireOnePodPerNode(json& pod) {
-  pod["metadata"]["labels"][names::kPlacementLabel] = names::kNodeExclusive;
+void requireOnePodPerNode(JsonEdit& edit) {
+  edit.set({"metadata", "labels", names::kPlacementLabel}, names::kNodeExclusive);
   json term = {
       {"labelSelector",
        {{"matchExpressions", json::array({requirement(names::kPlacementLabel, std::string(names::kNodeExclusive))})}}},
       {"topologyKey", names::kHostnameLabel},
       // Without it the term would only see pods of this pod's own namespace.
       {"namespaceSelector", json::object()}};
-  json& terms = ensureArray(pod["spec"]["affinity"]["podAntiAffinity"],
-                            "requiredDuringSchedulingIgnoredDuringExecution");
-  if (std::find(terms.begin(), terms.end(), term) == terms.end()) terms.push_back(term);
+  const json& terms = member(member(member(member(edit.document(), "spec"), "affinity"), "podAntiAffinity"),
+                             "requiredDuringSchedulingIgnoredDuringExecution");
+  if (!terms.is_array() || std::find(terms.begin(), terms.end(), term) == terms.end()) {
+    edit.append({"spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"},
+                std::move(term));
+  }
 }
 
 }  // namespace
@@ -113,11 +118,11 @@ Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Con
   return GpuFit::kAsAsked;
 }
 
-Result<void> placePod(json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
+Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
                       bool needsP2P) {
-  if (in.nodeExclusive) requireOnePodPerNode(shaped);
+  if (in.nodeExclusive) requireOnePodPerNode(edit);
   if (!nodeClass.placeByLabels) return {};
-  if (auto sized = checkNodeAffinitySize(shaped); !sized) return sized;
+  if (auto sized = checkNodeAffinitySize(edit.document()); !sized) return sized;
   // A node that grants the memlock asked: unlimited, or (for a number of
   // bytes) unlimited or at least that many, one nodeSelectorTerm each.
   std::vector<std::vector<json>> alternatives;
@@ -127,7 +132,7 @@ Result<void> placePod(json& shaped, const PodInputs& in, const NodeClass& nodeCl
     if (needsP2P) requirements.push_back(requirement(names::kP2P, std::string(names::kP2PAll)));
     alternatives.push_back(std::move(requirements));
   }
-  requireNodeLabels(shaped["spec"], alternatives);
+  requireNodeLabels(edit, alternatives);
   return {};
 }
 

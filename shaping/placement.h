@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_edit.h"
 #include "base/result.h"
 #include "shaping/config.h"
 #include "shaping/node_class.h"
@@ -29,7 +30,7 @@ Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Con
 // Alone on its node (node-exclusive), and on nodes the operator validated, with the
 // class's GPUs, granting the memlock asked; with P2P between all GPU pairs where its
 // NCCL reserve counts on P2P (a node without it would need more).
-Result<void> placePod(nlohmann::json& shaped, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
+Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
                       bool needsP2P);
 
 }  // namespace podshaper

@@ -4,7 +4,7 @@
 
 #include "api/names.h"
 #include "base/checked.h"
-#include "base/json_diff.h"
+#include "base/json_edit.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
 #include "shaping/memlock_pod.h"
@@ -21,37 +21,19 @@ namespace {
 
 using json = nlohmann::json;
 
-ShapeOutcome unchanged(const json& pod, std::vector<std::string> warnings = {}) {
+ShapeOutcome unchanged(json& pod, std::vector<std::string> warnings = {}) {
   ShapeOutcome out;
-  out.pod = pod;
+  out.pod = std::move(pod);
   for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
   return out;
 }
 
-// The JSON Patch from `pod` to `shaped`, read only at `paths` (what shaping writes: the
-// rest of a pod, its other containers' env and args, is not compared again).
-json patchAt(const json& pod, const json& shaped, const std::vector<std::string>& paths) {
-  json patch = json::array();
-  for (const std::string& path : paths) {
-    const json::json_pointer at(path);
-    const bool was = pod.contains(at), is = shaped.contains(at);
-    if (!was && is) {
-      patch.push_back({{"op", "add"}, {"path", path}, {"value", shaped.at(at)}});
-    } else if (was && !is) {
-      patch.push_back({{"op", "remove"}, {"path", path}});
-    } else if (was && is) {
-      appendDiff(pod.at(at), shaped.at(at), path, patch);
-    }
-  }
-  return patch;
-}
-
-ShapeOutcome deny(const json& pod, const char* cause, std::string message) {
+// Without the pod: shapePod(const json&) puts the one it was given back.
+ShapeOutcome deny(const char* cause, std::string message) {
   ShapeOutcome out;
   out.allowed = false;
   out.cause = cause;
   out.message = "podshaper: " + std::move(message);
-  out.pod = pod;
   return out;
 }
 
@@ -90,36 +72,45 @@ struct PodShape {
   Privileges privileges = Privileges::kLeftOut;
 };
 
+// A GPU container's place in the pod, for JsonEdit paths.
+struct ContainerAt {
+  const json& container;  // as it is now
+  std::size_t index;
+};
+
 // The /dev/shm mount, and the container's memory raised by its share of the
 // memory-backed emptyDir (which counts against the limit), rounded up to MiB.
-Result<void> mountShm(json& container, const GpuContainer& c, const PodShape& p) {
-  ensureArray(container, "volumeMounts")
-      .push_back({{"name", names::kShmVolume}, {"mountPath", names::kShmMountPath}});
+Result<void> mountShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p) {
+  edit.append({"spec", "containers", at.index, "volumeMounts"},
+              {{"name", names::kShmVolume}, {"mountPath", names::kShmMountPath}});
   const uint64_t share = shareOf(p.volume.bytes, c.gpus, p.volume.gpus);
-  json& resources = container["resources"];
+  const json& resources = member(at.container, "resources");
   for (const char* field : {"limits", "requests"}) {
-    if (!resources.contains(field) || !resources[field].contains("memory")) continue;
-    auto raised = raiseMemory(resources[field]["memory"], share,
-                              "container \"" + c.name + "\" resources." + field + ".memory");
+    const json& memory = member(member(resources, field), "memory");
+    if (memory.is_null()) continue;
+    auto raised = raiseMemory(memory, share, "container \"" + c.name + "\" resources." + field + ".memory");
     if (!raised) return raised.error();
-    resources[field]["memory"] = *raised;
+    edit.set({"spec", "containers", at.index, "resources", field, "memory"}, *raised);
   }
-  if (resources.is_object() && resources.empty()) container.erase("resources");
+  // An empty resources is left out, as the API server would store it.
+  if (resources.is_object() && resources.empty()) edit.erase({"spec", "containers", at.index, "resources"});
   return {};
 }
 
 // torchrun in each container starts its share of the pod's ranks.
-void setNprocs(json& container, const GpuContainer& c, const PodShape& p, bool expandedHere,
+void setNprocs(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p, bool expandedHere,
                std::vector<std::string>& warnings) {
-  json& env = ensureArray(container, "env");
-  auto nproc = std::find_if(env.begin(), env.end(), [](const json& e) { return member(e, "name") == names::kNprocEnv; });
+  const json& env = member(at.container, "env");
   std::string nprocs = std::to_string(mulDivCeil(p.ranks, c.gpus, p.in.podGpus).value_or(p.ranks));
+  const auto nproc = env.is_array() ? std::find_if(env.begin(), env.end(),
+                                                   [](const json& e) { return member(e, "name") == names::kNprocEnv; })
+                                    : env.end();
   if (nproc == env.end()) {
-    env.push_back({{"name", names::kNprocEnv}, {"value", nprocs}});
+    edit.append({"spec", "containers", at.index, "env"}, {{"name", names::kNprocEnv}, {"value", nprocs}});
   } else if (expandedHere && member(*nproc, "value") != nprocs) {
     warnings.push_back("container \"" + c.name + "\": " + std::string(names::kNprocEnv) + " set to " + nprocs +
                        " for the expanded GPU count");
-    (*nproc)["value"] = nprocs;
+    edit.set({"spec", "containers", at.index, "env", static_cast<std::size_t>(nproc - env.begin()), "value"}, nprocs);
   }
 }
 
@@ -130,43 +121,47 @@ enum class ShmMount {
 
 // One GPU container: its GPUs if expanded, /dev/shm and memory, IPC_LOCK, memlock,
 // its ranks.
-Result<ShmMount> shapeContainer(json& container, json& annotations, const GpuContainer& c, const PodShape& p,
-                            std::vector<std::string>& warnings) {
+Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const PodShape& p,
+                                std::vector<std::string>& warnings) {
+  const ContainerAt at{edit.document().at("spec").at("containers").at(c.index), c.index};
   const bool expandedHere = p.fit == GpuFit::kExpanded && &c == &p.in.gpuContainers.front();
   if (expandedHere) {
-    json& resources = container["resources"];
-    resources["limits"][names::kGpuResource] = std::to_string(c.gpus);
-    if (resources.contains("requests") && resources["requests"].contains(names::kGpuResource)) {
-      resources["requests"][names::kGpuResource] = std::to_string(c.gpus);
+    const std::string gpus = std::to_string(c.gpus);
+    edit.set({"spec", "containers", c.index, "resources", "limits", names::kGpuResource}, gpus);
+    if (!member(member(member(at.container, "resources"), "requests"), names::kGpuResource).is_null()) {
+      edit.set({"spec", "containers", c.index, "resources", "requests", names::kGpuResource}, gpus);
     }
   }
   ShmMount mount = ShmMount::kItsOwn;
   if (c.ownShmVolume) {
     checkOwnShm(p.pod, c, shareOf(p.shm, c.gpus, p.in.podGpus), warnings);
   } else {
-    auto mounted = mountShm(container, c, p);
+    auto mounted = mountShm(edit, at, c, p);
     if (!mounted) return mounted.error();
     mount = ShmMount::kPodsVolume;
   }
   const bool privileged = p.privileges == Privileges::kGranted;
   if (privileged) {
-    json& add = ensureArray(container["securityContext"]["capabilities"], "add");
-    if (std::find(add.begin(), add.end(), names::kIpcLock) == add.end()) add.push_back(names::kIpcLock);
+    const json& add = member(member(member(at.container, "securityContext"), "capabilities"), "add");
+    if (!add.is_array() || std::find(add.begin(), add.end(), names::kIpcLock) == add.end()) {
+      edit.append({"spec", "containers", c.index, "securityContext", "capabilities", "add"}, names::kIpcLock);
+    }
   }
+  const json& annotations = member(member(edit.document(), "metadata"), "annotations");
   MemlockAnnotation memlock = memlockAnnotation(annotations, c.name, p.config.memlock);
-  if (memlock.set) annotations[memlock.set->first] = memlock.set->second;
+  if (memlock.set) edit.set({"metadata", "annotations", memlock.set->first}, memlock.set->second);
   if (memlock.warning) warnings.push_back(*memlock.warning);
   if (privileged) {
     if (auto nonRoot = nonRootMemlockWarning(c, memlock, p.config)) warnings.push_back(*nonRoot);
   }
-  setNprocs(container, c, p, expandedHere, warnings);
+  setNprocs(edit, at, c, p, expandedHere, warnings);
   // The log's tail becomes the termination message when the container fails, so that a
   // DataLoader's "Bus error" or NCCL's "No space left on device" reach the pod's status
   // (the operator reads them there: docs/operator.md "Shaped pods explain themselves").
   // The API server fills in File before admission, so File counts as not chosen; a
   // message file the container writes still wins over its logs.
-  if (const json& policy = member(container, "terminationMessagePolicy"); policy.is_null() || policy == "File") {
-    container["terminationMessagePolicy"] = names::kFallbackToLogsOnError;
+  if (const json& policy = member(at.container, "terminationMessagePolicy"); policy.is_null() || policy == "File") {
+    edit.set({"spec", "containers", c.index, "terminationMessagePolicy"}, names::kFallbackToLogsOnError);
   }
   return mount;
 }
@@ -190,15 +185,15 @@ std::string warningsAnnotation(const std::vector<std::string>& warnings) {
   return text;
 }
 
-ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext& ctx) {
-  if (!pod.is_object() || !pod.contains("spec")) return deny(pod, "not-a-pod", "the object is not a Pod");
+ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx) {
+  if (!pod.is_object() || !pod.contains("spec")) return deny("not-a-pod", "the object is not a Pod");
   if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return unchanged(pod);
-  if (auto sized = checkPodSize(pod); !sized) return deny(pod, "limits", sized.error().message);
+  if (auto sized = checkPodSize(pod); !sized) return deny("limits", sized.error().message);
 
   auto claims = readPodClaimGpus(pod, ctx.namespaceName, config.gpuDeviceClass, ctx.claims);
-  if (!claims) return deny(pod, "claims", claims.error().message);
+  if (!claims) return deny("claims", claims.error().message);
   auto read = readPodInputs(pod, config, *claims);
-  if (!read) return deny(pod, "input", read.error().message);
+  if (!read) return deny("input", read.error().message);
   PodInputs in = std::move(read).value();
   std::vector<std::string> warnings = std::move(in.warnings);
   if (in.gpuContainers.empty()) {
@@ -223,66 +218,62 @@ ShapeOutcome shape(const json& pod, const Config& config, const AdmissionContext
                        std::to_string(nodeClass.gpus) + " (" + nodeClass.source + ")");
   }
   auto fit = fitNodeClass(in, nodeClass, config, warnings);
-  if (!fit) return deny(pod, "node-size", fit.error().message);
+  if (!fit) return deny("node-size", fit.error().message);
   uint64_t ranks = in.ranks.value_or(in.podGpus);
   if (!in.ranks) {
     warnings.push_back(std::string(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) + ", the pod's " +
                        in.gpuWords);
   }
   auto privileges = decidePrivileges(ctx, config, warnings);
-  if (!privileges) return deny(pod, "pod-security", privileges.error().message);
+  if (!privileges) return deny("pod-security", privileges.error().message);
   auto plan = planPodShm(in, ranks, nodeClass, config);
-  if (!plan) return deny(pod, "shm-size", plan.error().message);
-  if (auto capped = checkShmCap(*plan, nodeClass, config, warnings); !capped) return deny(pod, "shm-cap", capped.error().message);
+  if (!plan) return deny("shm-size", plan.error().message);
+  if (auto capped = checkShmCap(*plan, nodeClass, config, warnings); !capped) return deny("shm-cap", capped.error().message);
 
   const ShmVolume volume = shmVolumeFor(in, *plan);
   if (volume.gpus > 0 && volumeNamed(pod, names::kShmVolume)) {
-    return deny(pod, "volume-name", "spec.volumes has a volume named \"" + std::string(names::kShmVolume) +
+    return deny("volume-name", "spec.volumes has a volume named \"" + std::string(names::kShmVolume) +
                          "\", the name of the /dev/shm volume podshaper adds: rename it");
   }
   const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume, *fit, *privileges};
   const std::string shmText = formatBytes(static_cast<int64_t>(volume.bytes));
-  json shaped = pod;
-  json& spec = shaped["spec"];
-  json& annotations = shaped["metadata"]["annotations"];
+  // From here on the pod is changed where it lies, each change written down as the patch.
+  const json annotationsBefore = member(member(pod, "metadata"), "annotations");
+  JsonEdit edit(pod);
   bool needVolume = false;
   for (const GpuContainer& c : in.gpuContainers) {
-    auto mount = shapeContainer(spec["containers"][c.index], annotations, c, shapeOf, warnings);
-    if (!mount) return deny(pod, "container", mount.error().message);
+    auto mount = shapeContainer(edit, c, shapeOf, warnings);
+    if (!mount) return deny("container", mount.error().message);
     needVolume = needVolume || *mount == ShmMount::kPodsVolume;
   }
   if (needVolume) {
-    ensureArray(spec, "volumes")
-        .push_back({{"name", names::kShmVolume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
+    edit.append({"spec", "volumes"},
+                {{"name", names::kShmVolume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
   }
-  if (*privileges == Privileges::kGranted) spec["hostIPC"] = true;
-  if (auto placed = placePod(shaped, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P); !placed) {
-    return deny(pod, "placement", placed.error().message);
+  if (*privileges == Privileges::kGranted) edit.set({"spec", "hostIPC"}, true);
+  if (auto placed = placePod(edit, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P); !placed) {
+    return deny("placement", placed.error().message);
   }
 
-  annotations[names::kShmSize] = shmText;
-  annotations[names::kShmFormula] =
-      volume.partial ? plan->formula + "; podshaper's /dev/shm serves the containers holding " +
-                           std::to_string(volume.gpus) + " of the pod's " + std::to_string(in.podGpus) +
-                          " GPUs (the others mount their own): " + shmText
-                    : plan->formula;
-  annotations[names::kShapedBy] = ctx.shaperVersion + " config=" + config.hash();
+  edit.set({"metadata", "annotations", names::kShmSize}, shmText);
+  edit.set({"metadata", "annotations", names::kShmFormula},
+           volume.partial ? plan->formula + "; podshaper's /dev/shm serves the containers holding " +
+                                std::to_string(volume.gpus) + " of the pod's " + std::to_string(in.podGpus) +
+                                " GPUs (the others mount their own): " + shmText
+                          : plan->formula);
+  edit.set({"metadata", "annotations", names::kShapedBy}, ctx.shaperVersion + " config=" + config.hash());
   for (auto& w : warnings) {
     if (w.starts_with("podshaper: ")) w.erase(0, std::string_view("podshaper: ").size());
   }
   // What podshaper told at admission, and nothing a user wrote under its name.
-  if (!warnings.empty()) annotations[names::kWarnings] = warningsAnnotation(warnings);
-  else annotations.erase(names::kWarnings);
-  shaped["metadata"]["labels"][names::kShapedLabel] = "true";
-  if (auto fit = fitAnnotations(pod, shaped); !fit) return deny(pod, "limits", fit.error().message);
+  if (!warnings.empty()) edit.set({"metadata", "annotations", names::kWarnings}, warningsAnnotation(warnings));
+  else edit.erase({"metadata", "annotations", names::kWarnings});
+  edit.set({"metadata", "labels", names::kShapedLabel}, "true");
+  if (auto fit = fitAnnotations(annotationsBefore, edit); !fit) return deny("limits", fit.error().message);
 
-  // Where the steps above write: metadata (annotations, labels), the GPU containers, the
-  // volumes, hostIPC, the affinity (fuzz/admission_checks.cc: the patch gives `pod`).
-  std::vector<std::string> written{"/metadata", "/spec/volumes", "/spec/hostIPC", "/spec/affinity"};
-  for (const GpuContainer& c : in.gpuContainers) written.push_back("/spec/containers/" + std::to_string(c.index));
   ShapeOutcome out;
-  out.patch = patchAt(pod, shaped, written);
-  out.pod = std::move(shaped);
+  out.patch = edit.patch();
+  out.pod = std::move(pod);
   for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
   return out;
 }
@@ -295,15 +286,21 @@ bool optedIn(const json& pod) {
   return member(member(member(pod, "metadata"), "labels"), names::kInjectLabel) == "true";
 }
 
-ShapeOutcome shapePod(const json& pod, const Config& config, const AdmissionContext& context) {
+ShapeOutcome shapePod(json&& pod, const Config& config, const AdmissionContext& context) {
   try {
     return shape(pod, config, context);
   } catch (const json::exception&) {
     // The API server decodes pods before admission, so this means a hand-made
     // request; deny rather than guess, in words (not the library's).
-    return deny(pod, "unreadable", "the pod could not be read: a field podshaper reads has the wrong type (a hand-made request? "
-                     "the API server sends pods it has decoded)");
+    return deny("unreadable", "the pod could not be read: a field podshaper reads has the wrong type (a hand-made request? "
+                "the API server sends pods it has decoded)");
   }
+}
+
+ShapeOutcome shapePod(const json& pod, const Config& config, const AdmissionContext& context) {
+  ShapeOutcome out = shapePod(json(pod), config, context);
+  if (!out.allowed) out.pod = pod;
+  return out;
 }
 
 }  // namespace podshaper

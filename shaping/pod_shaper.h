@@ -21,7 +21,7 @@ struct ShapeOutcome {
   std::string message;  // why, when denied
   std::string cause;    // when denied: one of kDenialCauses
   nlohmann::json pod;   // the shaped pod; equal to the input when nothing changes
-  nlohmann::json patch = nlohmann::json::array();  // JSON Patch: the input to `pod`
+  std::string patch;    // JSON Patch text from the input to `pod`; empty when nothing changes
   std::vector<std::string> warnings;
 };
 
@@ -29,6 +29,9 @@ struct ShapeOutcome {
 // function. Never throws; bad input is a denial that names the annotation or setting
 // to change.
 ShapeOutcome shapePod(const nlohmann::json& pod, const Config& config, const AdmissionContext& context);
+// The same, the pod shaped where it lies rather than in a copy (the webhook's own
+// review); on a denial `pod` in the outcome is not the input (left out, or partly shaped).
+ShapeOutcome shapePod(nlohmann::json&& pod, const Config& config, const AdmissionContext& context);
 
 // Labelled podshaper.io/inject: "true": the pods the API server sends podshaper.
 bool optedIn(const nlohmann::json& pod);

@@ -36,7 +36,10 @@ bool isInput(std::string_view key) {
 }  // namespace
 
 std::size_t annotationsBytes(const json& object) {
-  const json& annotations = member(member(object, "metadata"), "annotations");
+  return bytesOfAnnotations(member(member(object, "metadata"), "annotations"));
+}
+
+std::size_t bytesOfAnnotations(const json& annotations) {
   if (!annotations.is_object()) return 0;
   std::size_t total = 0;
   for (auto it = annotations.begin(); it != annotations.end(); ++it) {
@@ -139,15 +142,14 @@ Result<void> checkNodeAffinitySize(const json& pod) {
   return {};
 }
 
-Result<void> fitAnnotations(const json& original, json& shaped) {
-  std::size_t total = annotationsBytes(shaped);
+Result<void> fitAnnotations(const json& before, JsonEdit& shaped) {
+  std::size_t total = annotationsBytes(shaped.document());
   if (total <= kApiAnnotationsLimit) return {};
-  json& annotations = shaped["metadata"]["annotations"];
-  annotations.erase(names::kWarnings);
-  total = annotationsBytes(shaped);
+  shaped.erase({"metadata", "annotations", names::kWarnings});
+  total = annotationsBytes(shaped.document());
   if (total <= kApiAnnotationsLimit) return {};
   // What podshaper wrote: the annotations it added or changed, largest first.
-  const json& before = member(member(original, "metadata"), "annotations");
+  const json& annotations = shaped.document().at("metadata").at("annotations");
   std::vector<std::pair<std::size_t, std::string>> added;
   for (auto it = annotations.begin(); it != annotations.end(); ++it) {
     if (member(before, it.key()) == *it) continue;
@@ -161,7 +163,8 @@ Result<void> fitAnnotations(const json& original, json& shaped) {
   if (added.size() > 3) what += " and " + std::to_string(added.size() - 3) + " more";
   return makeError("the annotations podshaper adds (" + what + ") would take metadata.annotations to " +
                    bytesWords(total) + ", above the API server's limit of " + limitWords(kApiAnnotationsLimit) +
-                   ", which would refuse the pod; it has " + bytesWords(annotationsBytes(original)) +
+                   ", which would refuse the pod; it has " +
+                   bytesWords(bytesOfAnnotations(before)) +
                    " of its own: remove the annotations it does not need");
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_edit.h"
 #include "base/result.h"
 
 namespace podshaper {
@@ -39,6 +40,8 @@ inline constexpr std::size_t kMaxBatchDimensions = 16;
 
 // The bytes of an object's annotations as the API server counts them (keys and values).
 std::size_t annotationsBytes(const nlohmann::json& object);
+// The same of an object's metadata.annotations itself.
+std::size_t bytesOfAnnotations(const nlohmann::json& annotations);
 
 // "256 KiB (262144 B)"
 std::string limitWords(std::size_t bytes);
@@ -54,7 +57,8 @@ Result<void> checkNodeAffinitySize(const nlohmann::json& pod);
 
 // After shaping: the shaped pod's annotations within the API server's limit. Over it,
 // podshaper.io/warnings is left out first (the warnings still reach the create
-// response); still over, an error that says what podshaper added and what the pod had.
-Result<void> fitAnnotations(const nlohmann::json& original, nlohmann::json& shaped);
+// response); still over, an error that says what podshaper added and what the pod had
+// (`before`: its metadata.annotations as submitted).
+Result<void> fitAnnotations(const nlohmann::json& before, JsonEdit& shaped);
 
 }  // namespace podshaper

@@ -1,0 +1,152 @@
+#include "base/json_edit.h"
+
+#include "base/json_diff.h"
+#include "base/json_write.h"
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+// A key as a JSON Pointer token (RFC 6901): "~" is "~0", "/" is "~1".
+void appendStep(std::string& pointer, const JsonStep& step) {
+  pointer += '/';
+  if (step.isIndex) {
+    pointer += std::to_string(step.index);
+    return;
+  }
+  for (char c : step.key) {
+    if (c == '~') pointer += "~0";
+    else if (c == '/') pointer += "~1";
+    else pointer += c;
+  }
+}
+
+// The member a key step names, or nullptr.
+json* find(json& object, std::string_view key) {
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+void JsonEdit::write(const char* op, const std::string& path, const json* value) {
+  if (!ops_.empty()) ops_ += ',';
+  ops_ += R"({"op":")";
+  ops_ += op;
+  ops_ += R"(","path":)";
+  appendJsonString(ops_, path);
+  if (value != nullptr) {
+    ops_ += R"(,"value":)";
+    appendJson(ops_, *value);
+  }
+  ops_ += '}';
+}
+
+void JsonEdit::set(JsonPath path, json value) {
+  std::string pointer;
+  json* at = &doc_;
+  for (auto step = path.begin(); step != path.end(); ++step) {
+    if (step->isIndex) {
+      at = &at->at(step->index);  // json::out_of_range past the end; type_error on a non-array
+      appendStep(pointer, *step);
+      continue;
+    }
+    if (!at->is_object() && !at->is_null()) (void)(*at)[std::string(step->key)];  // type_error, as [] throws
+    json* next = at->is_object() ? find(*at, step->key) : nullptr;
+    const bool last = step + 1 == path.end();
+    if (next != nullptr && (last || ((step + 1)->isIndex ? next->is_array() : next->is_object()))) {
+      at = next;
+      appendStep(pointer, *step);
+      continue;
+    }
+    // Missing, or a null where a key follows: the rest of the path is made here.
+    if (next != nullptr && !next->is_null()) {  // what [] or at() would throw
+      if ((step + 1)->isIndex) (void)next->at((step + 1)->index);
+      (void)next->at(std::string((step + 1)->key));
+    }
+    for (auto rest = path.end() - 1; rest != step; --rest) {
+      if (rest->isIndex) (void)json::array().at(rest->index);  // no index into what is made
+      value = json{{std::string(rest->key), std::move(value)}};
+    }
+    appendStep(pointer, *step);
+    const bool there = next != nullptr;
+    write(there ? "replace" : "add", pointer, &value);
+    if (at->is_null()) *at = json::object();
+    (*at)[std::string(step->key)] = std::move(value);
+    return;
+  }
+  if (*at == value) return;
+  if (at->type() == value.type() && (value.is_object() || value.is_array())) {
+    json ops = json::array();
+    appendDiff(*at, value, pointer, ops);
+    for (const json& op : ops) {
+      if (!ops_.empty()) ops_ += ',';
+      appendJson(ops_, op);
+    }
+  } else {
+    write("replace", pointer, &value);
+  }
+  *at = std::move(value);
+}
+
+void JsonEdit::append(JsonPath path, json value) {
+  json* at = &doc_;
+  std::string pointer;
+  bool whole = path.size() > 0;
+  for (const JsonStep& step : path) {
+    json* next = step.isIndex ? &at->at(step.index) : (at->is_object() ? find(*at, step.key) : nullptr);
+    if (next == nullptr) {
+      whole = false;
+      break;
+    }
+    at = next;
+    appendStep(pointer, step);
+  }
+  if (!whole || !at->is_array()) {
+    set(path, json::array({std::move(value)}));
+    return;
+  }
+  write("add", pointer + "/-", &value);
+  at->push_back(std::move(value));
+}
+
+void JsonEdit::erase(JsonPath path) {
+  json* at = &doc_;
+  std::string pointer;
+  for (auto step = path.begin(); step != path.end(); ++step) {
+    const bool last = step + 1 == path.end();
+    if (step->isIndex) {
+      if (!at->is_array() || step->index >= at->size()) return;
+      appendStep(pointer, *step);
+      if (last) {
+        write("remove", pointer, nullptr);
+        at->erase(step->index);
+        return;
+      }
+      at = &(*at)[step->index];
+      continue;
+    }
+    json* next = at->is_object() ? find(*at, step->key) : nullptr;
+    if (next == nullptr) return;
+    appendStep(pointer, *step);
+    if (last) {
+      write("remove", pointer, nullptr);
+      at->erase(at->find(step->key));
+      return;
+    }
+    at = next;
+  }
+}
+
+std::string JsonEdit::patch() const {
+  if (ops_.empty()) return {};
+  std::string out;
+  out.reserve(ops_.size() + 2);
+  out += '[';
+  out += ops_;
+  out += ']';
+  return out;
+}
+
+}  // namespace podshaper

@@ -1,0 +1,112 @@
+#include "base/json_write.h"
+
+#include <array>
+#include <charconv>
+
+#include <simdjson.h>
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+// What each byte becomes inside a string: 0 as it is, 1 a \u00XX escape, else the
+// character after the backslash. Bytes from 0x80 are kept (UTF-8, checked once per string).
+constexpr std::array<char, 256> kEscapes = [] {
+  std::array<char, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = 1;
+  t['\b'] = 'b';
+  t['\t'] = 't';
+  t['\n'] = 'n';
+  t['\f'] = 'f';
+  t['\r'] = 'r';
+  t['"'] = '"';
+  t['\\'] = '\\';
+  return t;
+}();
+
+template <typename Integer>
+void appendInteger(std::string& out, Integer v) {
+  char digits[24];
+  auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+  out.append(digits, end);
+}
+
+}  // namespace
+
+void appendJsonString(std::string& out, std::string_view text) {
+  bool highBytes = false;
+  out += '"';
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    highBytes |= c >= 0x80;
+    const char escape = kEscapes[c];
+    if (escape == 0) continue;
+    out.append(text.data() + run, i - run);
+    run = i + 1;
+    out += '\\';
+    if (escape != 1) {
+      out += escape;
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  out.append(text.data() + run, text.size() - run);
+  out += '"';
+  if (highBytes && !simdjson::validate_utf8(text.data(), text.size())) {
+    (void)json(std::string(text)).dump();  // throws type_error 316, as dump() would have
+  }
+}
+
+void appendJson(std::string& out, const json& value) {
+  switch (value.type()) {
+    case json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, member] : value.get_ref<const json::object_t&>()) {
+        if (!first) out += ',';
+        first = false;
+        appendJsonString(out, key);
+        out += ':';
+        appendJson(out, member);
+      }
+      out += '}';
+      return;
+    }
+    case json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const json& item : value.get_ref<const json::array_t&>()) {
+        if (!first) out += ',';
+        first = false;
+        appendJson(out, item);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::string:
+      appendJsonString(out, value.get_ref<const std::string&>());
+      return;
+    case json::value_t::boolean:
+      out += value.get<bool>() ? "true" : "false";
+      return;
+    case json::value_t::number_integer:
+      appendInteger(out, value.get<int64_t>());
+      return;
+    case json::value_t::number_unsigned:
+      appendInteger(out, value.get<uint64_t>());
+      return;
+    case json::value_t::null:
+      out += "null";
+      return;
+    default:  // floats (nlohmann's shortest form), binary, discarded: as dump() writes them
+      out += value.dump();
+      return;
+  }
+}
+
+}  // namespace podshaper

@@ -1,0 +1,46 @@
+#include "base/json_write.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace podshaper {
+namespace {
+
+using nlohmann::json;
+
+std::string written(const json& value) {
+  std::string out;
+  appendJson(out, value);
+  return out;
+}
+
+// The same bytes as dump(), on what a pod holds: every control character, quotes and
+// backslashes, UTF-8, numbers of each kind, nesting.
+TEST(JsonWrite, WritesWhatDumpWrites) {
+  std::string controls;
+  for (int c = 0; c < 0x20; ++c) controls += static_cast<char>(c);
+  const json values[] = {
+      json::parse(R"({"b": [1, -2, 3.5, 1e300, 0.1, true, false, null], "a": {"": "", "x/y": "\"\\/"}})"),
+      controls + "\x7f tail",
+      "κόσμε 日本 😀 \u2028",
+      json::array(),
+      json::object(),
+      18446744073709551615ULL,
+      INT64_MIN,
+      1.0,
+      -0.0,
+      json::parse(R"([[[{"deep": [{"er": "x"}]}]]])"),
+  };
+  for (const json& v : values) EXPECT_EQ(written(v), v.dump());
+}
+
+TEST(JsonWrite, RefusesWhatDumpRefuses) {
+  const json bad = std::string("ok \xff\xfe not UTF-8");
+  EXPECT_THROW((void)bad.dump(), json::type_error);
+  EXPECT_THROW(written(bad), json::type_error);
+  EXPECT_THROW(written(json{{"k", std::string("\xc3")}}), json::type_error);  // cut in the middle of a character
+}
+
+}  // namespace
+}  // namespace podshaper
