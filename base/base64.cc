@@ -1,11 +1,21 @@
 #include "base/base64.h"
 
+#include <array>
+#include <cstring>
 #include <string>
 
 namespace podshaper {
 namespace {
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-}
+
+// Every 12 bits of input as their two output characters: a 3-byte group is two lookups.
+constexpr std::array<std::array<char, 2>, 4096> kPairs = [] {
+  std::array<std::array<char, 2>, 4096> t{};
+  for (unsigned i = 0; i < 4096; ++i) t[i] = {kAlphabet[i >> 6], kAlphabet[i & 63]};
+  return t;
+}();
+
+}  // namespace
 
 std::string base64Encode(std::string_view data) {
   std::string out((data.size() + 2) / 3 * 4, '=');
@@ -14,10 +24,8 @@ std::string base64Encode(std::string_view data) {
   std::size_t i = 0;
   for (; i + 2 < data.size(); i += 3, to += 4) {
     const unsigned n = (in[i] << 16) | (in[i + 1] << 8) | in[i + 2];
-    to[0] = kAlphabet[(n >> 18) & 63];
-    to[1] = kAlphabet[(n >> 12) & 63];
-    to[2] = kAlphabet[(n >> 6) & 63];
-    to[3] = kAlphabet[n & 63];
+    std::memcpy(to, kPairs[n >> 12].data(), 2);
+    std::memcpy(to + 2, kPairs[n & 4095].data(), 2);
   }
   const std::size_t rest = data.size() - i;
   if (rest > 0) {  // the '=' padding is there already

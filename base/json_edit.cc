@@ -45,35 +45,42 @@ void JsonEdit::write(const char* op, const std::string& path, const json* value)
 
 void JsonEdit::set(JsonPath path, json value) {
   std::string pointer;
-  json* at = &doc_;
+  json* at = &doc_;  // an object or an array: the walk goes on into nothing else
   for (auto step = path.begin(); step != path.end(); ++step) {
+    json* next = nullptr;
     if (step->isIndex) {
-      at = &at->at(step->index);  // json::out_of_range past the end; type_error on a non-array
-      appendStep(pointer, *step);
-      continue;
+      next = &at->at(step->index);  // json::out_of_range past the end; type_error on an object
+    } else {
+      if (!at->is_object()) (void)at->at(std::string(step->key));  // type_error, as at() throws
+      next = find(*at, step->key);
     }
-    if (!at->is_object() && !at->is_null()) (void)(*at)[std::string(step->key)];  // type_error, as [] throws
-    json* next = at->is_object() ? find(*at, step->key) : nullptr;
-    const bool last = step + 1 == path.end();
-    if (next != nullptr && (last || ((step + 1)->isIndex ? next->is_array() : next->is_object()))) {
+    appendStep(pointer, *step);
+    if (step + 1 == path.end()) {
+      if (next == nullptr) {
+        write("add", pointer, &value);
+        (*at)[std::string(step->key)] = std::move(value);
+        return;
+      }
       at = next;
-      appendStep(pointer, *step);
+      break;
+    }
+    const JsonStep& following = *(step + 1);
+    if (next != nullptr && (following.isIndex ? next->is_array() : next->is_object())) {
+      at = next;
       continue;
     }
     // Missing, or a null where a key follows: the rest of the path is made here.
-    if (next != nullptr && !next->is_null()) {  // what [] or at() would throw
-      if ((step + 1)->isIndex) (void)next->at((step + 1)->index);
-      (void)next->at(std::string((step + 1)->key));
+    if (next != nullptr && !next->is_null()) {  // what at() throws
+      if (following.isIndex) (void)next->at(following.index);
+      (void)next->at(std::string(following.key));
     }
     for (auto rest = path.end() - 1; rest != step; --rest) {
       if (rest->isIndex) (void)json::array().at(rest->index);  // no index into what is made
       value = json{{std::string(rest->key), std::move(value)}};
     }
-    appendStep(pointer, *step);
-    const bool there = next != nullptr;
-    write(there ? "replace" : "add", pointer, &value);
-    if (at->is_null()) *at = json::object();
-    (*at)[std::string(step->key)] = std::move(value);
+    write(next != nullptr ? "replace" : "add", pointer, &value);
+    if (next != nullptr) *next = std::move(value);
+    else (*at)[std::string(step->key)] = std::move(value);
     return;
   }
   if (*at == value) return;

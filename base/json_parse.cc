@@ -97,4 +97,31 @@ Result<json, JsonParseError> parseJson(std::string_view text, int maxDepth) {
   return treeOf(root);
 }
 
+namespace {
+
+// Empties every object and array under `value`, deepest first, so that each is freed
+// with nothing left in it for nlohmann's destructor to move.
+void emptyContainers(json& value) {
+  if (value.is_object()) {
+    auto& members = value.get_ref<json::object_t&>();
+    for (auto& [key, member] : members) {
+      if (member.is_structured()) emptyContainers(member);
+    }
+    members.clear();
+  } else if (value.is_array()) {
+    auto& items = value.get_ref<json::array_t&>();
+    for (json& item : items) {
+      if (item.is_structured()) emptyContainers(item);
+    }
+    items.clear();
+  }
+}
+
+}  // namespace
+
+void freeTree(json& tree) {
+  emptyContainers(tree);
+  tree = nullptr;
+}
+
 }  // namespace podshaper

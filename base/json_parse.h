@@ -24,4 +24,9 @@ struct JsonParseError : Error {
 };
 Result<nlohmann::json, JsonParseError> parseJson(std::string_view text, int maxDepth);
 
+// Frees a tree no deeper than parseJson's maxDepth, leaves first: nlohmann's destructor
+// moves every value of a tree through a stack of its own (so that no tree, however deep,
+// overflows the call stack), which was a sixth of an admission. `tree` is left null.
+void freeTree(nlohmann::json& tree);
+
 }  // namespace podshaper

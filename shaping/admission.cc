@@ -111,6 +111,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
       }
     }
     if (!outcome.warnings.empty()) response["warnings"] = outcome.warnings;
+    freeTree(outcome.pod);
   }
   decision.review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"},
                      {"response", std::move(response)}};

@@ -24,6 +24,21 @@ void requireNodeLabels(JsonEdit& edit, const std::vector<std::vector<json>>& alt
   const json& now = member(member(member(member(edit.document(), "spec"), "affinity"), "nodeAffinity"),
                            "requiredDuringSchedulingIgnoredDuringExecution");
   const json& written = member(now, "nodeSelectorTerms");
+  if (alternatives.size() == 1 && written.is_array() && !written.empty()) {
+    // One alternative: each term gets the requirements it lacks, added where it is.
+    for (std::size_t i = 0; i < written.size(); ++i) {
+      for (const json& r : alternatives.front()) {
+        const json& expressions = member(written[i], "matchExpressions");
+        if (expressions.is_array() && std::find(expressions.begin(), expressions.end(), r) != expressions.end()) {
+          continue;
+        }
+        edit.append({"spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+                     "nodeSelectorTerms", i, "matchExpressions"},
+                    r);
+      }
+    }
+    return;
+  }
   const json terms = written.is_array() && !written.empty() ? written : json::array({json::object()});
   json shaped = json::array();
   auto holds = [](const json& term, const std::vector<json>& requirements) {
@@ -55,7 +70,7 @@ void requireNodeLabels(JsonEdit& edit, const std::vector<std::vector<json>>& alt
 
 void requireOnePodPerNode(JsonEdit& edit) {
   edit.set({"metadata", "labels", names::kPlacementLabel}, names::kNodeExclusive);
-  json term = {
+  static const json term = {
       {"labelSelector",
        {{"matchExpressions", json::array({requirement(names::kPlacementLabel, std::string(names::kNodeExclusive))})}}},
       {"topologyKey", names::kHostnameLabel},
@@ -65,7 +80,7 @@ void requireOnePodPerNode(JsonEdit& edit) {
                              "requiredDuringSchedulingIgnoredDuringExecution");
   if (!terms.is_array() || std::find(terms.begin(), terms.end(), term) == terms.end()) {
     edit.append({"spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"},
-                std::move(term));
+                term);
   }
 }
 

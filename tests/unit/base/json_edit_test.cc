@@ -36,6 +36,19 @@ TEST(JsonEdit, SetsAddsAndReplacesWithTheFewestOperations) {
   expectPatchGives(before, edit);
 }
 
+// A null inside an array where a key follows is replaced where it is: an "add" under it
+// would not apply (its parent is not an object).
+TEST(JsonEdit, MakesAnObjectOfANullInAnArray) {
+  const json before = json::parse(R"({"terms": [null, {"e": null}]})");
+  json doc = before;
+  JsonEdit edit(doc);
+  edit.set({"terms", 0, "k"}, 1);
+  edit.append({"terms", 1, "e"}, 2);
+  EXPECT_EQ(edit.patch(), R"([{"op":"replace","path":"/terms/0","value":{"k":1}},)"
+                          R"({"op":"replace","path":"/terms/1/e","value":[2]}])");
+  expectPatchGives(before, edit);
+}
+
 TEST(JsonEdit, AppendsToAnArrayOrMakesOne) {
   const json before = json::parse(R"({"list": [1], "notList": "x", "o": {}})");
   json doc = before;
