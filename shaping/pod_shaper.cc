@@ -86,8 +86,9 @@ Result<void> mountShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer&
   const uint64_t share = shareOf(p.volume.bytes, c.gpus, p.volume.gpus);
   const json& resources = member(at.container, "resources");
   for (const char* field : {"limits", "requests"}) {
-    const json& memory = member(member(resources, field), "memory");
-    if (memory.is_null()) continue;
+    const json& limits = member(resources, field);
+    if (!limits.is_object() || !limits.contains("memory")) continue;
+    const json& memory = limits["memory"];
     auto raised = raiseMemory(memory, share, "container \"" + c.name + "\" resources." + field + ".memory");
     if (!raised) return raised.error();
     edit.set({"spec", "containers", at.index, "resources", field, "memory"}, *raised);
@@ -128,7 +129,8 @@ Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const Pod
   if (expandedHere) {
     const std::string gpus = std::to_string(c.gpus);
     edit.set({"spec", "containers", c.index, "resources", "limits", names::kGpuResource}, gpus);
-    if (!member(member(member(at.container, "resources"), "requests"), names::kGpuResource).is_null()) {
+    if (const json& requests = member(member(at.container, "resources"), "requests");
+        requests.is_object() && requests.contains(names::kGpuResource)) {
       edit.set({"spec", "containers", c.index, "resources", "requests", names::kGpuResource}, gpus);
     }
   }

@@ -36,11 +36,23 @@ for inp, label in (("realistic", "realistic pod (6.4 KB)"), ("seed", "seed pod (
         r = a["requests_per_s"] / b["requests_per_s"]
         row(f"req/s at saturation, {label}", f"{a['requests_per_s']:.0f}", f"{b['requests_per_s']:.0f}",
             f"{r:.2f}×", "≥ 2× peer", r >= 2)
+    # The TLS ceiling: nginx answering the same bytes. With the generator on one core nginx
+    # is not saturated, so its req/s there is the generator's; its CPU per request and the
+    # half-core pass (both saturated on the same budget) are the comparison.
     c = w(f"nginx-{inp}-saturate")
     if a and c:
         r = a["requests_per_s"] / c["requests_per_s"]
-        row(f"req/s at saturation against the TLS ceiling (nginx answering the same bytes), {label}",
-            f"{a['requests_per_s']:.0f}", f"{c['requests_per_s']:.0f}", f"{r:.2f}×", "≥ ½ nginx", r >= 0.5)
+        row(f"req/s against nginx answering the same bytes, {label} (nginx held back by the generator)",
+            f"{a['requests_per_s']:.0f}", f"{c['requests_per_s']:.0f}", f"{r:.2f}×")
+    ac, cc = w(f"podshaper-{inp}-saturate-cpu"), w(f"nginx-{inp}-saturate-cpu")
+    if ac and cc:
+        x, y = ac["cpu_us_per_request"], cc["cpu_us_per_request"]
+        row(f"server CPU per request against nginx, {label}", f"{x:.1f} µs", f"{y:.1f} µs", f"{y / x:.2f}× of nginx")
+    ah, ch = w(f"podshaper-{inp}-half-core"), w(f"nginx-{inp}-half-core")
+    if ah and ch:
+        r = ah["requests_per_s"] / ch["requests_per_s"]
+        row(f"req/s on the same half core as nginx (both saturated), {label}", f"{ah['requests_per_s']:.0f}",
+            f"{ch['requests_per_s']:.0f}", f"{r:.2f}× of nginx", "≥ ½ nginx", r >= 0.5)
     a, b = w(f"podshaper-{inp}-fixed1000"), w(f"peer-{inp}-fixed1000")
     if a and b:
         for q in ("p50", "p99", "p99.9"):

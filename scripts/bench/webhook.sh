@@ -4,7 +4,11 @@
 # over HTTPS keep-alive on loopback, one server at a time, on the same inputs
 # (bench/inputs/: AdmissionReviews as the API server sends them). Then the ceiling: nginx
 # (Debian's nginx-light) answering each review with the bytes podshaper answered, with
-# nothing to decide: TLS, HTTP and the same bytes in and out, on the same cores.
+# nothing to decide: TLS, HTTP and the same bytes in and out, on the same cores. A load
+# generator on one core cannot saturate nginx on the other, so each saturated run also
+# records the server's own CPU time (µs of CPU per request: what one review costs it), and
+# a last pass gives podshaper and nginx the same budget, half a core each (a CFS quota),
+# with the generator on every core: both saturated, their req/s compared.
 #
 #   scripts/bench/webhook.sh [--duration S] [--soak S] [--soak-only] [--out DIR]
 #
@@ -66,6 +70,43 @@ hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$server_pid/status"; }
 load() {  # load NAME ARGS...: one loadgen run into $out/NAME.json
   taskset -c "$loadgen_cpus" "$loadgen" --url "$url" --ca "$tmp/tls.crt" --json "${@:2}" >"$out/$1.json"
 }
+# CPU seconds the server (and its children: nginx's workers) has used.
+cpu_s() {
+  local ticks=0 p
+  for p in $server_pid $(pgrep -P "$server_pid"); do ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  python3 -c "print($ticks / $(getconf CLK_TCK))"
+}
+# saturate NAME URL BODY [CPUS]: a closed-loop run into $out/NAME.json, with the server's CPU
+# per request (its CPU over the run, warm-up included, over the requests of the run at the
+# measured rate) in $out/NAME-cpu.json.
+saturate() {
+  local before after
+  before=$(cpu_s)
+  taskset -c "${4:-$loadgen_cpus}" "$loadgen" --url "$2" --ca "$tmp/tls.crt" --json --body "$3" --mode saturate \
+    --connections 4 --duration "$duration" >"$out/$1.json"
+  after=$(cpu_s)
+  python3 - "$out/$1.json" "$before" "$after" "$duration" >"$out/$1-cpu.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+cpu = float(sys.argv[3]) - float(sys.argv[2])
+served = run["requests_per_s"] * (float(sys.argv[4]) + run.get("warmup_s", 0))
+print(json.dumps({"cpu_s": round(cpu, 2), "cpu_us_per_request": round(1e6 * cpu / served, 1)}))
+PY
+}
+# The budget pass's CPU cgroup (v1 or v2), half a core; empty where it cannot be made.
+budget_cgroup() {
+  local v1=/sys/fs/cgroup/cpu v2=/sys/fs/cgroup
+  if [[ -w $v1 && -e $v1/cpu.cfs_quota_us ]]; then
+    mkdir -p "$v1/podshaper-bench" && echo 100000 >"$v1/podshaper-bench/cpu.cfs_period_us" &&
+      echo 50000 >"$v1/podshaper-bench/cpu.cfs_quota_us" && echo "$v1/podshaper-bench"
+  elif [[ -w $v2 && -e $v2/cgroup.controllers ]] && grep -qw cpu "$v2/cgroup.controllers"; then
+    mkdir -p "$v2/podshaper-bench" && echo "50000 100000" >"$v2/podshaper-bench/cpu.max" && echo "$v2/podshaper-bench"
+  fi
+}
+into_budget() {  # the server and its children into the cgroup $1
+  local p
+  for p in $server_pid $(pgrep -P "$server_pid"); do echo "$p" >"$1/cgroup.procs"; done
+}
 
 servers="podshaper peer"
 [[ $soak_only == yes ]] && servers=""
@@ -83,7 +124,7 @@ for server in $servers; do
   for input in realistic seed; do
     body=$root/bench/inputs/$input-pod.json
     log "$server $input: saturation, ${duration}s"
-    load "$server-$input-saturate" --body "$body" --mode saturate --connections 4 --duration "$duration"
+    saturate "$server-$input-saturate" "$url" "$body"
     log "$server $input: 1000 req/s, ${duration}s"
     load "$server-$input-fixed1000" --body "$body" --mode fixed --rate 1000 --duration "$duration"
   done
@@ -148,10 +189,32 @@ PY
       cmp -s <(curl -sfk --data-binary "@$body" "https://127.0.0.1:$port/$input") "$tmp/$input.response" ||
         { log "nginx does not answer podshaper's bytes for $input"; cat "$tmp/nginx.log" >&2; exit 1; }
       log "nginx (the ceiling) $input: saturation, ${duration}s"
-      taskset -c "$loadgen_cpus" "$loadgen" --url "https://127.0.0.1:$port/$input" --ca "$tmp/tls.crt" --json \
-        --body "$body" --mode saturate --connections 4 --duration "$duration" >"$out/nginx-$input-saturate.json"
+      saturate "nginx-$input-saturate" "https://127.0.0.1:$port/$input" "$body"
     done
     stop
+    # The same half core each, the generator on every core: both saturated.
+    cgroup=$(budget_cgroup || true)
+    if [[ -z $cgroup ]]; then
+      log "no CPU cgroup to write here: the half-core pass is left out"
+    else
+      for server in nginx podshaper; do
+        if [[ $server == nginx ]]; then
+          taskset -c "$server_cpus" "$nginx" -p "$tmp" -c "$tmp/nginx.conf" -e "$tmp/nginx.log" 2>>"$tmp/nginx.log" &
+          server_pid=$!
+          for _ in $(seq 100); do curl -sfk "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+        else
+          start podshaper
+        fi
+        into_budget "$cgroup"
+        for input in realistic seed; do
+          target=$([[ $server == nginx ]] && echo "https://127.0.0.1:$port/$input" || echo "$url")
+          log "$server $input: saturation on half a core, the generator on CPUs 0-$((ncpu - 1)), ${duration}s"
+          saturate "$server-$input-half-core" "$target" "$root/bench/inputs/$input-pod.json" "0-$((ncpu - 1))"
+        done
+        stop
+      done
+      rmdir "$cgroup" 2>/dev/null || true
+    fi
   fi
 fi
 
