@@ -136,14 +136,22 @@ double threadCpuSeconds() {
 void checkAdmission(std::string_view body, const Config& config, const ClusterView* cluster) {
   // CPU bounded: an admission costs a bounded number of parses of its own body
   // (bench/admission_cost measures the real ratio, about 3; this allows for sanitizers).
-  const double start = threadCpuSeconds();
+  double start = threadCpuSeconds();
   auto decision = admit(body, config, cluster, kVersion);
-  const double admitted = threadCpuSeconds();
+  double admitted = threadCpuSeconds();
   const json reread = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  const double parsed = threadCpuSeconds();
-  FUZZ_CHECK(admitted - start <= 40 * (parsed - admitted) + 0.1,
+  const double parse = threadCpuSeconds() - admitted;
+  if (admitted - start > 40 * parse + 0.1) {
+    // Once more before failing: a cost that grows with the input is there again; a pause
+    // of the thread's own (the sanitizer's allocator recycling its quarantine, page
+    // faults) is not.
+    start = threadCpuSeconds();
+    decision = admit(body, config, cluster, kVersion);
+    admitted = threadCpuSeconds();
+  }
+  FUZZ_CHECK(admitted - start <= 40 * parse + 0.1,
              "admission took " + std::to_string((admitted - start) * 1000) + " ms of CPU, parsing its body " +
-                 std::to_string((parsed - admitted) * 1000) + " ms");
+                 std::to_string(parse * 1000) + " ms");
   if (!decision) {
     const std::string& m = decision.error().message;
     FUZZ_CHECK(m.starts_with("not an AdmissionReview"), m);
@@ -204,7 +212,7 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
     fail(__FILE__, __LINE__, "the patch does not apply to the pod", std::string(e.what()) + "\npatch: " + *raw);
   }
 
-  // The patch gives exactly the shaped pod (json::diff and the escaping of keys hold).
+  // The patch gives exactly the shaped pod (JsonEdit's operations and the escaping of keys hold).
   AdmissionContext context;
   context.namespaceName = request.contains("namespace") && request["namespace"].is_string()
                               ? request["namespace"].get<std::string>()
