@@ -48,11 +48,19 @@ for inp, label in (("realistic", "realistic pod (6.4 KB)"), ("seed", "seed pod (
     if ac and cc:
         x, y = ac["cpu_us_per_request"], cc["cpu_us_per_request"]
         row(f"server CPU per request against nginx, {label}", f"{x:.1f} µs", f"{y:.1f} µs", f"{y / x:.2f}× of nginx")
-    ah, ch = w(f"podshaper-{inp}-half-core"), w(f"nginx-{inp}-half-core")
-    if ah and ch:
-        r = ah["requests_per_s"] / ch["requests_per_s"]
-        row(f"req/s on the same half core as nginx (both saturated), {label}", f"{ah['requests_per_s']:.0f}",
-            f"{ch['requests_per_s']:.0f}", f"{r:.2f}× of nginx", "≥ ½ nginx", r >= 0.5)
+    rounds = []  # (podshaper, nginx) req/s of each round on the same half core
+    for n in range(1, 100):
+        ah, ch = w(f"podshaper-{inp}-half-core-{n}"), w(f"nginx-{inp}-half-core-{n}")
+        if not (ah and ch):
+            break
+        rounds.append((ah["requests_per_s"], ch["requests_per_s"]))
+    if rounds:
+        ratios = sorted(a / c for a, c in rounds)
+        r = ratios[len(ratios) // 2]
+        a, c = sorted(rounds)[len(rounds) // 2][0], sorted(x[1] for x in rounds)[len(rounds) // 2]
+        row(f"req/s on the same half core as nginx, both saturated, {label}: median of {len(rounds)} rounds "
+            f"(ratios {ratios[0]:.2f}–{ratios[-1]:.2f})", f"{a:.0f}", f"{c:.0f}", f"{r:.2f}× of nginx",
+            "≥ ½ nginx", r >= 0.5)
     a, b = w(f"podshaper-{inp}-fixed1000"), w(f"peer-{inp}-fixed1000")
     if a and b:
         for q in ("p50", "p99", "p99.9"):

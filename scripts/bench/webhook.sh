@@ -8,9 +8,10 @@
 # generator on one core cannot saturate nginx on the other, so each saturated run also
 # records the server's own CPU time (µs of CPU per request: what one review costs it), and
 # a last pass gives podshaper and nginx the same budget, half a core each (a CFS quota),
-# with the generator on every core: both saturated, their req/s compared.
+# with the generator on every core: both saturated, taking turns for --rounds rounds
+# (default 3), their req/s compared round by round.
 #
-#   scripts/bench/webhook.sh [--duration S] [--soak S] [--soak-only] [--out DIR]
+#   scripts/bench/webhook.sh [--duration S] [--soak S] [--soak-only] [--rounds N] [--out DIR]
 #
 # Writes one JSON per run into DIR (default build/bench/webhook); scripts/bench/report.py
 # turns them into the table and the plot.
@@ -21,13 +22,15 @@ out=$root/build/bench/webhook
 duration=10
 soak=600
 soak_only=no
+rounds=3
 while [[ $# -gt 0 ]]; do
   case $1 in
     --duration) duration=$2; shift 2 ;;
     --soak) soak=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --soak-only) soak_only=yes; shift ;;
-    *) echo "usage: $0 [--duration S] [--soak S] [--out DIR]" >&2; exit 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    *) echo "usage: $0 [--duration S] [--soak S] [--rounds N] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 loadgen=$bin/podshaper-loadgen
@@ -38,7 +41,11 @@ mkdir -p "$out"
 [[ $soak_only == yes ]] && rm -f "$out"/podshaper-soak-*.json || rm -f "$out"/*.json
 tmp=$(mktemp -d)
 server_pid=""
-cleanup() { [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null; rm -rf "$tmp"; }
+cleanup() {
+  local p
+  for p in $server_pid ${nginx_pid:-} ${podshaper_pid:-}; do kill "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 log() { echo "webhook bench: $*" >&2; }
 
@@ -53,7 +60,8 @@ cores=$(( ncpu >= 2 ? ncpu / 2 : 1 ))
 server_cpus=0-$((cores - 1))
 loadgen_cpus=$([[ $ncpu -ge 2 ]] && echo "$cores-$((ncpu - 1))" || echo 0)
 
-start() {  # start podshaper|peer
+start() {  # start podshaper|peer [PORT]
+  local port=${2:-$port}
   case $1 in
     podshaper) taskset -c "$server_cpus" "$bin/podshaper-webhook" serve --listen "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" \
                  --tls-key "$tmp/tls.key" --threads "$cores" 2>"$tmp/$1.log" & ;;
@@ -93,14 +101,15 @@ served = run["requests_per_s"] * (float(sys.argv[4]) + run.get("warmup_s", 0))
 print(json.dumps({"cpu_s": round(cpu, 2), "cpu_us_per_request": round(1e6 * cpu / served, 1)}))
 PY
 }
-# The budget pass's CPU cgroup (v1 or v2), half a core; empty where it cannot be made.
+# budget_cgroup NAME: a CPU cgroup (v1 or v2) of half a core; nothing printed where none
+# can be made.
 budget_cgroup() {
   local v1=/sys/fs/cgroup/cpu v2=/sys/fs/cgroup
   if [[ -w $v1 && -e $v1/cpu.cfs_quota_us ]]; then
-    mkdir -p "$v1/podshaper-bench" && echo 100000 >"$v1/podshaper-bench/cpu.cfs_period_us" &&
-      echo 50000 >"$v1/podshaper-bench/cpu.cfs_quota_us" && echo "$v1/podshaper-bench"
+    mkdir -p "$v1/$1" && echo 100000 >"$v1/$1/cpu.cfs_period_us" && echo 50000 >"$v1/$1/cpu.cfs_quota_us" &&
+      echo "$v1/$1"
   elif [[ -w $v2 && -e $v2/cgroup.controllers ]] && grep -qw cpu "$v2/cgroup.controllers"; then
-    mkdir -p "$v2/podshaper-bench" && echo "50000 100000" >"$v2/podshaper-bench/cpu.max" && echo "$v2/podshaper-bench"
+    mkdir -p "$v2/$1" && echo "50000 100000" >"$v2/$1/cpu.max" && echo "$v2/$1"
   fi
 }
 into_budget() {  # the server and its children into the cgroup $1
@@ -192,28 +201,38 @@ PY
       saturate "nginx-$input-saturate" "https://127.0.0.1:$port/$input" "$body"
     done
     stop
-    # The same half core each, the generator on every core: both saturated.
-    cgroup=$(budget_cgroup || true)
-    if [[ -z $cgroup ]]; then
-      log "no CPU cgroup to write here: the half-core pass is left out"
+    # The same half core each (a quota of its own), the generator on every core: both
+    # saturated. Both servers stay up and take turns, round after round, so that what the
+    # machine does beside them (a noisy neighbour, a throttled period) falls on both.
+    nginx_cgroup=$(budget_cgroup podshaper-bench-nginx || true)
+    podshaper_cgroup=$(budget_cgroup podshaper-bench-podshaper || true)
+    if [[ -z $nginx_cgroup || -z $podshaper_cgroup ]]; then
+      log "no CPU cgroup to write here: the half-core rounds are left out"
     else
-      for server in nginx podshaper; do
-        if [[ $server == nginx ]]; then
-          taskset -c "$server_cpus" "$nginx" -p "$tmp" -c "$tmp/nginx.conf" -e "$tmp/nginx.log" 2>>"$tmp/nginx.log" &
-          server_pid=$!
-          for _ in $(seq 100); do curl -sfk "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-        else
-          start podshaper
-        fi
-        into_budget "$cgroup"
+      taskset -c "$server_cpus" "$nginx" -p "$tmp" -c "$tmp/nginx.conf" -e "$tmp/nginx.log" 2>>"$tmp/nginx.log" &
+      nginx_pid=$!
+      for _ in $(seq 100); do curl -sfk "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+      server_pid=$nginx_pid
+      into_budget "$nginx_cgroup"
+      port2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+      start podshaper "$port2"
+      podshaper_pid=$server_pid
+      into_budget "$podshaper_cgroup"
+      for round in $(seq "$rounds"); do
         for input in realistic seed; do
-          target=$([[ $server == nginx ]] && echo "https://127.0.0.1:$port/$input" || echo "$url")
-          log "$server $input: saturation on half a core, the generator on CPUs 0-$((ncpu - 1)), ${duration}s"
-          saturate "$server-$input-half-core" "$target" "$root/bench/inputs/$input-pod.json" "0-$((ncpu - 1))"
+          body=$root/bench/inputs/$input-pod.json
+          log "round $round of $rounds, $input: nginx, then podshaper, each on half a core, the generator on CPUs 0-$((ncpu - 1))"
+          server_pid=$nginx_pid
+          saturate "nginx-$input-half-core-$round" "https://127.0.0.1:$port/$input" "$body" "0-$((ncpu - 1))"
+          server_pid=$podshaper_pid
+          saturate "podshaper-$input-half-core-$round" "https://127.0.0.1:$port2/mutate-v1-pod" "$body" "0-$((ncpu - 1))"
         done
-        stop
       done
-      rmdir "$cgroup" 2>/dev/null || true
+      server_pid=$nginx_pid
+      stop
+      server_pid=$podshaper_pid
+      stop
+      rmdir "$nginx_cgroup" "$podshaper_cgroup" 2>/dev/null || true
     fi
   fi
 fi
