@@ -5,16 +5,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// A key as a JSON Pointer token (RFC 6901): "~" is "~0", "/" is "~1".
-void appendToken(std::string& path, const std::string& key) {
-  path += '/';
-  for (char c : key) {
-    if (c == '~') path += "~0";
-    else if (c == '/') path += "~1";
-    else path += c;
-  }
-}
-
 void diffAt(const json& before, const json& after, std::string& path, json& patch) {
   if (before.type() != after.type()) {
     patch.push_back({{"op", "replace"}, {"path", path}, {"value", after}});
@@ -46,7 +36,7 @@ void diffAt(const json& before, const json& after, std::string& path, json& patc
       for (auto it = before.begin(); it != before.end(); ++it) {
         auto there = after.find(it.key());
         if (there != after.end() && *there == it.value()) continue;
-        appendToken(path, it.key());
+        appendPointerToken(path, it.key());
         if (there == after.end()) {
           patch.push_back({{"op", "remove"}, {"path", path}});
         } else {
@@ -56,7 +46,7 @@ void diffAt(const json& before, const json& after, std::string& path, json& patc
       }
       for (auto it = after.begin(); it != after.end(); ++it) {
         if (before.contains(it.key())) continue;
-        appendToken(path, it.key());
+        appendPointerToken(path, it.key());
         patch.push_back({{"op", "add"}, {"path", path}, {"value", it.value()}});
         path.resize(length);
       }
@@ -69,6 +59,15 @@ void diffAt(const json& before, const json& after, std::string& path, json& patc
 }
 
 }  // namespace
+
+void appendPointerToken(std::string& pointer, std::string_view key) {
+  pointer += '/';
+  for (char c : key) {
+    if (c == '~') pointer += "~0";
+    else if (c == '/') pointer += "~1";
+    else pointer += c;
+  }
+}
 
 void appendDiff(const json& before, const json& after, const std::string& path, json& patch) {
   if (before == after) return;

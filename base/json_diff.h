@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,9 @@ namespace podshaper {
 // json::diff builds a result array and a path for every member it visits, and a pod's
 // long env lists made it a quarter of an admission. Here an equal member costs one
 // comparison.
+// Appends "/" and `key` as a JSON Pointer token (RFC 6901): "~" is "~0", "/" is "~1".
+void appendPointerToken(std::string& pointer, std::string_view key);
+
 void appendDiff(const nlohmann::json& before, const nlohmann::json& after, const std::string& path,
                 nlohmann::json& patch);
 

@@ -8,17 +8,12 @@ namespace {
 
 using json = nlohmann::json;
 
-// A key as a JSON Pointer token (RFC 6901): "~" is "~0", "/" is "~1".
 void appendStep(std::string& pointer, const JsonStep& step) {
-  pointer += '/';
   if (step.isIndex) {
+    pointer += '/';
     pointer += std::to_string(step.index);
-    return;
-  }
-  for (char c : step.key) {
-    if (c == '~') pointer += "~0";
-    else if (c == '/') pointer += "~1";
-    else pointer += c;
+  } else {
+    appendPointerToken(pointer, step.key);
   }
 }
 
