@@ -105,13 +105,17 @@ TEST(WorkQueue, TwoWorkersWaitingForTheSameDelayedKey) {
 // They come due in the order of their times, and a key added now goes before them.
 TEST(WorkQueue, ManyWaitingKeysComeDueInTimeOrder) {
   WorkQueue q;
-  for (int i = 0; i < 300; ++i) q.addAfter("k" + std::to_string(i), std::chrono::milliseconds(300 - i));
+  // Each key's time from one start, 2 ms apart (k299 first): a delay counted from each
+  // add's own moment would let a slow loop (a loaded machine, a sanitizer) swap neighbours.
+  const auto start = WorkQueue::Clock::now();
+  const auto dueOf = [&](int i) { return start + std::chrono::milliseconds(200 + 2 * (300 - i)); };
+  for (int i = 0; i < 300; ++i) q.addAfter("k" + std::to_string(i), dueOf(i) - WorkQueue::Clock::now());
   q.addAfter("k299", 1h);  // a later time for a waiting key: the earlier one stays
   q.add("now");
   EXPECT_EQ(q.waiting(), 300u);
   EXPECT_EQ(q.get(), "now");
   q.done("now");
-  std::this_thread::sleep_for(310ms);
+  std::this_thread::sleep_until(dueOf(0) + 10ms);
   for (int i = 299; i >= 0; --i) {
     auto key = q.get();
     ASSERT_EQ(key, "k" + std::to_string(i));
