@@ -199,10 +199,13 @@ struct Client::Impl {
   // Sends the request, resending it after a 429 (see retryDelay), and reads a 2xx answer
   // as JSON. With `stop`, a set flag abandons the request (and any wait to resend) within
   // ~100 ms.
+  // `bytes`, where set, gets the answer's length.
   ApiResult<json> send(const http::method& method, const std::string& target, const std::string* body = nullptr,
-                       std::string_view contentType = {}, const std::atomic<bool>* stop = nullptr) const {
+                       std::string_view contentType = {}, const std::atomic<bool>* stop = nullptr,
+                       std::size_t* bytes = nullptr) const {
     auto text = exchange(method, target, body, contentType, stop, "application/json");
     if (!text) return text.error();
+    if (bytes != nullptr) *bytes = text->size();
     if (text->empty()) return json::object();
     auto doc = parseJson(*text, kMaxObjectDepth);
     if (!doc) {
@@ -284,10 +287,12 @@ ApiResult<json> Client::list(const std::string& path, const std::string& labelSe
                              const std::function<void(json&)>& transform) const {
   json combined;
   std::string continueToken;
+  const ClientOptions& o = impl_->options;
+  int limit = o.listPageBytes > 0 ? std::min(o.listPageSize, kFirstListPage) : o.listPageSize;
   do {
-    const std::string target =
-        listPagePath(path, labelSelector, fieldSelector, impl_->options.listPageSize, continueToken);
-    auto page = impl_->send(http::methods::GET, target, nullptr, {}, stop);
+    const std::string target = listPagePath(path, labelSelector, fieldSelector, limit, continueToken);
+    std::size_t bytes = 0;
+    auto page = impl_->send(http::methods::GET, target, nullptr, {}, stop, &bytes);
     if (!page && page.error().isGone() && !continueToken.empty()) {
       // The snapshot behind the continue token was compacted away.
       spdlog::info("kube client: list {}: continue token expired, listing again in one request", path);
@@ -296,9 +301,14 @@ ApiResult<json> Client::list(const std::string& path, const std::string& labelSe
       page = impl_->send(http::methods::GET, listPagePath(path, labelSelector, fieldSelector, 0, ""), nullptr, {}, stop);
     }
     if (!page) return page.error();
-    if (transform && page->is_object() && page->contains("items") && (*page)["items"].is_array()) {
-      for (auto& item : (*page)["items"]) transform(item);  // page by page: the whole list is never held
+    std::size_t items = 0;
+    if (page->is_object() && page->contains("items") && (*page)["items"].is_array()) {
+      items = (*page)["items"].size();
+      if (transform) {
+        for (auto& item : (*page)["items"]) transform(item);  // page by page: the whole list is never held
+      }
     }
+    limit = nextListLimit(bytes, items, o.listPageBytes, o.listPageSize);
     auto next = appendListPage(combined, std::move(page).value());
     if (!next) {
       ApiError e = transportError("GET", target, next.error().message);

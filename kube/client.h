@@ -24,11 +24,18 @@ class Registry;
 
 namespace podshaper::kube {
 
+// A list's first page, before its items' size is known (ClientOptions::listPageBytes).
+inline constexpr int kFirstListPage = 50;
+
 struct ClientOptions {
   std::chrono::milliseconds requestTimeout = std::chrono::seconds(30);  // per request, not for watches
   int maxRetries = 3;  // resends after 429 (and after a 5xx with Retry-After, for GET)
   std::chrono::milliseconds maxRetryDelay = std::chrono::seconds(30);
-  int listPageSize = 500;
+  int listPageSize = 500;  // items a list page holds at most
+  // About this much JSON text a list page, after its first of kFirstListPage items
+  // (kube::nextListLimit): a list of 12,500 GPU Nodes in pages of 500 held 6 MB of text
+  // and its tree at once. 0: every page listPageSize.
+  std::size_t listPageBytes = std::size_t{1} << 20;
   std::string fieldManager = "podshaper";  // managedFields owner of our writes
   std::string userAgent = "podshaper";
   // Where set: podshaper_kube_client_requests_total{verb, code} and
@@ -68,7 +75,7 @@ class Client {
   // GET of a resource that answers in text, not JSON (a pod's log), as it came.
   ApiResult<std::string> getText(const std::string& path) const;
 
-  // Every page (limit=listPageSize, then continue=...), as one List object: the
+  // Every page (limit=N, then continue=...; N from listPageSize and listPageBytes), as one List object: the
   // first page's kind, apiVersion and metadata.resourceVersion, all items. If a
   // continue token expires midway (410), lists again in one unpaged request.
   // A set `stop` abandons the list within ~100 ms (an ApiError with code 0).

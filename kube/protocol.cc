@@ -82,6 +82,13 @@ std::string listPagePath(const std::string& path, const std::string& labelSelect
                           {"continue", continueToken}});
 }
 
+int nextListLimit(std::size_t pageBytes, std::size_t pageItems, std::size_t targetBytes, int maxItems) {
+  const std::size_t most = static_cast<std::size_t>(std::max(maxItems, 1));
+  if (targetBytes == 0 || pageItems == 0) return static_cast<int>(most);
+  const std::size_t perItem = std::max<std::size_t>(pageBytes / pageItems, 1);
+  return static_cast<int>(std::clamp<std::size_t>(targetBytes / perItem, 1, most));
+}
+
 std::string watchPath(const std::string& path, const std::string& resourceVersion, const WatchOptions& options) {
   return withQuery(path, {{"watch", "1"},
                           {"allowWatchBookmarks", options.allowBookmarks ? "true" : ""},

@@ -55,6 +55,19 @@ TEST(ListPagePath, FirstAndContinuedPages) {
             "/api/v1/nodes?fieldSelector=metadata.name%3Da");
 }
 
+// Pages of about 1 MiB: GPU Nodes of 12 KB each 85 a page, small claims the most a page
+// holds; never fewer than one item, nor more than the most.
+TEST(NextListLimit, AboutTheTargetBytesAtTheLastPagesSizePerItem) {
+  constexpr std::size_t kMiB = 1 << 20;
+  EXPECT_EQ(nextListLimit(50 * 12288, 50, kMiB, 500), 85);
+  EXPECT_EQ(nextListLimit(50 * 1500, 50, kMiB, 500), 500);
+  EXPECT_EQ(nextListLimit(3 * kMiB, 1, kMiB, 500), 1);      // an item larger than a page
+  EXPECT_EQ(nextListLimit(0, 50, kMiB, 500), 500);          // items of no text: the most
+  EXPECT_EQ(nextListLimit(4096, 0, kMiB, 500), 500);        // an empty page says nothing
+  EXPECT_EQ(nextListLimit(50 * 12288, 50, 0, 500), 500);    // no target: the most
+  EXPECT_EQ(nextListLimit(50 * 12288, 50, kMiB, 0), 1);     // a nonsense most: one
+}
+
 TEST(WatchPath, AllParameters) {
   WatchOptions o;
   o.timeoutSeconds = 300;

@@ -467,11 +467,29 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
       std::string why;
       const auto selector = selectorOf(params, why);
       if (!selector) return {400, status(400, "BadRequest", why)};
-      json items = json::array();
-      for (const auto& [p, o] : objects_) {
-        if (inCollection(path, p) && selector->selects(p, o)) items.push_back(o);
+      // Pages as the API server gives them (limit, then continue), the token here being
+      // the next item's place rather than a snapshot's.
+      std::size_t from = 0, limit = 0;
+      try {
+        if (auto c = params.find("continue"); c != params.end()) from = std::stoul(web::uri::decode(c->second));
+        if (auto l = params.find("limit"); l != params.end()) limit = std::stoul(l->second);
+      } catch (const std::exception&) {
+        return {400, status(400, "BadRequest", "limit and continue are numbers here")};
       }
-      return {200, {{"kind", "List"}, {"metadata", {{"resourceVersion", std::to_string(version_)}}}, {"items", items}}};
+      json items = json::array();
+      std::size_t at = 0;
+      bool more = false;
+      for (const auto& [p, o] : objects_) {
+        if (!inCollection(path, p) || !selector->selects(p, o) || at++ < from) continue;
+        if (limit > 0 && items.size() == limit) {
+          more = true;
+          break;
+        }
+        items.push_back(o);
+      }
+      json metadata = {{"resourceVersion", std::to_string(version_)}};
+      if (more) metadata["continue"] = std::to_string(from + items.size());
+      return {200, {{"kind", "List"}, {"metadata", metadata}, {"items", items}}};
     }
     if (method != methods::POST) return {405, status(405, "MethodNotAllowed", method + " of a collection")};
     json object = input;

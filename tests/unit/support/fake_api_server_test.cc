@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "kube/client.h"
@@ -140,6 +142,42 @@ TEST(FakeApiServer, AWatchSeesTheChangesAfterItsVersionAcrossNamespacesThenA410O
   auto bad = client.list("/api/v1/pods", "shaped in (true)");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, 400);
+}
+
+// A list comes in pages of about listPageBytes of text: the first of kFirstListPage
+// items, then as many as fit at the size the last page's items had; every item once, in order.
+TEST(FakeApiServer, AListComesInPagesOfAboutListPageBytes) {
+  FakeApiServer api;
+  for (int i = 0; i < 120; ++i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "p%03d", i);
+    json p = pod(name, "a", json::object());
+    p["metadata"]["annotations"]["pad"] = std::string(1000, 'x');  // about 1.1 KB each
+    api.put(std::string("/api/v1/namespaces/a/pods/") + name, p);
+  }
+  auto limits = [&](const kube::ClientOptions& options) {
+    kube::Client client(kube::serverAt(api.url()), options);
+    const std::size_t before = api.requests().size();
+    auto list = client.list("/api/v1/pods");
+    EXPECT_TRUE(list) << list.error().message;
+    std::vector<std::string> names;
+    for (const auto& item : (*list)["items"]) names.push_back(item["metadata"]["name"]);
+    EXPECT_EQ(names.size(), 120u);
+    EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+    EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
+    std::vector<std::string> asked;
+    const auto served = api.requests();
+    for (std::size_t i = before; i < served.size(); ++i) asked.push_back(served[i].params.at("limit"));
+    return asked;
+  };
+  kube::ClientOptions options;
+  options.listPageBytes = 11000;  // about ten of these pods: 50, then 8 pages of 9 (the last holding 7)
+  EXPECT_EQ(limits(options), (std::vector<std::string>{"50", "9", "9", "9", "9", "9", "9", "9", "9"}));
+  options.listPageBytes = 0;  // pages of listPageSize
+  EXPECT_EQ(limits(options), (std::vector<std::string>{"500"}));
+  options.listPageSize = 40;  // the first page is never more than listPageSize
+  options.listPageBytes = 1 << 20;
+  EXPECT_EQ(limits(options), (std::vector<std::string>{"40", "40", "40"}));
 }
 
 TEST(FakeApiServer, AnInformerFollowsTheChangesAndListsAgainAfterCompaction) {
