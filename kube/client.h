@@ -33,7 +33,7 @@ struct ClientOptions {
   std::chrono::milliseconds maxRetryDelay = std::chrono::seconds(30);
   int listPageSize = 500;  // items a list page holds at most
   // About this much JSON text a list page, after its first of kFirstListPage items
-  // (kube::nextListLimit): a list of 12,500 GPU Nodes in pages of 500 held 6 MB of text
+  // (kube::nextListLimit): a list of 12,500 GPU Nodes in pages of 500 held 8.5 MB of text
   // and its tree at once. 0: every page listPageSize.
   std::size_t listPageBytes = std::size_t{1} << 20;
   std::string fieldManager = "podshaper";  // managedFields owner of our writes

@@ -49,7 +49,7 @@ std::string listPagePath(const std::string& path, const std::string& labelSelect
 // The next page's limit: about targetBytes of JSON text at the bytes per item the last
 // page had, at least 1 and at most maxItems (targetBytes 0, or a page without items:
 // maxItems). A page is held as its text and as a tree at once while it is read: 500
-// Nodes of a GPU cluster (77 labels, images, conditions) are 6 MB of text and several
+// Nodes of a GPU cluster (77 labels, images, conditions) are 8.5 MB of text and several
 // times that as a tree, 500 ResourceClaims under 1 MB.
 int nextListLimit(std::size_t pageBytes, std::size_t pageItems, std::size_t targetBytes, int maxItems);
 
