@@ -149,7 +149,7 @@ TEST(FakeApiServer, AWatchSeesTheChangesAfterItsVersionAcrossNamespacesThenA410O
 TEST(FakeApiServer, AListComesInPagesOfAboutListPageBytes) {
   FakeApiServer api;
   for (int i = 0; i < 120; ++i) {
-    char name[8];
+    char name[16];
     std::snprintf(name, sizeof name, "p%03d", i);
     json p = pod(name, "a", json::object());
     p["metadata"]["annotations"]["pad"] = std::string(1000, 'x');  // about 1.1 KB each
