@@ -12,8 +12,8 @@ namespace podshaper {
 // the last of duplicate keys kept), about three times faster: simdjson (Debian's
 // libsimdjson) finds the structure and the tree is built from what it found. Text it
 // refuses (a number past 64 bits, say) is read by nlohmann's parser, so nothing it
-// accepted before is refused. Objects and arrays nested deeper than maxDepth are
-// refused before any tree is built: copying, comparing and dumping a tree recurse once
+// accepted before is refused. Objects and arrays nested deeper than maxDepth (in what
+// nlohmann reads: up to a NUL outside a string) are refused before any tree is built: copying, comparing and dumping a tree recurse once
 // per level. A "-0" reads as an unsigned 0 (nlohmann: a signed 0; they compare equal).
 // simdjson reads texts up to 64 KiB (an object, a watch event, an AdmissionReview) with
 // buffers kept per thread (its tape and indexes: about 14 bytes per byte of the largest
@@ -23,6 +23,11 @@ struct JsonParseError : Error {
   bool tooDeep = false;  // message "nested deeper than N"; else "not valid JSON at byte B"
 };
 Result<nlohmann::json, JsonParseError> parseJson(std::string_view text, int maxDepth);
+
+// Whether parseJson would read the text, and if not, the error it would give, without
+// building any tree (nlohmann's SAX parser): for a large text already refused for another
+// reason, whose own fault is wanted (a list page, kube::readListPage).
+Result<void, JsonParseError> checkJson(std::string_view text, int maxDepth);
 
 // Frees a tree no deeper than parseJson's maxDepth, leaves first: nlohmann's destructor
 // moves every value of a tree through a stack of its own (so that no tree, however deep,

@@ -199,6 +199,27 @@ def watch_stream():
     t.add("garbage.bin", headers[2] + b"\x01\x02\xff\n[1,2,3]\n{\"object\":{}}\n{\"type\":\"RENAMED\",\"object\":{}}\n")
 
 
+def list_page():
+    t = Target("list_page")
+    objects = []
+    for f in sorted((ROOT / "tests/golden/cases").glob("*/cluster.json")):
+        objects += json.loads(f.read_text()).get("nodes", [])
+    unique = list({compact(o): o for o in objects}.values())
+    node_list = {"kind": "NodeList", "apiVersion": "v1",
+                 "metadata": {"resourceVersion": "12745", "continue": "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ",
+                              "remainingItemCount": 40},
+                 "items": unique[:6]}
+    # A header byte of 0xff reads at the client's depth limit; 0x03 at a limit of 4.
+    t.add("node-list.bin", b"\xff" + compact(node_list).encode())
+    t.add("node-list-indented.bin", b"\xff" + json.dumps(node_list, indent=2).encode())
+    t.add("last-page-shallow.bin", b"\x03" + b'{"kind":"PodList","metadata":{"resourceVersion":"7"},"items":[{"a":[]},{}]}')
+    t.add("null-items.bin", b"\xff" + b'{"kind":"PodList","metadata":{"resourceVersion":"7"},"items":null}')
+    t.add("strings-and-duplicates.bin", b"\xff" + '{"\\u0069tems":[{"s":"]}\\"{[","t":"\\\\"},[1,[2]],"x",-1.5e3,true,'
+          'false,null],"kind":"A","kind":"B","metadata":{"continue":"a"},"metadata":{"resourceVersion":"9"}}'.encode())
+    t.add("two-items.bin", b"\xff" + b'{"items":[1],"items":[2]}')
+    t.add("not-json.bin", b"\xff" + b'{"items":[{"a":1},{"b":')
+
+
 def pod_explain():
     """Shaped pods as the operator's cache holds them: the golden cases' shaped pods,
     pending, and ended with the real DataLoader and NCCL lines (docs/hardware logs)."""
@@ -238,6 +259,7 @@ if __name__ == "__main__":
     config()
     nvidia_smi()
     watch_stream()
+    list_page()
     pod_explain()
     total = sum(f.stat().st_size for f in CORPUS.rglob("*") if f.is_file())
     print(f"seeds: {sum(1 for f in CORPUS.rglob('seed-*'))} files, {total} bytes under {CORPUS.relative_to(ROOT)}")

@@ -199,13 +199,10 @@ struct Client::Impl {
   // Sends the request, resending it after a 429 (see retryDelay), and reads a 2xx answer
   // as JSON. With `stop`, a set flag abandons the request (and any wait to resend) within
   // ~100 ms.
-  // `bytes`, where set, gets the answer's length.
   ApiResult<json> send(const http::method& method, const std::string& target, const std::string* body = nullptr,
-                       std::string_view contentType = {}, const std::atomic<bool>* stop = nullptr,
-                       std::size_t* bytes = nullptr) const {
+                       std::string_view contentType = {}, const std::atomic<bool>* stop = nullptr) const {
     auto text = exchange(method, target, body, contentType, stop, "application/json");
     if (!text) return text.error();
-    if (bytes != nullptr) *bytes = text->size();
     if (text->empty()) return json::object();
     auto doc = parseJson(*text, kMaxObjectDepth);
     if (!doc) {
@@ -285,38 +282,46 @@ ApiResult<std::string> Client::getText(const std::string& path) const {
 ApiResult<json> Client::list(const std::string& path, const std::string& labelSelector,
                              const std::string& fieldSelector, const std::atomic<bool>* stop,
                              const std::function<void(json&)>& transform) const {
-  json combined;
+  json combined;  // the first page's kind, apiVersion and resourceVersion
+  json items = json::array();
+  // Page by page, item by item: neither the whole list nor a page's tree is ever held.
+  const auto keep = [&](json&& item) {
+    if (transform) transform(item);
+    items.push_back(std::move(item));
+  };
   std::string continueToken;
   const ClientOptions& o = impl_->options;
   int limit = o.listPageBytes > 0 ? std::min(o.listPageSize, kFirstListPage) : o.listPageSize;
   do {
-    const std::string target = listPagePath(path, labelSelector, fieldSelector, limit, continueToken);
-    std::size_t bytes = 0;
-    auto page = impl_->send(http::methods::GET, target, nullptr, {}, stop, &bytes);
-    if (!page && page.error().isGone() && !continueToken.empty()) {
+    std::string target = listPagePath(path, labelSelector, fieldSelector, limit, continueToken);
+    auto text = impl_->exchange(http::methods::GET, target, nullptr, {}, stop, "application/json");
+    if (!text && text.error().isGone() && !continueToken.empty()) {
       // The snapshot behind the continue token was compacted away.
       spdlog::info("kube client: list {}: continue token expired, listing again in one request", path);
       continueToken.clear();
       combined = nullptr;
-      page = impl_->send(http::methods::GET, listPagePath(path, labelSelector, fieldSelector, 0, ""), nullptr, {}, stop);
+      items = json::array();
+      target = listPagePath(path, labelSelector, fieldSelector, 0, "");
+      text = impl_->exchange(http::methods::GET, target, nullptr, {}, stop, "application/json");
     }
-    if (!page) return page.error();
-    std::size_t items = 0;
-    if (page->is_object() && page->contains("items") && (*page)["items"].is_array()) {
-      items = (*page)["items"].size();
-      if (transform) {
-        for (auto& item : (*page)["items"]) transform(item);  // page by page: the whole list is never held
-      }
-    }
-    limit = nextListLimit(bytes, items, o.listPageBytes, o.listPageSize);
-    auto next = appendListPage(combined, std::move(page).value());
-    if (!next) {
-      ApiError e = transportError("GET", target, next.error().message);
+    if (!text) return text.error();
+    auto page = readListPage(*text, kMaxObjectDepth, keep);
+    if (!page) {
+      ApiError e = transportError("GET", target, page.error().message);
       e.code = 200;
       return e;
     }
-    continueToken = *next;
+    if (combined.is_null()) {
+      combined = json::object();
+      if (page->kind) combined["kind"] = std::move(*page->kind);
+      if (page->apiVersion) combined["apiVersion"] = std::move(*page->apiVersion);
+      combined["metadata"] = json::object();
+      if (page->resourceVersion) combined["metadata"]["resourceVersion"] = std::move(*page->resourceVersion);
+    }
+    limit = nextListLimit(text->size(), page->items, o.listPageBytes, o.listPageSize);
+    continueToken = std::move(page->continueToken);
   } while (!continueToken.empty());
+  combined["items"] = std::move(items);
   return combined;
 }
 

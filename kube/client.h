@@ -33,8 +33,8 @@ struct ClientOptions {
   std::chrono::milliseconds maxRetryDelay = std::chrono::seconds(30);
   int listPageSize = 500;  // items a list page holds at most
   // About this much JSON text a list page, after its first of kFirstListPage items
-  // (kube::nextListLimit): a list of 12,500 GPU Nodes in pages of 500 held 8.5 MB of text
-  // and its tree at once. 0: every page listPageSize.
+  // (kube::nextListLimit): a page's text is held while its items are read (500 GPU Nodes
+  // are 8.5 MB of it). 0: every page listPageSize.
   std::size_t listPageBytes = std::size_t{1} << 20;
   std::string fieldManager = "podshaper";  // managedFields owner of our writes
   std::string userAgent = "podshaper";
@@ -79,7 +79,8 @@ class Client {
   // first page's kind, apiVersion and metadata.resourceVersion, all items. If a
   // continue token expires midway (410), lists again in one unpaged request.
   // A set `stop` abandons the list within ~100 ms (an ApiError with code 0).
-  // `transform`, if set, is applied to each page's items as the page arrives.
+  // Each page is read item by item (readListPage): no page's tree is ever built, and
+  // `transform`, if set, is applied to each item as it is read.
   ApiResult<nlohmann::json> list(const std::string& path, const std::string& labelSelector = "",
                                  const std::string& fieldSelector = "",
                                  const std::atomic<bool>* stop = nullptr,

@@ -146,31 +146,167 @@ std::optional<std::chrono::milliseconds> retryDelay(int httpStatus, std::string_
   return std::min(delay, cap);
 }
 
-Result<std::string> appendListPage(nlohmann::json& combined, nlohmann::json page) {
-  if (!page.is_object()) return makeError("list: response is not a JSON object");
-  auto items = page.find("items");
-  if (items == page.end() || !(items->is_array() || items->is_null())) {
-    return makeError("list: response has no items array (kind " +
-                     (stringMember(page, "kind").empty() ? std::string("unknown") : stringMember(page, "kind")) + ")");
-  }
-  std::string continueToken;
-  if (auto meta = page.find("metadata"); meta != page.end()) continueToken = stringMember(*meta, "continue");
+namespace {
 
-  if (combined.is_null()) {
-    nlohmann::json pageItems = items->is_array() ? std::move(*items) : nlohmann::json::array();
-    combined = nlohmann::json::object();
-    if (page.contains("kind")) combined["kind"] = page["kind"];
-    if (page.contains("apiVersion")) combined["apiVersion"] = page["apiVersion"];
-    combined["metadata"] = nlohmann::json::object();
-    if (auto meta = page.find("metadata"); meta != page.end() && meta->is_object()) {
-      if (auto rv = meta->find("resourceVersion"); rv != meta->end()) combined["metadata"]["resourceVersion"] = *rv;
+bool isJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+std::size_t skipSpace(std::string_view text, std::size_t i) {
+  while (i < text.size() && isJsonSpace(text[i])) ++i;
+  return i;
+}
+
+// Where the JSON value that starts at text[i] ends: after its closing quote or bracket (the
+// brackets counted, strings skipped), or at the character that ends a bare word (a number,
+// true, false, null; a NUL too, which ends the text for nlohmann's parser). npos when the
+// text ends first or no value begins there. Nothing else is checked: parseJson reads what
+// it spans.
+std::size_t valueEnd(std::string_view text, std::size_t i) {
+  constexpr auto npos = std::string_view::npos;
+  if (i >= text.size()) return npos;
+  if (text[i] == '"') {
+    for (++i; i < text.size(); ++i) {
+      if (text[i] == '\\') ++i;
+      else if (text[i] == '"') return i + 1;
     }
-    combined["items"] = std::move(pageItems);
-  } else if (items->is_array()) {
-    auto& all = combined["items"];
-    for (auto& item : *items) all.push_back(std::move(item));
+    return npos;
   }
-  return continueToken;
+  if (text[i] == '{' || text[i] == '[') {
+    std::size_t depth = 0;
+    bool inString = false;
+    for (; i < text.size(); ++i) {
+      const char c = text[i];
+      if (inString) {
+        if (c == '\\') ++i;
+        else if (c == '"') inString = false;
+      } else if (c == '"') {
+        inString = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if ((c == '}' || c == ']') && --depth == 0) {
+        return i + 1;
+      }
+    }
+    return npos;
+  }
+  // A bare word begins as a number or a literal does; anything else (a byte-order mark
+  // that parseJson alone would skip) is not a value here.
+  const char first = text[i];
+  if (first != '-' && (first < '0' || first > '9') && first != 't' && first != 'f' && first != 'n') return npos;
+  while (i < text.size() && !isJsonSpace(text[i]) && text[i] != ',' && text[i] != ':' && text[i] != '}' &&
+         text[i] != ']' && text[i] != '\0') {
+    ++i;
+  }
+  return i;
+}
+
+}  // namespace
+
+Result<ListPage> readListPage(std::string_view text, int maxDepth,
+                              const std::function<void(nlohmann::json&&)>& onItem) {
+  constexpr auto npos = std::string_view::npos;
+  // Text this reader cannot take. Where the page is not JSON, checkJson of all of it says
+  // where, as parseJson would (and builds no tree); else what was wrong.
+  auto refused = [&](std::string_view what) -> Error {
+    auto whole = checkJson(text, maxDepth);
+    if (!whole) return makeError("list: response is not JSON (" + whole.error().message + ")");
+    return makeError("list: " + std::string(what));
+  };
+  // Every member of the page but items is read at the items' depth: one depth for every
+  // parseJson on this thread, so that simdjson's buffers are not made again between them.
+  // A member that deep, but within the page's limit, is read again at its own depth.
+  const int itemDepth = maxDepth - 2;
+  auto member = [&](std::string_view value) {
+    auto parsed = parseJson(value, std::max(itemDepth, 0));
+    if (!parsed && parsed.error().tooDeep && itemDepth + 1 >= 0) parsed = parseJson(value, itemDepth + 1);
+    return parsed;
+  };
+
+  ListPage page;
+  bool sawItems = false;
+  bool itemsNotArray = false;
+  // nlohmann's parser skips a UTF-8 byte-order mark at the start.
+  std::size_t i = skipSpace(text, text.starts_with("\xEF\xBB\xBF") ? 3 : 0);
+  if (i >= text.size() || text[i] != '{' || maxDepth < 1) return refused("response is not a JSON object");
+  i = skipSpace(text, i + 1);
+  if (i < text.size() && text[i] == '}') {
+    ++i;
+  } else {
+    for (;;) {
+      const std::size_t keyEnd = i < text.size() && text[i] == '"' ? valueEnd(text, i) : npos;
+      if (keyEnd == npos) return refused("a member without a name");
+      auto key = member(text.substr(i, keyEnd - i));
+      if (!key) return refused("a member's name is not a string");
+      i = skipSpace(text, keyEnd);
+      if (i >= text.size() || text[i] != ':') return refused("a member without ':'");
+      i = skipSpace(text, i + 1);
+      if (*key == "items" && i < text.size() && text[i] == '[') {
+        if (sawItems) return refused("response has two items members");
+        sawItems = true;
+        if (maxDepth < 2) return refused("items nested too deep");
+        i = skipSpace(text, i + 1);
+        if (i < text.size() && text[i] == ']') {
+          ++i;
+        } else {
+          for (;;) {
+            const std::size_t end = valueEnd(text, i);
+            if (end == npos) return refused("an unfinished item");
+            auto item = parseJson(text.substr(i, end - i), itemDepth);
+            if (!item) return refused("an item is not JSON");
+            onItem(std::move(*item));
+            ++page.items;
+            i = skipSpace(text, end);
+            if (i < text.size() && text[i] == ',') {
+              i = skipSpace(text, i + 1);
+            } else if (i < text.size() && text[i] == ']') {
+              ++i;
+              break;
+            } else {
+              return refused("no ',' or ']' after an item");
+            }
+          }
+        }
+      } else {
+        const std::size_t end = valueEnd(text, i);
+        if (end == npos) return refused("an unfinished member");
+        auto value = member(text.substr(i, end - i));
+        if (!value) return refused("a member is not JSON");
+        if (*key == "items") {
+          if (sawItems) return refused("response has two items members");
+          sawItems = true;
+          itemsNotArray = !value->is_null();
+        } else if (*key == "kind") {
+          page.kind = std::move(*value);
+        } else if (*key == "apiVersion") {
+          page.apiVersion = std::move(*value);
+        } else if (*key == "metadata") {
+          page.resourceVersion.reset();
+          if (auto rv = value->find("resourceVersion"); value->is_object() && rv != value->end()) {
+            page.resourceVersion = std::move(*rv);
+          }
+          page.continueToken = stringMember(*value, "continue");
+        }
+        i = end;
+      }
+      i = skipSpace(text, i);
+      if (i < text.size() && text[i] == ',') {
+        i = skipSpace(text, i + 1);
+      } else if (i < text.size() && text[i] == '}') {
+        ++i;
+        break;
+      } else {
+        return refused("no ',' or '}' after a member");
+      }
+    }
+  }
+  // nlohmann's parser ends the text at a NUL; so does this.
+  if (const std::size_t rest = skipSpace(text, i); rest != text.size() && text[rest] != '\0') {
+    return refused("text after the list");
+  }
+  if (!sawItems || itemsNotArray) {
+    const std::string kind = page.kind && page.kind->is_string() ? page.kind->get<std::string>() : "unknown";
+    return makeError("list: response has no items array (kind " + kind + ")");
+  }
+  return page;
 }
 
 Result<WatchEvent> decodeWatchLine(std::string_view line) {

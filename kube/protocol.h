@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,11 +92,27 @@ std::optional<std::chrono::milliseconds> retryDelay(int httpStatus, std::string_
 
 // ---- Lists
 
-// Folds one page into `combined` (initially null): the first page gives kind,
-// apiVersion and metadata.resourceVersion; items are appended. Returns the
-// page's continue token ("" on the last page), or an Error for a body that is
-// not a list.
-Result<std::string> appendListPage(nlohmann::json& combined, nlohmann::json page);
+// What a list page says beside its items: kind, apiVersion and metadata.resourceVersion
+// as they were (nullopt where absent) and metadata.continue ("" on the last page).
+struct ListPage {
+  std::optional<nlohmann::json> kind;
+  std::optional<nlohmann::json> apiVersion;
+  std::optional<nlohmann::json> resourceVersion;
+  std::string continueToken;
+  std::size_t items = 0;
+};
+
+// Reads a list page's text item by item: `onItem` gets each of its items in order, each
+// parsed alone (parseJson: simdjson for an item of up to 64 KiB), so that no tree of the
+// whole page is ever built (a page of 61 GPU Nodes is about 1 MiB of text, and nlohmann's
+// tree of it several times that). What it accepts is what nlohmann::json::parse of the
+// whole page accepts, read the same way (the last of duplicate members kept), with objects
+// and arrays nested deeper than maxDepth refused (an item's levels count after the page's
+// two). An Error ("list: ...") for text that is not JSON (saying where, as parseJson of the
+// whole page would), not an object with an items array (or null: no items), or with two
+// items members; the items already given to onItem then belong to a list to be dropped.
+Result<ListPage> readListPage(std::string_view text, int maxDepth,
+                              const std::function<void(nlohmann::json&&)>& onItem);
 
 // ---- Watches
 

@@ -68,6 +68,18 @@ TEST(ParseJson, DepthAtTheEdge) {
     EXPECT_TRUE(parseJson(nested(500, open, close), 1000).ok());
     EXPECT_FALSE(parseJson(nested(129, open, close), 128).ok());
   }
+  // The smallest limits: at 0 only a scalar (simdjson alone took "[]" there).
+  EXPECT_TRUE(parseJson("[]", 1).ok());
+  EXPECT_TRUE(parseJson("[[]]", 1).error().tooDeep);
+  EXPECT_TRUE(parseJson("7", 0).ok());
+  EXPECT_TRUE(parseJson("[]", 0).error().tooDeep);
+  EXPECT_TRUE(parseJson("{}", 0).error().tooDeep);
+  // nlohmann's parser ends the text at a NUL outside a string; its depth ends there too.
+  using namespace std::string_view_literals;
+  auto cut = parseJson("{\"a\":[1]}\0[[[[[["sv, 2);
+  ASSERT_TRUE(cut.ok()) << cut.error().message;
+  EXPECT_EQ(*cut, json::parse(R"({"a":[1]})"));
+  EXPECT_TRUE(parseJson("[[[\"\0\"]]]"sv, 2).error().tooDeep);  // a NUL in a string ends nothing
   // Deep and not JSON either: the depth is what is said.
   EXPECT_TRUE(parseJson(std::string(20000, '['), 1000).error().tooDeep);
 }
@@ -90,4 +102,21 @@ TEST(ParseJson, LargeTexts) {
 }
 
 }  // namespace
+// checkJson says what parseJson would, building no tree.
+TEST(CheckJson, SaysWhatParseJsonSays) {
+  using namespace std::string_view_literals;
+  for (std::string_view text : {R"({"a":[1,2,{"b":null}]})"sv, "[1e400]"sv, R"({"a":)"sv, "[[[1]]]"sv, ""sv,
+                                "\xEF\xBB\xBF[1]"sv, "[1]\0[[[[[["sv, "[\"\x01\"]"sv, "-0"sv}) {
+    auto parsed = parseJson(text, 2);
+    auto checked = checkJson(text, 2);
+    EXPECT_EQ(checked.ok(), parsed.ok()) << text;
+    if (!parsed.ok() && !checked.ok()) {
+      EXPECT_EQ(checked.error().message, parsed.error().message) << text;
+      EXPECT_EQ(checked.error().tooDeep, parsed.error().tooDeep) << text;
+    }
+  }
+  EXPECT_EQ(checkJson("[1e400]", 2).error().message, "not valid JSON: a number out of range");
+  EXPECT_TRUE(checkJson("[[[1]]]", 2).error().tooDeep);
+}
+
 }  // namespace podshaper

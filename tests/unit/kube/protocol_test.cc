@@ -174,33 +174,114 @@ TEST(RetryDelay, Table) {
   }
 }
 
-TEST(AppendListPage, CombinesPagesKeepingTheFirstResourceVersion) {
-  json combined;
-  auto first = appendListPage(combined, json::parse(R"({
-    "kind":"NodeList","apiVersion":"v1",
-    "metadata":{"resourceVersion":"100","continue":"tok1","remainingItemCount":1},
-    "items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]})"));
-  ASSERT_TRUE(first.ok()) << first.error().message;
-  EXPECT_EQ(*first, "tok1");
-  auto second = appendListPage(combined, json::parse(R"({
-    "kind":"NodeList","apiVersion":"v1",
-    "metadata":{"resourceVersion":"101"},
-    "items":[{"metadata":{"name":"c"}}]})"));
-  ASSERT_TRUE(second.ok());
-  EXPECT_EQ(*second, "");
-  EXPECT_EQ(combined, json::parse(R"({
-    "kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"100"},
-    "items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}},{"metadata":{"name":"c"}}]})"));
+// A page read item by item: what onItem got, and what the page said beside its items.
+struct ReadPage {
+  std::vector<json> items;
+  Result<ListPage> page;
+};
+ReadPage readPage(std::string_view text, int maxDepth = kMaxObjectDepth) {
+  std::vector<json> items;
+  auto page = readListPage(text, maxDepth, [&](json&& item) { items.push_back(std::move(item)); });
+  return {std::move(items), std::move(page)};
 }
 
-TEST(AppendListPage, NullItemsAndErrors) {
-  json combined;
-  auto r = appendListPage(combined, json::parse(R"({"kind":"PodList","metadata":{"resourceVersion":"7"},"items":null})"));
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(combined["items"], json::array());
-  json other;
-  EXPECT_FALSE(appendListPage(other, json::parse(R"({"kind":"Node","metadata":{}})")).ok());
-  EXPECT_FALSE(appendListPage(other, json::parse("[1,2]")).ok());
+TEST(ReadListPage, ItemByItemWithWhatThePageSays) {
+  auto r = readPage(R"({
+    "kind":"NodeList","apiVersion":"v1",
+    "metadata":{"resourceVersion":"100","continue":"tok1","remainingItemCount":1},
+    "items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]})");
+  ASSERT_TRUE(r.page.ok()) << r.page.error().message;
+  EXPECT_EQ(r.items, (std::vector<json>{json::parse(R"({"metadata":{"name":"a"}})"),
+                                        json::parse(R"({"metadata":{"name":"b"}})")}));
+  EXPECT_EQ(r.page->items, 2u);
+  EXPECT_EQ(r.page->kind, json("NodeList"));
+  EXPECT_EQ(r.page->apiVersion, json("v1"));
+  EXPECT_EQ(r.page->resourceVersion, json("100"));
+  EXPECT_EQ(r.page->continueToken, "tok1");
+
+  auto last = readPage(R"({"metadata":{"resourceVersion":"101"},"items":[]})");
+  ASSERT_TRUE(last.page.ok());
+  EXPECT_TRUE(last.items.empty());
+  EXPECT_EQ(last.page->continueToken, "");
+  EXPECT_FALSE(last.page->kind.has_value());
+
+  auto none = readPage(R"({"kind":"PodList","metadata":{"resourceVersion":"7"},"items":null})");
+  ASSERT_TRUE(none.page.ok());
+  EXPECT_EQ(none.page->items, 0u);
+}
+
+// Whatever nlohmann::json::parse reads as a list, read the same: white space anywhere,
+// brackets and quotes inside strings, escaped names, any JSON value as an item, and the
+// last of duplicate members.
+TEST(ReadListPage, ReadsWhatNlohmannReads) {
+  const std::vector<std::string> pages = {
+      R"({"items":[{"s":"]}\"{[","t":"\\"},[1,[2]],"x",-1.5e3,true,false,null,{}]})",
+      " \n{ \"items\" :\r\n[ {\"a\" : [ ] } ,\t{ } ] , \"kind\" : \"L\" } \n",
+      R"({"\u0069tems":[1,2],"metadata":{"continue":"a"},"metadata":{"resourceVersion":"9"}})",
+      R"({"kind":"A","kind":"B","items":[{"k":"\u00e9\ud83d\ude00"}],"other":{"x":[{}]}})",
+      R"({"items":[]})",
+      "\xEF\xBB\xBF {\"apiVersion\":\"v1\",\"items\":[{}]}",  // a byte-order mark, at the start only
+  };
+  for (const auto& text : pages) {
+    const json whole = json::parse(text);
+    auto r = readPage(text);
+    ASSERT_TRUE(r.page.ok()) << text << ": " << r.page.error().message;
+    EXPECT_EQ(json(r.items), whole["items"]) << text;
+    EXPECT_EQ(r.page->kind, whole.contains("kind") ? std::optional<json>(whole["kind"]) : std::nullopt) << text;
+    EXPECT_EQ(r.page->apiVersion,
+              whole.contains("apiVersion") ? std::optional<json>(whole["apiVersion"]) : std::nullopt)
+        << text;
+    const json& meta = whole.contains("metadata") ? whole["metadata"] : json::object();
+    EXPECT_EQ(r.page->resourceVersion,
+              meta.contains("resourceVersion") ? std::optional<json>(meta["resourceVersion"]) : std::nullopt);
+    EXPECT_EQ(r.page->continueToken, meta.value("continue", ""));
+  }
+}
+
+TEST(ReadListPage, RefusesWhatIsNotAListSayingWhy) {
+  struct Case {
+    std::string text;
+    std::string message;
+    std::size_t itemsGiven = 0;  // before the error was found
+  };
+  const std::vector<Case> cases = {
+      {"[1,2]", "list: response is not a JSON object"},
+      {"", "list: response is not JSON (not valid JSON at byte 1)"},
+      {R"({"kind":"Node","metadata":{}})", "list: response has no items array (kind Node)"},
+      {R"({"items":{"a":1}})", "list: response has no items array (kind unknown)"},
+      {R"({"items":[1],"items":[2]})", "list: response has two items members", 1},
+      {R"({"items":[{"a":1},{"b":)", "list: response is not JSON (not valid JSON at byte 24)", 1},
+      {R"({"items":[{"a":1}{"b":2}]})", "list: response is not JSON (not valid JSON at byte 18)", 1},
+      {R"({"items":[{"a":1]]})", "list: response is not JSON (not valid JSON at byte 17)"},
+      {R"({"items":[tru]})", "list: response is not JSON (not valid JSON at byte 14)"},
+      {R"({"items":[]} x)", "list: response is not JSON (not valid JSON at byte 14)"},
+      {R"({"items":[],})", "list: response is not JSON (not valid JSON at byte 13)"},
+      {"{\"items\":[\"\x01\"]}", "list: response is not JSON (not valid JSON at byte 12)"},
+      // A byte-order mark anywhere but the start is not JSON (parsed alone, an item's would be skipped).
+      {"{\"items\":[\xEF\xBB\xBF" "1]}", "list: response is not JSON (not valid JSON at byte 11)"},
+      {"{\"kind\":\xEF\xBB\xBF\"X\",\"items\":[]}", "list: response is not JSON (not valid JSON at byte 9)"},
+      {R"({"items":[1],"items":2})", "list: response has two items members", 1},
+  };
+  for (const auto& c : cases) {
+    auto r = readPage(c.text);
+    ASSERT_FALSE(r.page.ok()) << c.text;
+    EXPECT_EQ(r.page.error().message, c.message) << c.text;
+    EXPECT_EQ(r.items.size(), c.itemsGiven) << c.text;
+  }
+}
+
+// The page's levels count: at maxDepth 4 an item may nest 2 deep, and the page's other
+// members 3 deep, as nestedDeeperThan counts the whole page.
+TEST(ReadListPage, RefusesItemsNestedDeeperThanTheLimit) {
+  EXPECT_TRUE(readPage(R"({"items":[{"a":[]}],"metadata":{"a":{"b":{}}}})", 4).page.ok());
+  auto deepItem = readPage(R"({"items":[{"a":[[]]}]})", 4);
+  ASSERT_FALSE(deepItem.page.ok());
+  EXPECT_EQ(deepItem.page.error().message, "list: response is not JSON (nested deeper than 4)");
+  auto deepMember = readPage(R"({"items":[],"metadata":{"a":{"b":{"c":{}}}}})", 4);
+  ASSERT_FALSE(deepMember.page.ok());
+  EXPECT_EQ(deepMember.page.error().message, "list: response is not JSON (nested deeper than 4)");
+  EXPECT_FALSE(readPage(R"({"items":[]})", 1).page.ok());
+  EXPECT_TRUE(readPage(R"({"items":[]})", 2).page.ok());
 }
 
 struct WatchLineCase {

@@ -468,10 +468,22 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
       const auto selector = selectorOf(params, why);
       if (!selector) return {400, status(400, "BadRequest", why)};
       // Pages as the API server gives them (limit, then continue), the token here being
-      // the next item's place rather than a snapshot's.
+      // the next item's place rather than a snapshot's, and the version it was given at:
+      // a compact() since then has expired it (410), as etcd's compaction does.
       std::size_t from = 0, limit = 0;
+      long long issued = 0;
       try {
-        if (auto c = params.find("continue"); c != params.end()) from = std::stoul(web::uri::decode(c->second));
+        if (auto c = params.find("continue"); c != params.end()) {
+          const std::string token = web::uri::decode(c->second);
+          const std::size_t dot = token.find('.');
+          from = std::stoul(token.substr(0, dot));
+          if (dot != std::string::npos) issued = std::stoll(token.substr(dot + 1));
+          if (issued < compactedAt_) {
+            return {410, status(410, "Expired",
+                                "The provided continue parameter is too old to display a consistent list result. "
+                                "You can start a new list without the continue parameter.")};
+          }
+        }
         if (auto l = params.find("limit"); l != params.end()) limit = std::stoul(l->second);
       } catch (const std::exception&) {
         return {400, status(400, "BadRequest", "limit and continue are numbers here")};
@@ -488,7 +500,7 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
         items.push_back(o);
       }
       json metadata = {{"resourceVersion", std::to_string(version_)}};
-      if (more) metadata["continue"] = std::to_string(from + items.size());
+      if (more) metadata["continue"] = std::to_string(from + items.size()) + "." + std::to_string(version_);
       return {200, {{"kind", "List"}, {"metadata", metadata}, {"items", items}}};
     }
     if (method != methods::POST) return {405, status(405, "MethodNotAllowed", method + " of a collection")};

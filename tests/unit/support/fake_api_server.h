@@ -9,8 +9,8 @@
 // collection's GET takes fieldSelector metadata.name=NAME and equality labelSelectors.
 // A watch (GET ?watch=1) answers the changes after its resourceVersion, waiting up to
 // two seconds for the first, then ends as a watch whose timeout passed does; one from
-// before the last compact() gets the 410 ERROR event. Answers are Kubernetes Status
-// objects, as the API server's.
+// before the last compact() gets the 410 ERROR event, and a list's continue token from
+// before it a 410. Answers are Kubernetes Status objects, as the API server's.
 #include <chrono>
 #include <condition_variable>
 #include <functional>

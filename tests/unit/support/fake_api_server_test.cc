@@ -180,6 +180,66 @@ TEST(FakeApiServer, AListComesInPagesOfAboutListPageBytes) {
   EXPECT_EQ(limits(options), (std::vector<std::string>{"40", "40", "40"}));
 }
 
+// A list is the first page's resourceVersion and every page's items; when a compaction
+// expires its continue token midway (410), it is listed again in one request.
+TEST(FakeApiServer, AListKeepsItsFirstPagesVersionAndListsAgainWhenItsTokenExpired) {
+  FakeApiServer api;
+  for (int i = 0; i < 30; ++i) {
+    const std::string name = "p" + std::to_string(100 + i);
+    api.put("/api/v1/namespaces/a/pods/" + name, pod(name, "a", json::object()));
+  }
+  kube::ClientOptions options;
+  options.listPageBytes = 0;
+  options.listPageSize = 10;
+  kube::Client client(kube::serverAt(api.url()), options);
+  std::atomic<int> pages{0};
+  std::atomic<bool> compactAfterSecond{false};
+  api.onServed([&](const Served& s) {
+    if (s.path != "/api/v1/pods") return;
+    ++pages;
+    // Between pages the cluster moves on (a Node written), or is compacted and a pod added.
+    if (pages == 1) api.put("/api/v1/nodes/n", {{"metadata", {{"name", "n"}}}});
+    if (pages == 2 && compactAfterSecond) {
+      api.compact();
+      api.put("/api/v1/namespaces/a/pods/p200", pod("p200", "a", json::object()));
+    }
+  });
+  // Each list request since `from`: its limit ("-": none), whether it continued, its answer.
+  auto asked = [&](std::size_t from) {
+    std::vector<std::string> out;
+    const auto served = api.requests();
+    for (std::size_t i = from; i < served.size(); ++i) {
+      const Served& s = served[i];
+      out.push_back((s.params.contains("limit") ? s.params.at("limit") : "-") +
+                    (s.params.contains("continue") ? " continue " : " ") + std::to_string(s.code));
+    }
+    return out;
+  };
+
+  auto list = client.list("/api/v1/pods");
+  ASSERT_TRUE(list) << list.error().message;
+  EXPECT_EQ((*list)["items"].size(), 30u);
+  EXPECT_EQ((*list)["kind"], "List");
+  EXPECT_EQ(asked(0), (std::vector<std::string>{"10 200", "10 continue 200", "10 continue 200"}));
+  // The first page's version, not the later pages' (the Node was written after it).
+  const std::string listed = (*list)["metadata"]["resourceVersion"];
+  const std::string node = api.object("/api/v1/nodes/n")->at("metadata").at("resourceVersion");
+  EXPECT_LT(std::stoul(listed), std::stoul(node));
+
+  pages = 0;
+  compactAfterSecond = true;
+  const std::size_t before = api.requests().size();
+  auto again = client.list("/api/v1/pods");
+  ASSERT_TRUE(again) << again.error().message;
+  std::vector<std::string> names;
+  for (const auto& item : (*again)["items"]) names.push_back(item["metadata"]["name"]);
+  EXPECT_EQ(names.size(), 31u);  // every pod once, the one added during the list too
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
+  EXPECT_EQ(asked(before), (std::vector<std::string>{"10 200", "10 continue 200", "10 continue 410", "- 200"}));
+  EXPECT_GE(std::stoul((*again)["metadata"]["resourceVersion"].get<std::string>()), std::stoul(node));
+}
+
 TEST(FakeApiServer, AnInformerFollowsTheChangesAndListsAgainAfterCompaction) {
   FakeApiServer api;
   kube::Client client(kube::serverAt(api.url()));
