@@ -67,28 +67,9 @@ JsonParseError notJson(std::string message) {
   return e;
 }
 
-// What nlohmann's parser reads of the text: up to a NUL outside a string, where it stops
-// as at the end. The depth is counted there only (the list page fuzzer found brackets
-// after a NUL refused as "nested deeper" in a text it reads whole).
-std::string_view readByNlohmann(std::string_view text) {
-  bool inString = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (inString) {
-      if (c == '\\') ++i;
-      else if (c == '"') inString = false;
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '\0') {
-      return text.substr(0, i);
-    }
-  }
-  return text;
-}
-
 // nlohmann's own parser: for what simdjson refused.
 Result<json, JsonParseError> parseSlowly(std::string_view text, int maxDepth) {
-  if (nestedDeeperThan(readByNlohmann(text), maxDepth)) return tooDeep(maxDepth);
+  if (nestedDeeperThan(text, maxDepth)) return tooDeep(maxDepth);
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -124,7 +105,7 @@ struct CheckOnly {
 }  // namespace
 
 Result<void, JsonParseError> checkJson(std::string_view text, int maxDepth) {
-  if (nestedDeeperThan(readByNlohmann(text), maxDepth)) return tooDeep(maxDepth);
+  if (nestedDeeperThan(text, maxDepth)) return tooDeep(maxDepth);
   CheckOnly check;
   if (json::sax_parse(text, &check) || !check.error) return {};
   return *check.error;
