@@ -34,6 +34,18 @@ std::vector<PlannedEvent> eventsFor(const json& report, const json* node, const 
   return planned;
 }
 
+// Splits the Node's changes into its writes: the labels go with the condition to the
+// status subresource, unless the taint changes (the status subresource keeps the spec).
+void planNodeWrites(Plan& p, json labelsAndTaint, json condition) {
+  if (labelsAndTaint.is_object() && !labelsAndTaint.contains("spec")) {
+    if (condition.is_null()) condition = json::object();
+    condition["metadata"] = std::move(labelsAndTaint["metadata"]);
+    labelsAndTaint = nullptr;
+  }
+  p.nodePatch = std::move(labelsAndTaint);
+  p.nodeStatusPatch = std::move(condition);
+}
+
 }  // namespace
 
 bool ownedByNode(const json& report) {
@@ -62,8 +74,7 @@ Plan plan(const PlanInputs& in) {
   if (in.report == nullptr) {
     p.kind = Plan::Kind::ReportGone;
     if (in.node != nullptr) {
-      p.nodePatch = nodePatch(*in.node, nullptr);
-      p.nodeConditionPatch = nodeConditionPatch(*in.node, nullptr, in.now);
+      planNodeWrites(p, nodePatch(*in.node, nullptr), nodeConditionPatch(*in.node, nullptr, in.now));
     }
     return p;
   }
@@ -87,8 +98,7 @@ Plan plan(const PlanInputs& in) {
     p.events = eventsFor(report, in.node, current, verdict);
   }
   if (in.node != nullptr) {
-    p.nodePatch = nodePatch(*in.node, &verdict);
-    p.nodeConditionPatch = nodeConditionPatch(*in.node, &verdict, in.now);
+    planNodeWrites(p, nodePatch(*in.node, &verdict), nodeConditionPatch(*in.node, &verdict, in.now));
   }
   if (verdict.staleAt) p.requeueAfter = *verdict.staleAt - in.now;
   return p;

@@ -49,11 +49,15 @@ struct Plan {
   // The transitions that status write records; told only once it succeeded, so
   // that one writer, whichever replica, tells them once.
   std::vector<PlannedEvent> events;
-  // The Node's labels and taint, guarded by its resourceVersion; null: already so, or no Node.
+  // The Node's taint and its labels, a merge patch guarded by its resourceVersion; only
+  // when the taint changes (its spec); null: the taint is already so, or no Node.
   nlohmann::json nodePatch;
-  // The Node's GPUTopologyValidated condition (a strategic merge patch of its status);
-  // null: already so, or no Node.
-  nlohmann::json nodeConditionPatch;
+  // A strategic merge patch of the Node's status subresource: its GPUTopologyValidated
+  // condition and, unless nodePatch carries them, its labels (guarded by its
+  // resourceVersion). A Node's status subresource writes its metadata as well as its
+  // status (the API server keeps only the spec), so a Node whose taint stays is written
+  // once. Null: already so, or no Node.
+  nlohmann::json nodeStatusPatch;
   std::optional<long long> requeueAfter;  // seconds: when Fresh turns False, or the grace for a going Node ends
 };
 

@@ -168,7 +168,7 @@ Reconciler::Outcome Reconciler::writeFailed(const char* what, const std::string&
 }
 
 Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& node, const Plan& p) {
-  if (p.nodePatch.is_null() && p.nodeConditionPatch.is_null()) return Outcome::Done;
+  if (p.nodePatch.is_null() && p.nodeStatusPatch.is_null()) return Outcome::Done;
   if (!mayWrite_()) return Outcome::NotLeader;
   {
     std::lock_guard lock(mu_);
@@ -183,12 +183,16 @@ Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& no
     version = kube::resourceVersionOf(*written);
     spdlog::info("node {}: {}", key, p.nodePatch.dump());
   }
-  if (!p.nodeConditionPatch.is_null()) {
+  if (!p.nodeStatusPatch.is_null()) {
     if (!mayWrite_()) return Outcome::NotLeader;
-    auto written = api_.patchNodeStatus(key, p.nodeConditionPatch);
+    auto written = api_.patchNodeStatus(key, p.nodeStatusPatch);
     if (!written) return writeFailed("node status", key, written.error());
     writesNode_.inc();
     rememberWrite(replacedNode_, key, version);
+    if (const json* labels = p.nodeStatusPatch.contains("metadata") ? &p.nodeStatusPatch["metadata"] : nullptr;
+        labels != nullptr && labels->contains("labels")) {
+      spdlog::info("node {}: {}", key, (*labels)["labels"].dump());
+    }
   }
   return Outcome::Done;
 }

@@ -26,8 +26,11 @@ TEST(Plan, FirstJudgementWritesStatusEventsAndLabels) {
   EXPECT_EQ(p.events[0].about.kind, "GPUTopologyReport");
   EXPECT_EQ(p.events[0].about.uid, "report-uid");
   EXPECT_EQ(p.events[0].event.reason, "TopologyValidated");
-  EXPECT_EQ(p.nodePatch["metadata"]["resourceVersion"], "20");
-  EXPECT_EQ(p.nodePatch["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
+  // The labels and the condition in one write of the Node's status subresource.
+  EXPECT_TRUE(p.nodePatch.is_null());
+  EXPECT_EQ(p.nodeStatusPatch["metadata"]["resourceVersion"], "20");
+  EXPECT_EQ(p.nodeStatusPatch["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
+  EXPECT_EQ(p.nodeStatusPatch["status"]["conditions"][0]["type"], "GPUTopologyValidated");
   ASSERT_TRUE(p.requeueAfter);  // when Fresh turns False
   EXPECT_EQ(*p.requeueAfter, 600 - 30 + 1);  // observed 30 s ago; stale past 600 s
 }
@@ -38,11 +41,13 @@ TEST(Plan, SteadyStateWritesNothing) {
   Plan p = planFor(&first, &node);
   const json judged = reportObject(TopologyBuilder(8).spec(), "11", p.statusPatch["status"]);
   json labelled = node;
-  for (const auto& [k, v] : p.nodePatch["metadata"]["labels"].items()) labelled["metadata"]["labels"][k] = v;
+  for (const auto& [k, v] : p.nodeStatusPatch["metadata"]["labels"].items()) labelled["metadata"]["labels"][k] = v;
+  labelled["status"]["conditions"] = p.nodeStatusPatch["status"]["conditions"];
   Plan again = planFor(&judged, &labelled, 0, kNow + 60);
   EXPECT_TRUE(again.statusPatch.is_null());
   EXPECT_TRUE(again.events.empty());
   EXPECT_TRUE(again.nodePatch.is_null());
+  EXPECT_TRUE(again.nodeStatusPatch.is_null());
 }
 
 TEST(Plan, WarningsAreToldOnTheNodeToo) {
@@ -55,7 +60,23 @@ TEST(Plan, WarningsAreToldOnTheNodeToo) {
   EXPECT_EQ(p.events[1].about.uid, "uid-0");
   EXPECT_EQ(p.events[1].event.reason, "TopologyNotValidated");
   EXPECT_EQ(p.events[3].event.reason, "P2PUnavailable");
+  EXPECT_EQ(p.nodeStatusPatch["metadata"]["labels"]["podshaper.io/topology-validated"], "false");
+}
+
+TEST(Plan, ATaintThatChangesTakesTheLabelsToTheNodeItself) {
+  // The status subresource keeps the spec: a taint is written to the Node, and the
+  // labels with it, so that the two never disagree; the condition to its status.
+  Policy tainting = defaultPolicy();
+  tainting.requirements.taintEffect = "NoSchedule";
+  const std::vector<Policy> policies = {tainting};
+  const json report = reportObject(TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec());
+  const json node = nodeObject(8);
+  Plan p = plan({.report = &report, .node = &node, .policies = &policies, .now = kNow});
+  EXPECT_EQ(p.nodePatch["metadata"]["resourceVersion"], "20");
   EXPECT_EQ(p.nodePatch["metadata"]["labels"]["podshaper.io/topology-validated"], "false");
+  EXPECT_EQ(p.nodePatch["spec"]["taints"][0]["key"], "podshaper.io/topology-not-validated");
+  EXPECT_FALSE(p.nodeStatusPatch.contains("metadata"));
+  EXPECT_EQ(p.nodeStatusPatch["status"]["conditions"][0]["status"], "False");
 }
 
 TEST(Plan, ReportGoneTakesThePodshaperLabelsOff) {
@@ -63,10 +84,12 @@ TEST(Plan, ReportGoneTakesThePodshaperLabelsOff) {
   Plan p = planFor(nullptr, &node);
   EXPECT_EQ(p.kind, Plan::Kind::ReportGone);
   EXPECT_FALSE(p.verdict);
-  const json& labels = p.nodePatch.at("metadata").at("labels");
+  const json& labels = p.nodeStatusPatch.at("metadata").at("labels");
   ASSERT_TRUE(labels.contains("podshaper.io/topology-validated"));
   EXPECT_TRUE(labels.at("podshaper.io/topology-validated").is_null());  // merge patch: remove
+  EXPECT_FALSE(p.nodeStatusPatch.contains("status"));  // it had no condition to remove
   EXPECT_TRUE(planFor(nullptr, nullptr).nodePatch.is_null());
+  EXPECT_TRUE(planFor(nullptr, nullptr).nodeStatusPatch.is_null());
 }
 
 TEST(Plan, AnOwnedReportWaitsForItsNodesGarbageCollection) {
@@ -81,6 +104,7 @@ TEST(Plan, AnOwnedReportWaitsForItsNodesGarbageCollection) {
   EXPECT_FALSE(judged.verdict->validated);
   EXPECT_EQ(judged.verdict->condition("GPUCountMatchesNode")->status, "False");
   EXPECT_TRUE(judged.nodePatch.is_null());
+  EXPECT_TRUE(judged.nodeStatusPatch.is_null());
 
   // A report no Node owns is judged at once.
   const json unowned = reportObject(TopologyBuilder(8).spec(), "10", nullptr, /*ownedByNode=*/false);

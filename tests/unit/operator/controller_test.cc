@@ -110,7 +110,7 @@ TEST_F(ControllerTest, AChangedReportComesThroughTheWatchAndIsToldOnce) {
 TEST_F(ControllerTest, AConflictIsRetriedByTheQueue) {
   served.putNode(nodeObject(8));
   served.putReport(reportObject(TopologyBuilder(8).spec(now() - 5)));
-  served.server.fail("PATCH", nodePath("gpu-0"), 409, "Conflict", 2);
+  served.server.fail("PATCH", nodePath("gpu-0") + "/status", 409, "Conflict", 2);
   start();
   ASSERT_TRUE(eventually([this] { return label(names::kTopologyValidated) == "true"; }));
   int refused = 0;

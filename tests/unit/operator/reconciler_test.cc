@@ -41,7 +41,7 @@ TEST_F(ReconcilerTest, ANewReportIsJudgedAndItsNodeLabelled) {
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes(), (std::vector<std::string>{"status gpu-0",
                                                 "event Normal TopologyValidated on GPUTopologyReport in default",
-                                                "node gpu-0", "node status gpu-0"}));
+                                                "node status gpu-0"}));  // its labels and condition at once
   EXPECT_EQ(report()["status"]["conditions"][0]["status"], "True");
   EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
   // kubectl describe node: the verdict as a condition, which outlives the Events.
@@ -109,7 +109,6 @@ TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
                             "event Warning TopologyNotValidated on Node in default",
                             "event Warning P2PUnavailable on GPUTopologyReport in default",
                             "event Warning P2PUnavailable on Node in default",
-                            "node gpu-0",
                             "node status gpu-0",
                         }));
   EXPECT_EQ(node()["status"]["conditions"][0]["status"], "False");
@@ -133,7 +132,6 @@ TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
                             "status gpu-0",
                             "event Normal TopologyValidated on GPUTopologyReport in default",
                             "event Normal AllPairsP2P on GPUTopologyReport in default",
-                            "node gpu-0",
                             "node status gpu-0",
                         }));
   EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/p2p"], "all");
@@ -161,17 +159,17 @@ TEST_F(ReconcilerTest, AConflictIsRetriedWithoutTellingAnything) {
 
   // The retry writes it all.
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(writes().size(), 4u);
+  EXPECT_EQ(writes().size(), 3u);
 
   // A conflict on the Node: retried too; the status is not written twice.
   served.clearWrites();
   json edited = node();
   edited["metadata"]["labels"]["podshaper.io/p2p"] = "none";  // someone else's edit
   served.putNode(edited);
-  served.server.fail("PATCH", nodePath("gpu-0"), 409, "Conflict");
+  served.server.fail("PATCH", nodePath("gpu-0") + "/status", 409, "Conflict");
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(writes(), (std::vector<std::string>{"node gpu-0"}));
+  EXPECT_EQ(writes(), (std::vector<std::string>{"node status gpu-0"}));
   EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/p2p"], "all");
   EXPECT_NE(metricsText().find("podshaper_operator_conflicts_total 2"), std::string::npos);
 }
@@ -191,7 +189,7 @@ TEST_F(ReconcilerTest, AFailedEventDoesNotFailTheReconcile) {
   served.putNode(nodeObject(8));
   served.server.fail("POST", eventsPath("default"), 403, "Forbidden");
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(writes(), (std::vector<std::string>{"status gpu-0", "node gpu-0", "node status gpu-0"}));
+  EXPECT_EQ(writes(), (std::vector<std::string>{"status gpu-0", "node status gpu-0"}));
 }
 
 TEST_F(ReconcilerTest, ADeletedNodesReportWaitsForTheGarbageCollector) {
@@ -249,12 +247,15 @@ TEST_F(ReconcilerTest, AReportNoNodeOwnsIsJudgedAtOnceWithoutItsNode) {
 }
 
 TEST_F(ReconcilerTest, ANodeConditionThatFailedIsWrittenAloneOnTheRetry) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
+  // A taint is the spec's: the Node itself takes it with the labels, its status the condition.
+  policies[0].requirements.taintEffect = "NoSchedule";
+  served.putReport(reportObject(TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec()));
   served.putNode(nodeObject(8));
   const json unlabelled = node();
   served.server.fail("PATCH", nodePath("gpu-0") + "/status", 500, "InternalError");
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);
-  EXPECT_EQ(writes().back(), "node gpu-0");  // the labels went in; the condition did not
+  EXPECT_EQ(writes().back(), "node gpu-0");  // the labels and taint went in; the condition did not
+  EXPECT_EQ(node()["spec"]["taints"][0]["value"], "P2PUnavailable");
   served.clearWrites();
   // The cache still holds the Node the label write replaced: not judged again from it.
   EXPECT_EQ(reconciler.reconcile("gpu-0", report(), unlabelled, policies).outcome, Reconciler::Outcome::Done);
@@ -262,6 +263,20 @@ TEST_F(ReconcilerTest, ANodeConditionThatFailedIsWrittenAloneOnTheRetry) {
   // The label write's Node arrives: only the condition is written.
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes(), (std::vector<std::string>{"node status gpu-0"}));
+  EXPECT_EQ(node()["status"]["conditions"][0]["status"], "False");
+  EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/topology-validated"], "false");
+
+  // Healed: the taint goes, with the labels; the condition turns.
+  served.clearWrites();
+  json fixed = report();
+  fixed["spec"] = TopologyBuilder(8).spec();
+  served.putReport(fixed);
+  EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(writes().size(), 5u);  // status, two Normal Events, the Node, its status
+  EXPECT_EQ(writes()[3], "node gpu-0");
+  EXPECT_EQ(writes()[4], "node status gpu-0");
+  EXPECT_TRUE(node()["spec"]["taints"].empty());
+  EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
   EXPECT_EQ(node()["status"]["conditions"][0]["status"], "True");
 }
 
@@ -272,7 +287,7 @@ TEST_F(ReconcilerTest, ADeletedReportTakesItsLabelsOffTheNode) {
   served.clearWrites();
   served.server.remove(reportPath("gpu-0"));
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
-  EXPECT_EQ(writes(), (std::vector<std::string>{"node gpu-0", "node status gpu-0"}));
+  EXPECT_EQ(writes(), (std::vector<std::string>{"node status gpu-0"}));
   EXPECT_FALSE(node()["metadata"]["labels"].contains("podshaper.io/topology-validated"));
   EXPECT_TRUE(node()["status"]["conditions"].empty());
   EXPECT_EQ(node()["metadata"]["labels"]["kubernetes.io/hostname"], "gpu-0");

@@ -567,6 +567,9 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
     if (target.kind == Target::Kind::kStatus) {
       json onlyStatus = stored;
       onlyStatus["status"] = next.value("status", json::object());
+      // A Node's status subresource writes its metadata too (the API server's node
+      // status strategy keeps only the spec); other kinds' writes only their status.
+      if (resourceOf(target.object) == "nodes") onlyStatus["metadata"] = next["metadata"];
       next = onlyStatus;
     } else if (stored.contains("status")) {
       next["status"] = stored["status"];  // the main resource does not write status
