@@ -16,6 +16,7 @@ struct ApiError : Error {
   std::string reason;  // metav1.Status.reason: NotFound, AlreadyExists, Conflict, Expired...
 
   bool isNotFound() const { return code == 404; }
+  bool isForbidden() const { return code == 403; }
   bool isConflict() const { return code == 409; }  // AlreadyExists on create, stale resourceVersion on update
   bool isGone() const { return code == 410; }      // resourceVersion too old: relist
   bool isTooManyRequests() const { return code == 429; }

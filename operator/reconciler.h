@@ -79,8 +79,10 @@ class Reconciler {
 
  private:
   Result execute(const std::string& key, const nlohmann::json& report, const nlohmann::json* node, const Plan& plan);
-  // The Node's labels and taint, then its GPUTopologyValidated condition, as planned.
+  // The Node's taint (with its labels), then its status: its GPUTopologyValidated
+  // condition (with its labels, unless the taint took them), as planned.
   Outcome writeNode(const std::string& key, const nlohmann::json& node, const Plan& plan);
+  Outcome labelNodeItself(const std::string& key, const nlohmann::json& metadata, const kube::ApiError& refused);
   Outcome writeFailed(const char* what, const std::string& key, const kube::ApiError& error);
   void recordEvents(const std::vector<PlannedEvent>& events);
   void setVerdict(const std::string& key, const char* verdict);

@@ -246,6 +246,25 @@ TEST_F(ReconcilerTest, AReportNoNodeOwnsIsJudgedAtOnceWithoutItsNode) {
   EXPECT_EQ(report()["status"]["conditions"][3]["reason"], "NodeNotFound");
 }
 
+TEST_F(ReconcilerTest, WithoutNodesStatusTheLabelsStillGoToTheNode) {
+  // RBAC of a chart from before (patch on nodes, none on nodes/status): the labels through
+  // the Node itself, the condition retried until it is granted.
+  served.putReport(reportObject(TopologyBuilder(8).spec()));
+  served.putNode(nodeObject(8));
+  served.server.fail("PATCH", nodePath("gpu-0") + "/status", 403, "Forbidden", 2);
+  EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);
+  EXPECT_EQ(writes().back(), "node gpu-0");
+  EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
+  EXPECT_FALSE(node().contains("status") && node()["status"].contains("conditions"));
+  served.clearWrites();
+  EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);  // the condition alone, refused again
+  EXPECT_TRUE(writes().empty());
+  // Granted: the condition goes in; the labels are there already.
+  EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(writes(), (std::vector<std::string>{"node status gpu-0"}));
+  EXPECT_EQ(node()["status"]["conditions"][0]["status"], "True");
+}
+
 TEST_F(ReconcilerTest, ANodeConditionThatFailedIsWrittenAloneOnTheRetry) {
   // A taint is the spec's: the Node itself takes it with the labels, its status the condition.
   policies[0].requirements.taintEffect = "NoSchedule";
