@@ -187,11 +187,15 @@ Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& no
     if (!mayWrite_()) return Outcome::NotLeader;
     auto written = api_.patchNodeStatus(key, p.nodeStatusPatch);
     const json* metadata = p.nodeStatusPatch.contains("metadata") ? &p.nodeStatusPatch["metadata"] : nullptr;
-    if (!written && written.error().isForbidden() && metadata != nullptr) return labelNodeItself(key, *metadata, written.error());
+    if (!written && written.error().isForbidden() && metadata != nullptr) {
+      return labelNodeItself(key, *metadata, written.error());
+    }
     if (!written) return writeFailed("node status", key, written.error());
     writesNode_.inc();
     rememberWrite(replacedNode_, key, version);
-    if (metadata != nullptr && metadata->contains("labels")) spdlog::info("node {}: {}", key, (*metadata)["labels"].dump());
+    if (metadata != nullptr && metadata->contains("labels")) {
+      spdlog::info("node {}: {}", key, (*metadata)["labels"].dump());
+    }
   }
   return Outcome::Done;
 }
