@@ -36,7 +36,8 @@ struct EventSpec {
 // plus one Normal TopologyValidated when it passes.
 std::vector<EventSpec> transitionEvents(const nlohmann::json& current, const Verdict& verdict);
 
-// A JSON merge patch that brings the Node's podshaper labels and taint to what
+// A patch (merge, or strategic merge: plan() sends the labels with the condition when the
+// taint stays) that brings the Node's podshaper labels and taint to what
 // the verdict asks (verdict null: the report is gone, so remove them), guarded
 // by the Node's resourceVersion; null when the Node already is so.
 nlohmann::json nodePatch(const nlohmann::json& node, const Verdict* verdict);

@@ -205,8 +205,9 @@ Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& no
 // waits for the grant, retried as any failed write.
 Reconciler::Outcome Reconciler::labelNodeItself(const std::string& key, const json& metadata,
                                                 const kube::ApiError& refused) {
-  spdlog::warn("node {}: its status subresource may not be patched ({}): grant the operator patch on "
-               "nodes/status; its labels go to the Node itself meanwhile, its condition is not written",
+  spdlog::warn("node {}: its status subresource was refused ({}): where RBAC refused it, grant the "
+               "operator patch on nodes/status; its labels go to the Node itself meanwhile, its condition "
+               "is not written",
                key, refused.message);
   if (!mayWrite_()) return Outcome::NotLeader;
   auto written = api_.patchNode(key, {{"metadata", metadata}});

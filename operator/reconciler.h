@@ -31,7 +31,8 @@ class ReconcileApi {
   virtual kube::ApiResult<nlohmann::json> patchReportStatus(const std::string& name, const nlohmann::json& body) = 0;
   // A merge patch of the Node.
   virtual kube::ApiResult<nlohmann::json> patchNode(const std::string& name, const nlohmann::json& patch) = 0;
-  // A strategic merge patch of the Node's status subresource (its conditions, by type).
+  // A strategic merge patch of the Node's status subresource: its conditions, by type, and
+  // its labels (the status subresource of a Node writes its metadata too).
   virtual kube::ApiResult<nlohmann::json> patchNodeStatus(const std::string& name, const nlohmann::json& patch) = 0;
   virtual kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) = 0;
   // The last lines of a container's log (pods/log; `previous`: its run before the current one).
