@@ -568,8 +568,8 @@ FakeApiServer::Reply FakeApiServer::serve(const std::string& method, const std::
       json onlyStatus = stored;
       onlyStatus["status"] = next.value("status", json::object());
       // A Node's status subresource writes its metadata too (the API server's node
-      // status strategy keeps only the spec); here other kinds' write only their status, as
-      // a custom resource's status subresource does.
+      // status strategy keeps only the spec); here every other kind's writes only its
+      // status, as a custom resource's status subresource does.
       if (resourceOf(target.object) == "nodes") onlyStatus["metadata"] = next["metadata"];
       next = onlyStatus;
     } else if (stored.contains("status")) {
