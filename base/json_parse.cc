@@ -1,8 +1,11 @@
 #include "base/json_parse.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <simdjson.h>
 
@@ -15,43 +18,97 @@ using json = nlohmann::json;
 
 constexpr std::size_t kReusedUpTo = 64 * 1024;
 
-// The tree of what simdjson found; depth is bounded by the parser's max_depth.
-json treeOf(simdjson::dom::element e) {
+// The hits of the objects being refilled (fillTree), innermost last.
+thread_local std::vector<const json*> hits;
+
+// The members of a refilled object that the text does not have: a key it no longer has.
+void eraseStale(json::object_t& members, simdjson::dom::object text) {
+  for (auto it = members.begin(); it != members.end();) {
+    simdjson::dom::element unused;
+    if (text.at_key(it->first).get(unused) == simdjson::SUCCESS) ++it;
+    else it = members.erase(it);
+  }
+}
+
+// `out` made the tree of what simdjson found, built where it lies: each member and item is
+// made in its place and filled there, and what `out` held is filled again rather than
+// freed and made anew: a member of the same key, an item at the same place, a string's
+// buffer. Depth is bounded by the parser's max_depth.
+void fillTree(json& out, simdjson::dom::element e) {
   switch (e.type()) {
     case simdjson::dom::element_type::OBJECT: {
-      json object(json::value_t::object);
-      auto& members = object.get_ref<json::object_t&>();
       simdjson::dom::object o = e.get_object().value_unsafe();
-      for (auto [key, value] : o) {
-        members.insert_or_assign(members.end(), std::string(key), treeOf(value));
+      if (!out.is_object()) out = json::value_t::object;
+      auto& members = *out.get_ptr<json::object_t*>();
+      if (members.empty()) {
+        for (auto [key, value] : o) {
+          // In the text's order; a key seen before is filled again: the last one wins.
+          auto at = members.emplace_hint(members.end(), std::piecewise_construct, std::forward_as_tuple(key),
+                                         std::forward_as_tuple());
+          fillTree(at->second, value);
+        }
+        return;
       }
-      return object;
+      const std::size_t base = hits.size();
+      auto next = members.begin();  // where the key after the last one met would be
+      for (auto [key, value] : o) {
+        // Keys in sorted order (Go writes a map so, and many a struct) meet their member at
+        // `next`; others are looked for.
+        auto at = next != members.end() && next->first == key ? next : members.find(key);
+        if (at == members.end()) {
+          at = members.emplace_hint(at, std::piecewise_construct, std::forward_as_tuple(key), std::forward_as_tuple());
+        }
+        hits.push_back(&at->second);
+        fillTree(at->second, value);
+        next = std::next(at);
+      }
+      // The members the text does not have go: there are some unless every member was met
+      // (a key twice in the text is met twice).
+      bool stale = hits.size() - base < members.size();
+      if (!stale) {
+        std::sort(hits.begin() + static_cast<std::ptrdiff_t>(base), hits.end());
+        const auto met = std::unique(hits.begin() + static_cast<std::ptrdiff_t>(base), hits.end());
+        stale = static_cast<std::size_t>(met - hits.begin()) - base < members.size();
+      }
+      hits.resize(base);
+      if (stale) eraseStale(members, o);
+      return;
     }
     case simdjson::dom::element_type::ARRAY: {
-      json array(json::value_t::array);
-      auto& items = array.get_ref<json::array_t&>();
+      if (!out.is_array()) out = json::value_t::array;
+      auto& items = *out.get_ptr<json::array_t*>();
       simdjson::dom::array a = e.get_array().value_unsafe();
-      items.reserve(a.size());
-      for (simdjson::dom::element item : a) items.push_back(treeOf(item));
-      return array;
+      items.resize(a.size());
+      std::size_t i = 0;
+      for (simdjson::dom::element item : a) fillTree(items[i++], item);
+      return;
     }
-    case simdjson::dom::element_type::STRING:
-      return json(std::string(e.get_string().value_unsafe()));
+    case simdjson::dom::element_type::STRING: {
+      const std::string_view text = e.get_string().value_unsafe();
+      if (!out.is_string()) out = json::value_t::string;
+      out.get_ptr<json::string_t*>()->assign(text.data(), text.size());
+      return;
+    }
     case simdjson::dom::element_type::INT64: {
       const int64_t v = e.get_int64().value_unsafe();
       // nlohmann keeps an integer written without a sign as unsigned.
-      return v >= 0 ? json(static_cast<uint64_t>(v)) : json(v);
+      if (v >= 0) out = static_cast<uint64_t>(v);
+      else out = v;
+      return;
     }
     case simdjson::dom::element_type::UINT64:
-      return json(e.get_uint64().value_unsafe());
+      out = e.get_uint64().value_unsafe();
+      return;
     case simdjson::dom::element_type::DOUBLE:
-      return json(e.get_double().value_unsafe());
+      out = e.get_double().value_unsafe();
+      return;
     case simdjson::dom::element_type::BOOL:
-      return json(e.get_bool().value_unsafe());
+      out = e.get_bool().value_unsafe();
+      return;
     case simdjson::dom::element_type::NULL_VALUE:
-      break;
+      out = nullptr;
+      return;
   }
-  return json();
 }
 
 JsonParseError tooDeep(int maxDepth) {
@@ -111,22 +168,39 @@ Result<void, JsonParseError> checkJson(std::string_view text, int maxDepth) {
   return *check.error;
 }
 
-Result<json, JsonParseError> parseJson(std::string_view text, int maxDepth) {
+Result<void, JsonParseError> parseJsonInto(json& tree, std::string_view text, int maxDepth) {
   // simdjson's levels are nestedDeeperThan's brackets (tests/unit/base/json_parse_test.cc).
   const std::size_t depth = static_cast<std::size_t>(maxDepth);
+  auto slowly = [&]() -> Result<void, JsonParseError> {
+    auto parsed = parseSlowly(text, maxDepth);
+    if (!parsed) {
+      freeTree(tree);
+      return parsed.error();
+    }
+    freeTree(tree);
+    tree = std::move(*parsed);
+    return {};
+  };
   // simdjson's buffers take about 14 bytes per byte of text: a list page of 500 Nodes
   // (6 MB) would pass 80 MB through the heap. nlohmann builds its tree as it reads.
   // At a limit of 0 simdjson took "[]" (the list page fuzzer found it): nestedDeeperThan counts.
-  if (text.size() > kReusedUpTo || maxDepth < 1) return parseSlowly(text, maxDepth);
+  if (text.size() > kReusedUpTo || maxDepth < 1) return slowly();
   thread_local std::unique_ptr<simdjson::dom::parser> reused;
   if (!reused) reused = std::make_unique<simdjson::dom::parser>(kReusedUpTo);
   simdjson::dom::parser* parser = reused.get();
   if (parser->max_depth() != depth && parser->allocate(std::max<std::size_t>(parser->capacity(), 1), depth)) {
-    return parseSlowly(text, maxDepth);  // no memory for simdjson's buffers
+    return slowly();  // no memory for simdjson's buffers
   }
   simdjson::dom::element root;
-  if (parser->parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return parseSlowly(text, maxDepth);
-  return treeOf(root);
+  if (parser->parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return slowly();
+  fillTree(tree, root);
+  return {};
+}
+
+Result<json, JsonParseError> parseJson(std::string_view text, int maxDepth) {
+  json tree;
+  if (auto read = parseJsonInto(tree, text, maxDepth); !read) return read.error();
+  return tree;
 }
 
 namespace {

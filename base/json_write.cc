@@ -2,6 +2,8 @@
 
 #include <array>
 #include <charconv>
+#include <cstdint>
+#include <cstring>
 
 #include <simdjson.h>
 
@@ -25,6 +27,18 @@ constexpr std::array<char, 256> kEscapes = [] {
   return t;
 }();
 
+// Whether any of the eight bytes is a control byte, '"', '\\' or from 0x80: a byte the
+// loop below must look at. Exact for the eight as a whole: with the high bits out, a
+// borrow starts only at a byte that is itself one of them.
+bool needsLook(uint64_t word) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  const uint64_t low = word & ~kHigh;  // each byte below 0x80: no borrow or carry leaves it
+  const uint64_t control = (low - kOnes * 0x20) & ~low;  // a byte < 0x20 sets its bit 7
+  const uint64_t quote = ((low ^ (kOnes * '"')) - kOnes) & ~(low ^ (kOnes * '"'));
+  const uint64_t slash = ((low ^ (kOnes * '\\')) - kOnes) & ~(low ^ (kOnes * '\\'));
+  return ((control | quote | slash) & kHigh) != 0 || (word & kHigh) != 0;
+}
+
 template <typename Integer>
 void appendInteger(std::string& out, Integer v) {
   char digits[24];
@@ -39,6 +53,14 @@ void appendJsonString(std::string& out, std::string_view text) {
   out += '"';
   std::size_t run = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
+    // Eight plain bytes at a time (printable ASCII, no quote or backslash): most of a pod.
+    while (i + 8 <= text.size()) {
+      uint64_t word;
+      std::memcpy(&word, text.data() + i, 8);
+      if (needsLook(word)) break;
+      i += 8;
+    }
+    if (i == text.size()) break;
     const unsigned char c = static_cast<unsigned char>(text[i]);
     highBytes |= c >= 0x80;
     const char escape = kEscapes[c];

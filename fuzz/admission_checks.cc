@@ -159,6 +159,9 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
   }
   const json& in = reread;
   FUZZ_CHECK(!in.is_discarded(), "admit() accepted a body that does not parse");
+  // The same review again reads into the tree the first one left, shaped: the same answer.
+  auto twice = admit(body, config, cluster, kVersion);
+  FUZZ_CHECK(twice.ok() && twice->body() == decision->body(), "the same review answered twice differs");
   const json& review = decision->review;
   // The server sends exactly this: it must serialize (no invalid UTF-8).
   std::string sent;

@@ -18,6 +18,9 @@ using json = nlohmann::json;
 // edge of the stack for hand-made bodies.
 constexpr int kMaxDepth = 128;
 
+// Bodies up to this size (those simdjson reads: base/json_parse.h) leave their tree for the next.
+constexpr std::size_t kKeptUpTo = 64 * 1024;
+
 // A string member, or nullopt when absent or of another type.
 std::optional<std::string> text(const json& object, const char* key) {
   if (!object.is_object()) return std::nullopt;
@@ -63,13 +66,24 @@ std::string AdmissionDecision::body() const {
 
 Result<AdmissionDecision> admit(std::string_view body, const Config& config, const ClusterView* cluster,
                                 std::string_view shaperVersion, const ClaimLookup& claims) {
-  auto parsed = parseJson(body, kMaxDepth);
+  // The review before's tree, read into again (parseJsonInto): the reviews one thread
+  // answers share most of their shape, and most of what a tree costs is making and
+  // freeing it. A large body's tree is freed when it is answered.
+  thread_local json kept;
+  struct FreeLarge {
+    json& tree;
+    std::size_t bytes;
+    ~FreeLarge() {
+      if (bytes > kKeptUpTo) freeTree(tree);
+    }
+  } freeLarge{kept, body.size()};
+  auto parsed = parseJsonInto(kept, body, kMaxDepth);
   if (!parsed) {
     return makeError(parsed.error().tooDeep
                          ? "not an AdmissionReview: JSON " + parsed.error().message
                          : "not an AdmissionReview: the body is not JSON");
   }
-  json in = std::move(*parsed);
+  json& in = kept;
   if (!in.is_object() || member(in, "kind") != "AdmissionReview") {
     return makeError("not an AdmissionReview: kind is not \"AdmissionReview\"");
   }
@@ -111,7 +125,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
       }
     }
     if (!outcome.warnings.empty()) response["warnings"] = outcome.warnings;
-    freeTree(outcome.pod);
+    if (outcome.allowed) pod = std::move(outcome.pod);  // kept for the next review (denied: still there)
   }
   decision.review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"},
                      {"response", std::move(response)}};

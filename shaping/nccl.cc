@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "api/names.h"
@@ -98,8 +97,14 @@ std::vector<std::string> words(const json& container, const EnvValues& env) {
     if (it == container.end() || !it->is_array()) continue;
     for (const json& item : *it) {
       if (!item.is_string()) continue;
-      std::istringstream line(item.get<std::string>());
-      for (std::string w; line >> w;) out.push_back(expand(w, env));
+      // Split at white space, as a shell line's words (the C locale's isspace).
+      const std::string& line = item.get_ref<const std::string&>();
+      constexpr std::string_view kSpace = " \t\n\v\f\r";
+      for (std::size_t at = line.find_first_not_of(kSpace); at != std::string::npos;) {
+        const std::size_t end = std::min(line.find_first_of(kSpace, at), line.size());
+        out.push_back(expand(line.substr(at, end - at), env));
+        at = line.find_first_not_of(kSpace, end);
+      }
     }
   }
   return out;

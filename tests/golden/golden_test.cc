@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +105,21 @@ INSTANTIATE_TEST_SUITE_P(Cases, Golden, testing::ValuesIn(cases()), [](const aut
 });
 
 TEST(GoldenCases, ThereAreCases) { EXPECT_GE(cases().size(), 8u); }
+
+// A webhook thread reads each review into the tree the review before left
+// (shaping/admission.cc): every case is answered the same whichever came before it, as
+// on a thread of its own.
+TEST(GoldenCases, AnswersDoNotDependOnTheReviewBefore) {
+  const std::vector<fs::path> all = cases();
+  std::vector<json> alone(all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) std::thread([&] { alone[i] = outcome(all[i]); }).join();
+  for (bool backwards : {false, true}) {
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      const std::size_t i = backwards ? all.size() - 1 - k : k;
+      EXPECT_EQ(outcome(all[i]), alone[i]) << all[i] << (backwards ? " (backwards)" : "");
+    }
+  }
+}
 
 }  // namespace
 }  // namespace podshaper

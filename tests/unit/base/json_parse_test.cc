@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace podshaper {
 namespace {
@@ -40,6 +41,46 @@ TEST(ParseJson, ReadsWhatNlohmannReads) {
     };
     sameTypes(*fast, slow);
   }
+}
+
+// Read into a tree that held anything before, parseJsonInto gives what nlohmann reads:
+// every pair of texts, one read after the other into the same tree, value and type.
+TEST(ParseJsonInto, ReadsWhatNlohmannReadsWhateverTheTreeHeld) {
+  const std::vector<std::string> texts = {
+      R"({"kind":"AdmissionReview","request":{"uid":"u","object":{"spec":{"containers":[{"name":"c"}]}}}})",
+      R"({"kind":"AdmissionReview","request":{"object":{"spec":{"containers":[{"name":"d","env":[]}],"x":1}},"uid":"v"}})",
+      R"({"a":1,"a":2})", R"({"a":1,"b":2})", R"({"b":{"c":1},"a":[1,2,3]})", R"({"a":{"c":1},"b":[1]})",
+      R"({"a":"a string longer than fifteen bytes","b":-1,"c":18446744073709551615})", R"({"a":2,"a":{"x":"y"}})",
+      R"({"z":{"z":{"z":{}}},"y":null})", R"({})", R"([{"a":1},{"b":2},{"a":3,"b":4}])", R"([])",
+      R"(["s",1,-1,1.5,true,null,{},[]])", "\"text\"", "7", "null", R"({"a":1,"b":2,"c":3})", R"({"c":3,"b":2,"a":1})",
+      R"({"a":1,"b":2,"c":3,"b":4})"};
+  for (const std::string& before : texts) {
+    for (const std::string& after : texts) {
+      SCOPED_TRACE(before + " then " + after);
+      json tree;
+      ASSERT_TRUE(parseJsonInto(tree, before, 128).ok());
+      if (tree.is_object()) tree["added by the reader"] = {{"k", "v"}};  // what shaping adds
+      ASSERT_TRUE(parseJsonInto(tree, after, 128).ok());
+      const json slow = json::parse(after);
+      EXPECT_EQ(tree, slow);
+      EXPECT_EQ(tree.dump(), slow.dump());
+    }
+  }
+}
+
+// A text it refuses leaves the tree null, whatever it held; one past simdjson's size is
+// read by nlohmann into the same tree.
+TEST(ParseJsonInto, ARefusedTextLeavesNothing) {
+  json tree = {{"a", 1}};
+  auto refused = parseJsonInto(tree, "{\"kind\":", 128);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("not valid JSON at byte"), std::string::npos);
+  EXPECT_TRUE(tree.is_null());
+  const std::string large = "[\"" + std::string(70 * 1024, 'x') + "\"]";
+  ASSERT_TRUE(parseJsonInto(tree, large, 128).ok());
+  EXPECT_EQ(tree, json::parse(large));
+  ASSERT_TRUE(parseJsonInto(tree, R"({"b":2})", 128).ok());
+  EXPECT_EQ(tree, json::parse(R"({"b":2})"));
 }
 
 TEST(ParseJson, RefusesWhatNlohmannRefusesWithTheByte) {
