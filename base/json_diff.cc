@@ -62,11 +62,15 @@ void diffAt(const json& before, const json& after, std::string& path, json& patc
 
 void appendPointerToken(std::string& pointer, std::string_view key) {
   pointer += '/';
-  for (char c : key) {
-    if (c == '~') pointer += "~0";
-    else if (c == '/') pointer += "~1";
-    else pointer += c;
+  // The runs between the two characters a token escapes, each appended whole.
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    if (key[i] != '~' && key[i] != '/') continue;
+    pointer.append(key.data() + run, i - run);
+    pointer += key[i] == '~' ? "~0" : "~1";
+    run = i + 1;
   }
+  pointer.append(key.data() + run, key.size() - run);
 }
 
 void appendDiff(const json& before, const json& after, const std::string& path, json& patch) {

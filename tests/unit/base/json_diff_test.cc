@@ -81,5 +81,18 @@ TEST(AppendDiff, AppendsToWhatIsThere) {
   EXPECT_EQ(patch, json::parse(R"([{"op":"add","path":"/x","value":1},{"op":"replace","path":"/m/a","value":2}])"));
 }
 
+// A key as a JSON Pointer token (RFC 6901): "~" as "~0", "/" as "~1", what nlohmann's
+// json_pointer reads back as the key.
+TEST(AppendPointerToken, EscapesAsRfc6901) {
+  for (const std::string key : {"plain", "", "~", "/", "a~b/c", "podshaper.io/shm-size", "~1", "//~~", "x/"}) {
+    std::string pointer;
+    appendPointerToken(pointer, key);
+    std::string expected = "/";
+    for (char c : key) expected += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+    EXPECT_EQ(pointer, expected) << key;
+    EXPECT_EQ(nlohmann::json::json_pointer(pointer).back(), key);
+  }
+}
+
 }  // namespace
 }  // namespace podshaper
