@@ -18,10 +18,10 @@ using json = nlohmann::json;
 
 constexpr std::size_t kReusedUpTo = 64 * 1024;
 
-// The hits of the objects being refilled (fillTree), innermost last.
+// The members met so far in each object being refilled (fillTree), innermost last.
 thread_local std::vector<const json*> hits;
 
-// The members of a refilled object that the text does not have: a key it no longer has.
+// Erases the members of a refilled object whose keys the text does not have.
 void eraseStale(json::object_t& members, simdjson::dom::object text) {
   for (auto it = members.begin(); it != members.end();) {
     simdjson::dom::element unused;

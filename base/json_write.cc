@@ -32,7 +32,7 @@ constexpr std::array<char, 256> kEscapes = [] {
 // borrow starts only at a byte that is itself one of them.
 bool needsLook(uint64_t word) {
   constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
-  const uint64_t low = word & ~kHigh;  // each byte below 0x80: no borrow or carry leaves it
+  const uint64_t low = word & ~kHigh;  // every byte below 0x80
   const uint64_t control = (low - kOnes * 0x20) & ~low;  // a byte < 0x20 sets its bit 7
   const uint64_t quote = ((low ^ (kOnes * '"')) - kOnes) & ~(low ^ (kOnes * '"'));
   const uint64_t slash = ((low ^ (kOnes * '\\')) - kOnes) & ~(low ^ (kOnes * '\\'));

@@ -35,6 +35,22 @@ TEST(JsonWrite, WritesWhatDumpWrites) {
   for (const json& v : values) EXPECT_EQ(written(v), v.dump());
 }
 
+// Strings of every length around the eight bytes read at a time, with a byte to escape (or
+// a UTF-8 one) at every place in them: the same bytes as dump().
+TEST(JsonWrite, EscapesAtEveryPlaceOfAString) {
+  const std::string specials[] = {"\"", "\\", "\n", std::string(1, '\x01'), std::string(1, '\x1f'), "\x7f", "é",
+                                  "→", " ", "!", "#", "[", "]", "~"};
+  for (std::size_t length = 0; length <= 25; ++length) {
+    for (std::size_t at = 0; at < length; ++at) {
+      for (const std::string& special : specials) {
+        std::string text(length, 'a');
+        text.replace(at, 1, special);
+        EXPECT_EQ(written(text), json(text).dump()) << length << " " << at << " " << special;
+      }
+    }
+  }
+}
+
 TEST(JsonWrite, RefusesWhatDumpRefuses) {
   const json bad = std::string("ok \xff\xfe not UTF-8");
   EXPECT_THROW((void)bad.dump(), json::type_error);
