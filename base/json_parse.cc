@@ -16,8 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::size_t kReusedUpTo = 64 * 1024;
-
 // The members met so far in each object being refilled (fillTree), innermost last.
 thread_local std::vector<const json*> hits;
 
@@ -173,20 +171,17 @@ Result<void, JsonParseError> parseJsonInto(json& tree, std::string_view text, in
   const std::size_t depth = static_cast<std::size_t>(maxDepth);
   auto slowly = [&]() -> Result<void, JsonParseError> {
     auto parsed = parseSlowly(text, maxDepth);
-    if (!parsed) {
-      freeTree(tree);
-      return parsed.error();
-    }
     freeTree(tree);
+    if (!parsed) return parsed.error();
     tree = std::move(*parsed);
     return {};
   };
   // simdjson's buffers take about 14 bytes per byte of text: a list page of 500 Nodes
   // (6 MB) would pass 80 MB through the heap. nlohmann builds its tree as it reads.
   // At a limit of 0 simdjson took "[]" (the list page fuzzer found it): nestedDeeperThan counts.
-  if (text.size() > kReusedUpTo || maxDepth < 1) return slowly();
+  if (text.size() > kSimdjsonReadsUpTo || maxDepth < 1) return slowly();
   thread_local std::unique_ptr<simdjson::dom::parser> reused;
-  if (!reused) reused = std::make_unique<simdjson::dom::parser>(kReusedUpTo);
+  if (!reused) reused = std::make_unique<simdjson::dom::parser>(kSimdjsonReadsUpTo);
   simdjson::dom::parser* parser = reused.get();
   if (parser->max_depth() != depth && parser->allocate(std::max<std::size_t>(parser->capacity(), 1), depth)) {
     return slowly();  // no memory for simdjson's buffers

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,9 @@ namespace podshaper {
 // buffers kept per thread (its tape and indexes: about 14 bytes per byte of the largest
 // such text, under 1 MiB a thread); a larger text (a list page) is read by nlohmann's
 // parser, which needs no buffers beside the tree it builds.
+// The largest text simdjson reads (above); a larger one is read by nlohmann's parser.
+inline constexpr std::size_t kSimdjsonReadsUpTo = 64 * 1024;
+
 struct JsonParseError : Error {
   bool tooDeep = false;  // message "nested deeper than N"; else "not valid JSON at byte B"
 };

@@ -18,9 +18,6 @@ using json = nlohmann::json;
 // edge of the stack for hand-made bodies.
 constexpr int kMaxDepth = 128;
 
-// Bodies up to this size (those simdjson reads: base/json_parse.h) leave their tree for the next.
-constexpr std::size_t kKeptUpTo = 64 * 1024;
-
 // A string member, or nullopt when absent or of another type.
 std::optional<std::string> text(const json& object, const char* key) {
   if (!object.is_object()) return std::nullopt;
@@ -74,7 +71,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
     json& tree;
     std::size_t bytes;
     ~FreeLarge() {
-      if (bytes > kKeptUpTo) freeTree(tree);
+      if (bytes > kSimdjsonReadsUpTo) freeTree(tree);  // read by nlohmann's parser
     }
   } freeLarge{kept, body.size()};
   auto parsed = parseJsonInto(kept, body, kMaxDepth);
