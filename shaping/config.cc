@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -118,30 +119,45 @@ std::string_view toString(PodSecurityAction p) {
   return p == PodSecurityAction::kWarn ? "warn" : "deny";
 }
 
-std::string Config::hash() const {
-  std::string canonical = "workers=" + std::to_string(workers) +
-                          ";prefetchFactor=" + std::to_string(prefetchFactor) +
-                          ";headroomPercent=" + std::to_string(headroomPercent) +
-                          ";ncclCommunicators=" + std::to_string(ncclCommunicators) +
-                          ";ncclShmPerCommunicator=net:" + std::to_string(ncclShmPerCommunicator.net) +
-                          ",p2p:" + std::to_string(ncclShmPerCommunicator.p2p) +
-                          ",shm:" + std::to_string(ncclShmPerCommunicator.shm) +
-                          ";gpusPerNode=" + std::to_string(gpusPerNode) +
-                          ";nodeMemory=" + (nodeMemory ? std::to_string(*nodeMemory) : "") +
-                          ";maxShmPercentOfNodeMemory=" + std::to_string(maxShmPercentOfNodeMemory) +
-                          ";partialNode=" + std::string(toString(partialNode)) +
-                          ";podSecurity=" + std::string(toString(podSecurity)) +
-                          ";memlock=" + memlock.text();
-  // Settings added since keep the hash of a config that leaves them at their default.
-  if (gpuDeviceClass != kDefaultGpuDeviceClass) canonical += ";gpuDeviceClass=" + gpuDeviceClass;
-  // FNV-1a: stable across builds and platforms, unlike std::hash.
+namespace {
+
+// FNV-1a over text fed in pieces: stable across builds and platforms, unlike std::hash,
+// and written without building the text (it is hashed on every admission).
+struct Fnv1a {
   uint64_t h = 14695981039346656037ULL;
-  for (unsigned char c : canonical) {
-    h ^= c;
-    h *= 1099511628211ULL;
+  Fnv1a& operator<<(std::string_view text) {
+    for (unsigned char c : text) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    return *this;
   }
+  template <typename Number>
+    requires std::is_integral_v<Number>
+  Fnv1a& operator<<(Number n) {  // as std::to_string writes it
+    char digits[24];
+    auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    return *this << std::string_view(digits, static_cast<std::size_t>(end - digits));
+  }
+};
+
+}  // namespace
+
+std::string Config::hash() const {
+  Fnv1a f;
+  f << "workers=" << workers << ";prefetchFactor=" << prefetchFactor
+    << ";headroomPercent=" << headroomPercent << ";ncclCommunicators=" << ncclCommunicators
+    << ";ncclShmPerCommunicator=net:" << ncclShmPerCommunicator.net
+    << ",p2p:" << ncclShmPerCommunicator.p2p << ",shm:" << ncclShmPerCommunicator.shm
+    << ";gpusPerNode=" << gpusPerNode << ";nodeMemory=";
+  if (nodeMemory) f << *nodeMemory;
+  f << ";maxShmPercentOfNodeMemory=" << maxShmPercentOfNodeMemory
+    << ";partialNode=" << toString(partialNode) << ";podSecurity=" << toString(podSecurity)
+    << ";memlock=" << memlock.text();
+  // Settings added since keep the hash of a config that leaves them at their default.
+  if (gpuDeviceClass != kDefaultGpuDeviceClass) f << ";gpuDeviceClass=" << gpuDeviceClass;
   char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(f.h));
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "shaping/placement.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "api/names.h"
 #include "base/json_util.h"
@@ -84,6 +85,34 @@ void requireOnePodPerNode(JsonEdit& edit) {
   }
 }
 
+// What a pod's node must be labelled with, by what decides it.
+struct NodeAsked {
+  MemlockLimit memlock;
+  std::optional<uint64_t> exclusiveGpus;  // a node-exclusive pod's node size
+  bool p2p = false;
+  bool operator==(const NodeAsked&) const = default;
+};
+
+// A node that grants the memlock asked: unlimited, or (for a number of bytes) unlimited
+// or at least that many, one nodeSelectorTerm each. The last answer is kept per thread:
+// the pods one webhook answers ask the same few things, and these are a dozen JSON values.
+const std::vector<std::vector<json>>& nodeRequirements(const NodeAsked& asked) {
+  thread_local std::optional<NodeAsked> last;
+  thread_local std::vector<std::vector<json>> alternatives;
+  if (last == asked) return alternatives;
+  alternatives.clear();
+  for (json& memlock : memlockRequirements(asked.memlock)) {
+    std::vector<json> requirements{requirement(names::kTopologyValidated, "true"), std::move(memlock)};
+    if (asked.exclusiveGpus) {
+      requirements.push_back(requirement(names::kGpuCount, std::to_string(*asked.exclusiveGpus)));
+    }
+    if (asked.p2p) requirements.push_back(requirement(names::kP2P, std::string(names::kP2PAll)));
+    alternatives.push_back(std::move(requirements));
+  }
+  last = asked;
+  return alternatives;
+}
+
 }  // namespace
 
 Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
@@ -138,16 +167,8 @@ Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& node
   if (in.nodeExclusive) requireOnePodPerNode(edit);
   if (!nodeClass.placeByLabels) return {};
   if (auto sized = checkNodeAffinitySize(edit.document()); !sized) return sized;
-  // A node that grants the memlock asked: unlimited, or (for a number of
-  // bytes) unlimited or at least that many, one nodeSelectorTerm each.
-  std::vector<std::vector<json>> alternatives;
-  for (json& memlock : memlockRequirements(config.memlock)) {
-    std::vector<json> requirements{requirement(names::kTopologyValidated, "true"), std::move(memlock)};
-    if (in.nodeExclusive) requirements.push_back(requirement(names::kGpuCount, std::to_string(nodeClass.gpus)));
-    if (needsP2P) requirements.push_back(requirement(names::kP2P, std::string(names::kP2PAll)));
-    alternatives.push_back(std::move(requirements));
-  }
-  requireNodeLabels(edit, alternatives);
+  requireNodeLabels(edit, nodeRequirements({config.memlock,
+                                          in.nodeExclusive ? std::optional(nodeClass.gpus) : std::nullopt, needsP2P}));
   return {};
 }
 

@@ -105,7 +105,8 @@ Result<void> checkNodeAffinitySize(const json& pod) {
                                     "requiredDuringSchedulingIgnoredDuringExecution"),
                              "nodeSelectorTerms");
   if (!terms.is_array()) return {};
-  const std::string field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+  constexpr std::string_view field =
+      "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
   // The keys and values of every requirement: what copying a term copies.
   std::size_t bytes = 0;
   for (const json& term : terms) {
@@ -119,14 +120,14 @@ Result<void> checkNodeAffinitySize(const json& pod) {
     }
   }
   if (bytes > kMaxSelectorTermsBytes) {
-    return makeError(field + " hold " + bytesWords(bytes) + " of keys and values; podshaper copies the terms to add " +
-                     "its node requirements and takes at most " + limitWords(kMaxSelectorTermsBytes) +
-                     ": merge terms and values");
+    return makeError(std::string(field) + " hold " + bytesWords(bytes) +
+                     " of keys and values; podshaper copies the terms to add its node requirements and takes at most " +
+                     limitWords(kMaxSelectorTermsBytes) + ": merge terms and values");
   }
   if (terms.size() > kMaxSelectorTerms) {
-    return makeError(field + " has " + std::to_string(terms.size()) + " terms; podshaper adds its node requirements " +
-                     "to each and takes at most " + std::to_string(kMaxSelectorTerms) +
-                     ": merge terms (a term's values list takes many values)");
+    return makeError(std::string(field) + " has " + std::to_string(terms.size()) +
+                     " terms; podshaper adds its node requirements to each and takes at most " +
+                     std::to_string(kMaxSelectorTerms) + ": merge terms (a term's values list takes many values)");
   }
   for (std::size_t i = 0; i < terms.size(); ++i) {
     std::size_t requirements = 0;
@@ -134,7 +135,7 @@ Result<void> checkNodeAffinitySize(const json& pod) {
       if (const json& l = member(terms[i], list); l.is_array()) requirements += l.size();
     }
     if (requirements > kMaxTermRequirements) {
-      return makeError(field + "[" + std::to_string(i) + "] has " + std::to_string(requirements) +
+      return makeError(std::string(field) + "[" + std::to_string(i) + "] has " + std::to_string(requirements) +
                        " requirements; podshaper takes at most " + std::to_string(kMaxTermRequirements) +
                        " in a term it adds its node requirements to: merge them (one key, a values list)");
     }

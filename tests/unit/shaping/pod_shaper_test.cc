@@ -264,6 +264,37 @@ TEST(PodShaper, AMemlockQuantityIsAskedAndNodesGrantingItAdmitted) {
             "podshaper-webhook/dev config=" + config.hash());
 }
 
+// placePod keeps the last node requirements per thread: each pod still gets its own, in
+// whatever order pods of different memlock, node size and placement come.
+TEST(PodShaper, NodeRequirementsFollowEachPodWhateverThePodBefore) {
+  auto termsOf = [](const ShapeOutcome& out) {
+    return out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                  ["nodeSelectorTerms"];
+  };
+  ClusterView cluster;
+  cluster.nodes = {gpuNode("a", 8), gpuNode("b", 4)};
+  Config unlimited, bytes;
+  bytes.memlock = MemlockLimit{4 << 20};
+  const TrainingPod eight, four = TrainingPod().withGpus(4),
+                           shared = TrainingPod().annotate("podshaper.io/placement", "shared");
+  const std::vector<std::pair<const json*, const Config*>> pods = {
+      {&eight.json(), &bytes}, {&four.json(), &bytes}, {&shared.json(), &bytes}, {&eight.json(), &unlimited}};
+  std::vector<json> alone;
+  for (const auto& [pod, config] : pods) alone.push_back(termsOf(shapeWith(*pod, cluster, *config)));
+  // Four different answers: a memlock in bytes is two terms, unlimited one; the node size
+  // follows the pod; a shared pod names none.
+  EXPECT_EQ(alone[0].size(), 2u);
+  EXPECT_EQ(alone[3].size(), 1u);
+  EXPECT_NE(alone[0], alone[1]);
+  EXPECT_EQ(alone[2][0]["matchExpressions"].size() + 1, alone[0][0]["matchExpressions"].size());
+  EXPECT_NE(alone[1][0].dump().find(R"({"key":"podshaper.io/gpu-count","operator":"In","values":["4"]})"),
+            std::string::npos);
+  // Each again, in the other order: the same terms.
+  for (std::size_t i = pods.size(); i-- > 0;) {
+    EXPECT_EQ(termsOf(shapeWith(*pods[i].first, cluster, *pods[i].second)), alone[i]) << i;
+  }
+}
+
 TEST(PodShaper, AMemlockQuantityDoublesEveryExistingTerm) {
   TrainingPod pod;
   pod.at("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
