@@ -20,6 +20,12 @@ using json = nlohmann::json;
 // a word of many $(BIG) must not cost the webhook its memory.
 constexpr std::size_t kMaxExpandedWord = 1024;
 
+// An env entry's value; nullptr when it is set through valueFrom.
+const std::string* valueOf(const json& entry) {
+  const json& value = member(entry, "value");
+  return value.is_string() ? &value.get_ref<const std::string&>() : nullptr;
+}
+
 // A container's env as the kubelet sets it, read where it lies in the pod: the last entry
 // of a name wins; nullptr for a value set through valueFrom. A pod's few lookups scan an
 // ordinary env (no copy); a long one is indexed once, so that args of many $(NAME) over
@@ -51,11 +57,6 @@ class EnvValues {
 
  private:
   static constexpr std::size_t kScanUpTo = 64;
-
-  static const std::string* valueOf(const json& entry) {
-    const json& value = member(entry, "value");
-    return value.is_string() ? &value.get_ref<const std::string&>() : nullptr;
-  }
 
   const json& env_;
   std::map<std::string_view, const std::string*, std::less<>> index_;
@@ -137,15 +138,22 @@ JobSpan readJobSpan(const json& container, const std::string& name) {
 
 NcclEnv readNcclEnv(const json& container, const std::string& name) {
   NcclEnv out;
-  if (!container.is_object()) return out;
-  const EnvValues env(container);
-  const std::string in = " in container " + inQuotes(name);
-  auto is = [&](std::string_view key, std::string_view value) {
-    auto found = env.find(key);
+  const json& env = member(container, "env");
+  if (!env.is_array()) return out;
+  // One pass for both names; the last entry of a name wins (nullptr: set through valueFrom).
+  std::optional<const std::string*> p2p, cuMem;
+  for (const json& e : env) {
+    const json& entryName = member(e, "name");
+    if (!entryName.is_string()) continue;
+    const std::string& n = entryName.get_ref<const std::string&>();
+    if (n == names::kNcclP2PDisableEnv) p2p = valueOf(e);
+    else if (n == names::kNcclCuMemEnableEnv) cuMem = valueOf(e);
+  }
+  auto is = [](const std::optional<const std::string*>& found, std::string_view value) {
     return found && *found && **found == value;
   };
-  if (is(names::kNcclP2PDisableEnv, "1")) out.p2pOff = std::string(names::kNcclP2PDisableEnv) + "=1" + in;
-  if (is(names::kNcclCuMemEnableEnv, "0")) out.cuMemOff = std::string(names::kNcclCuMemEnableEnv) + "=0" + in;
+  if (is(p2p, "1")) out.p2pOff = std::string(names::kNcclP2PDisableEnv) + "=1 in container " + inQuotes(name);
+  if (is(cuMem, "0")) out.cuMemOff = std::string(names::kNcclCuMemEnableEnv) + "=0 in container " + inQuotes(name);
   return out;
 }
 

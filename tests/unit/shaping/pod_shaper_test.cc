@@ -590,6 +590,21 @@ TEST(PodShaper, NcclsOwnSwitchesInTheEnvChangeTheTransport) {
   EXPECT_NE(formulaOf(legacyIpc).find("NCCL_CUMEM_ENABLE=0 in container \"trainer\" makes NCCL use legacy CUDA IPC"),
             std::string::npos) << formulaOf(legacyIpc);
   EXPECT_EQ(shmOf(shapeWith(env("NCCL_CUMEM_ENABLE", "1"), cluster)), "6008Mi");
+  // The last entry of a name wins, as the kubelet sets it; one set through valueFrom is
+  // not known to be 1.
+  auto twice = [&](json first, json last) {
+    return shmOf(shapeWith(withNnodes("1")
+                               .at("/spec/containers/0/env/1", std::move(first))
+                               .at("/spec/containers/0/env/2", std::move(last)),
+                           cluster));
+  };
+  const json p2pOff = {{"name", "NCCL_P2P_DISABLE"}, {"value", "1"}};
+  const json p2pOn = {{"name", "NCCL_P2P_DISABLE"}, {"value", "0"}};
+  const json p2pFrom = {{"name", "NCCL_P2P_DISABLE"}, {"valueFrom", {{"configMapKeyRef", {{"name", "n"}}}}}};
+  EXPECT_EQ(twice(p2pOn, p2pOff), "8231Mi");
+  EXPECT_EQ(twice(p2pOff, p2pOn), "6008Mi");
+  EXPECT_EQ(twice(p2pOff, p2pFrom), "6008Mi");
+  EXPECT_EQ(twice(json({{"name", "NCCL_CUMEM_ENABLE"}, {"value", "0"}}), p2pOff), "8231Mi");
 }
 
 TEST(PodShaper, APodSizedForP2PIsPlacedOnlyWhereEveryPairHasIt) {
