@@ -16,8 +16,14 @@ namespace {
 
 using json = nlohmann::json;
 
+// How many members a refilled object's next key may pass over to meet its own in order:
+// a bound, so that keys in an order made to defeat it cost a search each, not a walk.
+constexpr int kPassUpTo = 4;
+
 // The members met so far in each object being refilled (fillTree), innermost last.
 thread_local std::vector<const json*> hits;
+// The members passed over by keys met in order, likewise: the text lacks them.
+thread_local std::vector<json::object_t::iterator> passed;
 
 // Erases the members of a refilled object whose keys the text does not have.
 void eraseStale(json::object_t& members, simdjson::dom::object text) {
@@ -47,18 +53,43 @@ void fillTree(json& out, simdjson::dom::element e) {
         }
         return;
       }
-      const std::size_t base = hits.size();
+      const std::size_t base = hits.size(), passedBase = passed.size();
       auto next = members.begin();  // where the key after the last one met would be
+      bool inOrder = true;          // every key so far met its member at or a few after `next`
       for (auto [key, value] : o) {
         // Keys in sorted order (Go writes a map so, and many a struct) meet their member at
-        // `next`; others are looked for.
-        auto at = next != members.end() && next->first == key ? next : members.find(key);
-        if (at == members.end()) {
-          at = members.emplace_hint(at, std::piecewise_construct, std::forward_as_tuple(key), std::forward_as_tuple());
+        // `next`, or a few members on: those passed are ones the text lacks (what shaping
+        // added to the review before) while the keys stay in order. Others are looked for.
+        auto at = next;
+        int order = 1;
+        if (inOrder) {
+          for (int n = 0; at != members.end() && (order = at->first.compare(key)) < 0; ++n, ++at) {
+            if (n == kPassUpTo) break;
+            passed.push_back(at);
+          }
+        }
+        if (at == members.end() || order != 0) {
+          inOrder = false;
+          at = members.find(key);
+          if (at == members.end()) {
+            at = members.emplace_hint(at, std::piecewise_construct, std::forward_as_tuple(key),
+                                      std::forward_as_tuple());
+          }
         }
         hits.push_back(&at->second);
         fillTree(at->second, value);
         next = std::next(at);
+      }
+      if (inOrder) {  // each member met once, in order: those passed and those after, the text lacks
+        for (auto it = passed.begin() + static_cast<std::ptrdiff_t>(passedBase); it != passed.end(); ++it) {
+          members.erase(*it);
+        }
+        members.erase(next, members.end());
+      }
+      passed.resize(passedBase);
+      if (inOrder) {
+        hits.resize(base);
+        return;
       }
       // The members the text does not have go: there are some unless every member was met
       // (a key twice in the text is met twice).
