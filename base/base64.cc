@@ -1,6 +1,8 @@
 #include "base/base64.h"
 
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -22,6 +24,18 @@ std::string base64Encode(std::string_view data) {
   const auto* in = reinterpret_cast<const unsigned char*>(data.data());
   char* to = out.data();
   std::size_t i = 0;
+  // Six bytes at a time while eight can be read: one load, four 12-bit lookups, one store.
+  for (; i + 8 <= data.size(); i += 6, to += 8) {
+    uint64_t w;
+    std::memcpy(&w, in + i, 8);
+    if constexpr (std::endian::native == std::endian::little) w = __builtin_bswap64(w);
+    char eight[8];
+    std::memcpy(eight, kPairs[(w >> 52) & 4095].data(), 2);
+    std::memcpy(eight + 2, kPairs[(w >> 40) & 4095].data(), 2);
+    std::memcpy(eight + 4, kPairs[(w >> 28) & 4095].data(), 2);
+    std::memcpy(eight + 6, kPairs[(w >> 16) & 4095].data(), 2);
+    std::memcpy(to, eight, 8);
+  }
   for (; i + 2 < data.size(); i += 3, to += 4) {
     const unsigned n = (in[i] << 16) | (in[i + 1] << 8) | in[i + 2];
     std::memcpy(to, kPairs[n >> 12].data(), 2);

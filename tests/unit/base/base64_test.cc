@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,29 @@ TEST(Base64, Rfc4648Vectors) {
   }
   EXPECT_FALSE(base64Decode("Z===").ok());
   EXPECT_FALSE(base64Decode("Zm*v").ok());
+}
+
+// Against RFC 4648 written out bit by bit, for every length up to past two of the six-byte
+// steps the encoder takes, so that each tail it leaves is met.
+TEST(Base64, EncodesAsTheRfcWritesItAtEveryLength) {
+  const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  auto slow = [&](const std::string& data) {
+    std::string out;
+    for (std::size_t i = 0; i < data.size(); i += 3) {
+      unsigned n = 0;
+      for (std::size_t k = 0; k < 3; ++k) {
+        n = n << 8 | (i + k < data.size() ? static_cast<unsigned char>(data[i + k]) : 0);
+      }
+      const std::size_t chars = std::min<std::size_t>(4, (data.size() - i) * 4 / 3 + ((data.size() - i) % 3 != 0));
+      for (std::size_t k = 0; k < 4; ++k) out += k < chars ? alphabet[(n >> (18 - 6 * k)) & 63] : '=';
+    }
+    return out;
+  };
+  std::string data;
+  for (int length = 0; length <= 40; ++length) {
+    EXPECT_EQ(base64Encode(data), slow(data)) << length;
+    data += static_cast<char>(length * 37 + 200);
+  }
 }
 
 // Every 12-bit group, in every position of a 3-byte group and of the padded tail.
