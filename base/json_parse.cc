@@ -85,12 +85,11 @@ void fillTree(json& out, simdjson::dom::element e) {
           members.erase(*it);
         }
         members.erase(next, members.end());
-      }
-      passed.resize(passedBase);
-      if (inOrder) {
+        passed.resize(passedBase);
         hits.resize(base);
         return;
       }
+      passed.resize(passedBase);
       // The members the text does not have go: there are some unless every member was met
       // (a key twice in the text is met twice).
       bool stale = hits.size() - base < members.size();
