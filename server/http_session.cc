@@ -3,6 +3,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream_base.hpp>
 #include <boost/beast/core.hpp>
@@ -25,7 +26,9 @@ using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kHeaderLimit = 16 * 1024;
-constexpr std::size_t kFirstReadBytes = 4096;
+// A TLS record holds up to 16 KiB: room for one whole, so that a review (header and
+// body, mostly one record) comes in one read.
+constexpr std::size_t kFirstReadBytes = 16 * 1024;
 constexpr std::chrono::seconds kShutdownTimeout{2};
 constexpr auto kRejectLogInterval = std::chrono::seconds(10);
 
@@ -133,6 +136,11 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(options().maxBodyBytes);
     lowest().expires_after(options().readTimeout);
+    if (beast::error_code ec; parseBuffered(false, ec)) {
+      if (ec) readFailed(ec);
+      else onHeader();
+      return;
+    }
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
                               if (ec) {
@@ -163,8 +171,9 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
   }
 
   void readBody() {
-    if (parser_->is_done()) {
-      onRequest();
+    if (beast::error_code ec; parser_->is_done() || parseBuffered(true, ec)) {
+      if (ec) readFailed(ec);
+      else onRequest();
       return;
     }
     http::async_read(stream_, buffer_, *parser_,
@@ -175,6 +184,25 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
                        }
                        self->onRequest();
                      });
+  }
+
+  // Feeds the parser what has been read already, as Beast's reads would: most requests are
+  // whole in the first read, and parsed here they need no further asynchronous operation.
+  // True when the header (`message` false) or the whole message is parsed, or on an error;
+  // false when more must be read.
+  bool parseBuffered(bool message, beast::error_code& ec) {
+    auto parsed = [&] { return message ? parser_->is_done() : parser_->is_header_done(); };
+    while (!parsed() && buffer_.size() > 0) {
+      const std::size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) {
+        ec = {};
+        return false;
+      }
+      if (ec) return true;
+      if (used == 0) return false;
+    }
+    return parsed();
   }
 
   void readFailed(const beast::error_code& ec) {
@@ -241,7 +269,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
       response = plain(500, "internal error\n");
     }
     if (response.status == 204 || response.status == 304) {
-      response.body.clear();  // these carry no body (RFC 9110); Beast would throw
+      response.body.clear();  // these carry no body (RFC 9110)
     }
     respond(std::move(response), {}, message.keep_alive());
   }
@@ -255,19 +283,28 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
     state_->statsFor(pathSeen())
         .record(response.status, std::chrono::duration<double>(Clock::now() - started_).count());
     unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
-    response_.emplace(static_cast<http::status>(response.status), version);
-    response_->set(http::field::server, "podshaper");
-    response_->set(http::field::content_type, response.contentType);
-    response_->set("X-Content-Type-Options", "nosniff");
-    if (!allow.empty()) response_->set(http::field::allow, allow);
-    response_->body() = std::move(response.body);
-    response_->keep_alive(keepAlive_);
-    response_->prepare_payload();
+    // The response written out here, as Beast's serializer would write it, and sent as one
+    // buffer: one write for one answer, through the fewest asynchronous operations.
+    const auto status = static_cast<http::status>(response.status);
+    const bool bodyless = response.status == 204 || response.status == 304;
+    out_.clear();
+    out_ += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+    out_ += std::to_string(response.status);
+    out_ += ' ';
+    const beast::string_view reason = http::obsolete_reason(status);
+    out_.append(reason.data(), reason.size());
+    out_ += "\r\nServer: podshaper\r\nContent-Type: ";
+    out_ += response.contentType;
+    out_ += "\r\nX-Content-Type-Options: nosniff\r\n";
+    if (!allow.empty()) out_ += "Allow: " + allow + "\r\n";
+    if (version == 10 && keepAlive_) out_ += "Connection: keep-alive\r\n";
+    if (version != 10 && !keepAlive_) out_ += "Connection: close\r\n";
+    if (!bodyless) out_ += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
+    out_ += "\r\n";
+    if (!bodyless) out_ += response.body;
     lowest().expires_after(options().readTimeout);
-    http::async_write(stream_, *response_,
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        self->onWritten(ec);
-                      });
+    net::async_write(stream_, net::buffer(out_),
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->onWritten(ec); });
   }
 
   void onWritten(const beast::error_code& ec) {
@@ -280,7 +317,6 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
       close();
       return;
     }
-    response_.reset();
     interim_.reset();
     parser_.reset();
     started_ = {};
@@ -373,7 +409,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::empty_body>> interim_;
-  std::optional<http::response<http::string_body>> response_;
+  std::string out_;  // the response being written
   std::string peer_;
   Clock::time_point started_{};
   bool keepAlive_ = false;
