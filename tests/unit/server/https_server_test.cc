@@ -239,6 +239,34 @@ TEST_F(HttpsServerTest, InvalidHandlerResponsesAreMadeSafe) {
   EXPECT_EQ(client->request("GET", "/healthz")->status, 200);
 }
 
+// The session writes its responses itself: the fields Beast would write, for either version.
+TEST_F(HttpsServerTest, ResponsesCarryTheFieldsEachVersionNeeds) {
+  start();
+  auto client = connect();
+  auto reply = client->request("POST", "/echo", "abc");
+  ASSERT_TRUE(reply) << reply.error().message;
+  EXPECT_EQ(reply->status, 201);
+  EXPECT_EQ(reply->headers["content-length"], "5");  // "abc||"
+  EXPECT_EQ(reply->headers["server"], "podshaper");
+  EXPECT_EQ(reply->headers["x-content-type-options"], "nosniff");
+  EXPECT_EQ(reply->headers.count("connection"), 0u);  // HTTP/1.1 keeps the connection by default
+  EXPECT_TRUE(reply->keepAlive);
+  auto noContent = client->request("GET", "/no-content");
+  ASSERT_TRUE(noContent) << noContent.error().message;
+  EXPECT_EQ(noContent->headers.count("content-length"), 0u);
+
+  auto old = connect();
+  auto kept = old->request("GET", "/healthz", "", {{"Connection", "keep-alive"}}, 10);
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_EQ(kept->headers["connection"], "keep-alive");  // HTTP/1.0 says so when it keeps it
+  EXPECT_TRUE(kept->keepAlive);
+  auto last = old->request("GET", "/healthz", "", {}, 10);
+  ASSERT_TRUE(last) << last.error().message;
+  EXPECT_EQ(last->headers.count("connection"), 0u);
+  EXPECT_FALSE(last->keepAlive);
+  EXPECT_TRUE(old->closedByServer(2s));
+}
+
 TEST_F(HttpsServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   start();
   auto client = connect();
