@@ -1,6 +1,7 @@
 #include "base/json_edit.h"
 
 #include "base/json_diff.h"
+#include "base/json_util.h"
 #include "base/json_write.h"
 
 namespace podshaper {
@@ -76,7 +77,7 @@ void JsonEdit::set(JsonPath path, json value) {
     }
     for (auto rest = path.end() - 1; rest != step; --rest) {
       if (rest->isIndex) (void)json::array().at(rest->index);  // no index into what is made
-      value = json{{std::string(rest->key), std::move(value)}};
+      value = jsonObject(rest->key, std::move(value));
     }
     write(next != nullptr ? "replace" : "add", pointer, &value);
     if (next != nullptr) *next = std::move(value);
@@ -112,7 +113,9 @@ void JsonEdit::append(JsonPath path, json value) {
     appendStep(pointer, step);
   }
   if (!whole || !at->is_array()) {
-    set(path, json::array({std::move(value)}));
+    json items(json::value_t::array);
+    items.push_back(std::move(value));
+    set(path, std::move(items));
     return;
   }
   write("add", pointer + "/-", &value);

@@ -93,7 +93,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
   }
 
   AdmissionDecision decision;
-  json response = {{"uid", request["uid"]}, {"allowed", true}};
+  json response = jsonObject("uid", request["uid"], "allowed", true);
   if (isPodCreate(request)) {
     json& pod = in.at("request")["object"];  // shaped where it lies: the review is not read again
     const json& meta = member(pod, "metadata");
@@ -113,7 +113,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
       decision.allowed = false;
       decision.cause = outcome.cause;
       response["allowed"] = false;
-      response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", outcome.message}};
+      response["status"] = jsonObject("code", 403, "reason", "Forbidden", "message", outcome.message);
     } else {
       if (!outcome.patch.empty()) {
         decision.mutated = true;
@@ -124,8 +124,8 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
     if (!outcome.warnings.empty()) response["warnings"] = outcome.warnings;
     if (outcome.allowed) pod = std::move(outcome.pod);  // kept for the next review (denied: still there)
   }
-  decision.review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"},
-                     {"response", std::move(response)}};
+  decision.review = jsonObject("apiVersion", "admission.k8s.io/v1", "kind", "AdmissionReview", "response",
+                              std::move(response));
   return decision;
 }
 

@@ -82,7 +82,7 @@ struct ContainerAt {
 // memory-backed emptyDir (which counts against the limit), rounded up to MiB.
 Result<void> mountShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p) {
   edit.append({"spec", "containers", at.index, "volumeMounts"},
-              {{"name", names::kShmVolume}, {"mountPath", names::kShmMountPath}});
+              jsonObject("name", names::kShmVolume, "mountPath", names::kShmMountPath));
   const uint64_t share = shareOf(p.volume.bytes, c.gpus, p.volume.gpus);
   const json& resources = member(at.container, "resources");
   for (const char* field : {"limits", "requests"}) {
@@ -107,7 +107,7 @@ void setNprocs(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, con
                                                    [](const json& e) { return member(e, "name") == names::kNprocEnv; })
                                     : env.end();
   if (nproc == env.end()) {
-    edit.append({"spec", "containers", at.index, "env"}, {{"name", names::kNprocEnv}, {"value", nprocs}});
+    edit.append({"spec", "containers", at.index, "env"}, jsonObject("name", names::kNprocEnv, "value", std::move(nprocs)));
   } else if (expandedHere && member(*nproc, "value") != nprocs) {
     warnings.push_back("container \"" + c.name + "\": " + std::string(names::kNprocEnv) + " set to " + nprocs +
                        " for the expanded GPU count");
@@ -250,7 +250,7 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   }
   if (needVolume) {
     edit.append({"spec", "volumes"},
-                {{"name", names::kShmVolume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shmText}}}});
+                jsonObject("name", names::kShmVolume, "emptyDir", jsonObject("medium", "Memory", "sizeLimit", shmText)));
   }
   if (*privileges == Privileges::kGranted) edit.set({"spec", "hostIPC"}, true);
   if (auto placed = placePod(edit, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P); !placed) {
