@@ -107,7 +107,8 @@ void setNprocs(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, con
                                                    [](const json& e) { return member(e, "name") == names::kNprocEnv; })
                                     : env.end();
   if (nproc == env.end()) {
-    edit.append({"spec", "containers", at.index, "env"}, jsonObject("name", names::kNprocEnv, "value", std::move(nprocs)));
+    edit.append({"spec", "containers", at.index, "env"},
+                jsonObject("name", names::kNprocEnv, "value", std::move(nprocs)));
   } else if (expandedHere && member(*nproc, "value") != nprocs) {
     warnings.push_back("container \"" + c.name + "\": " + std::string(names::kNprocEnv) + " set to " + nprocs +
                        " for the expanded GPU count");
@@ -250,7 +251,8 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   }
   if (needVolume) {
     edit.append({"spec", "volumes"},
-                jsonObject("name", names::kShmVolume, "emptyDir", jsonObject("medium", "Memory", "sizeLimit", shmText)));
+                jsonObject("name", names::kShmVolume, "emptyDir",
+                           jsonObject("medium", "Memory", "sizeLimit", shmText)));
   }
   if (*privileges == Privileges::kGranted) edit.set({"spec", "hostIPC"}, true);
   if (auto placed = placePod(edit, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P); !placed) {
