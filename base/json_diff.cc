@@ -80,6 +80,19 @@ void appendPointerToken(std::string& pointer, std::string_view key) {
   pointer.append(key.data() + run, key.size() - run);
 }
 
+std::string unescapePointerToken(std::string_view token) {
+  std::string key;
+  key.reserve(token.size());
+  for (std::size_t i = 0; i < token.size(); ++i) {
+    if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+      key += token[++i] == '0' ? '~' : '/';
+    } else {
+      key += token[i];
+    }
+  }
+  return key;
+}
+
 void appendDiff(const json& before, const json& after, const std::string& path, json& patch) {
   if (before == after) return;
   std::string at = path;

@@ -14,6 +14,8 @@ namespace podshaper {
 // comparison.
 // Appends "/" and `key` as a JSON Pointer token (RFC 6901): "~" is "~0", "/" is "~1".
 void appendPointerToken(std::string& pointer, std::string_view key);
+// The key a JSON Pointer token names: "~1" is "/", "~0" is "~".
+std::string unescapePointerToken(std::string_view token);
 
 void appendDiff(const nlohmann::json& before, const nlohmann::json& after, const std::string& path,
                 nlohmann::json& patch);

@@ -33,7 +33,7 @@ using JsonPath = std::initializer_list<JsonStep>;
 // patch left as the change before it left them.
 class JsonEdit {
  public:
-  explicit JsonEdit(nlohmann::json& document) : doc_(document) {}
+  explicit JsonEdit(nlohmann::json& document);
 
   const nlohmann::json& document() const { return doc_; }
 
@@ -55,7 +55,8 @@ class JsonEdit {
   void write(const char* op, const std::string& path, const nlohmann::json* value);
 
   nlohmann::json& doc_;
-  std::string ops_;  // "{op},{op}"
+  std::string ops_;      // "{op},{op}"
+  std::string pointer_;  // the path of the edit being made, as a JSON Pointer
 };
 
 }  // namespace podshaper

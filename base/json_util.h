@@ -26,6 +26,12 @@ inline nlohmann::json& ensureArray(nlohmann::json& parent, std::string_view key)
   return a;
 }
 
+// Whether the value is the string `text`. (json == "text" first makes a json of the text:
+// an allocation, two for a text past 15 bytes, at every comparison.)
+inline bool hasText(const nlohmann::json& value, std::string_view text) {
+  return value.is_string() && value.get_ref<const std::string&>() == text;
+}
+
 // The member as a string, or "" when it is missing or not a string.
 inline std::string stringMember(const nlohmann::json& object, std::string_view key) {
   const nlohmann::json& m = member(object, key);

@@ -1,6 +1,5 @@
 #include "shaping/admission.h"
 
-#include <optional>
 #include <string>
 
 #include "base/base64.h"
@@ -18,18 +17,12 @@ using json = nlohmann::json;
 // edge of the stack for hand-made bodies.
 constexpr int kMaxDepth = 128;
 
-// A string member, or nullopt when absent or of another type.
-std::optional<std::string> text(const json& object, const char* key) {
-  if (!object.is_object()) return std::nullopt;
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_string()) return std::nullopt;
-  return it->get<std::string>();
-}
-
 bool isPodCreate(const json& request) {
-  const json& kind = request.contains("kind") ? request["kind"] : json();
-  return text(kind, "group") == "" && text(kind, "version") == "v1" && text(kind, "kind") == "Pod" &&
-         text(request, "operation") == "CREATE" && text(request, "subResource").value_or("").empty();
+  const json& kind = member(request, "kind");
+  const json& subResource = member(request, "subResource");
+  return hasText(member(kind, "group"), "") && hasText(member(kind, "version"), "v1") &&
+         hasText(member(kind, "kind"), "Pod") && hasText(member(request, "operation"), "CREATE") &&
+         (!subResource.is_string() || hasText(subResource, ""));
 }
 
 }  // namespace
@@ -81,10 +74,10 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
                          : "not an AdmissionReview: the body is not JSON");
   }
   json& in = kept;
-  if (!in.is_object() || member(in, "kind") != "AdmissionReview") {
+  if (!in.is_object() || !hasText(member(in, "kind"), "AdmissionReview")) {
     return makeError("not an AdmissionReview: kind is not \"AdmissionReview\"");
   }
-  if (member(in, "apiVersion") != "admission.k8s.io/v1") {
+  if (!hasText(member(in, "apiVersion"), "admission.k8s.io/v1")) {
     return makeError("not an AdmissionReview: apiVersion must be admission.k8s.io/v1");
   }
   const json& request = member(in, "request");
@@ -98,13 +91,14 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
     json& pod = in.at("request")["object"];  // shaped where it lies: the review is not read again
     const json& meta = member(pod, "metadata");
     const std::string name = stringMember(meta, "name");
-    decision.object = text(request, "namespace").value_or("") + "/" +
+    const std::string namespaceName = stringMember(request, "namespace");
+    decision.object = namespaceName + "/" +
                       (name.empty() ? stringMember(meta, "generateName") + "*" : name);
     for (const json& ref : member(meta, "ownerReferences")) {
       if (member(ref, "controller") == true) decision.owner = stringMember(ref, "kind") + " " + stringMember(ref, "name");
     }
     AdmissionContext context;
-    context.namespaceName = text(request, "namespace").value_or("");
+    context.namespaceName = namespaceName;
     context.cluster = cluster;
     context.claims = claims;
     context.shaperVersion = std::string(shaperVersion);

@@ -35,7 +35,7 @@ Result<std::vector<ClaimRef>> claimRefs(const json& pod) {
 
 json claimSpecOf(const json& object) {
   const json& spec = member(object, "spec");
-  if (member(object, "kind") == "ResourceClaimTemplate") return member(spec, "spec");
+  if (hasText(member(object, "kind"), "ResourceClaimTemplate")) return member(spec, "spec");
   return spec;
 }
 

@@ -104,12 +104,12 @@ void setNprocs(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, con
   const json& env = member(at.container, "env");
   std::string nprocs = std::to_string(mulDivCeil(p.ranks, c.gpus, p.in.podGpus).value_or(p.ranks));
   const auto nproc = env.is_array() ? std::find_if(env.begin(), env.end(),
-                                                   [](const json& e) { return member(e, "name") == names::kNprocEnv; })
+                                                   [](const json& e) { return hasText(member(e, "name"), names::kNprocEnv); })
                                     : env.end();
   if (nproc == env.end()) {
     edit.append({"spec", "containers", at.index, "env"},
                 jsonObject("name", names::kNprocEnv, "value", std::move(nprocs)));
-  } else if (expandedHere && member(*nproc, "value") != nprocs) {
+  } else if (expandedHere && !hasText(member(*nproc, "value"), nprocs)) {
     warnings.push_back("container \"" + c.name + "\": " + std::string(names::kNprocEnv) + " set to " + nprocs +
                        " for the expanded GPU count");
     edit.set({"spec", "containers", at.index, "env", static_cast<std::size_t>(nproc - env.begin()), "value"}, nprocs);
@@ -163,7 +163,7 @@ Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const Pod
   // (the operator reads them there: docs/operator.md "Shaped pods explain themselves").
   // The API server fills in File before admission, so File counts as not chosen; a
   // message file the container writes still wins over its logs.
-  if (const json& policy = member(at.container, "terminationMessagePolicy"); policy.is_null() || policy == "File") {
+  if (const json& policy = member(at.container, "terminationMessagePolicy"); policy.is_null() || hasText(policy, "File")) {
     edit.set({"spec", "containers", c.index, "terminationMessagePolicy"}, names::kFallbackToLogsOnError);
   }
   return mount;
@@ -241,7 +241,7 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume, *fit, *privileges};
   const std::string shmText = formatBytes(static_cast<int64_t>(volume.bytes));
   // From here on the pod is changed where it lies, each change written down as the patch.
-  const json annotationsBefore = member(member(pod, "metadata"), "annotations");
+  const std::size_t annotationsBefore = annotationsBytes(pod);
   JsonEdit edit(pod);
   bool needVolume = false;
   for (const GpuContainer& c : in.gpuContainers) {
@@ -287,7 +287,7 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
 // The MutatingWebhookConfiguration's objectSelector sends only labelled pods;
 // checking again keeps a misconfigured registration from shaping other pods.
 bool optedIn(const json& pod) {
-  return member(member(member(pod, "metadata"), "labels"), names::kInjectLabel) == "true";
+  return hasText(member(member(member(pod, "metadata"), "labels"), names::kInjectLabel), "true");
 }
 
 ShapeOutcome shapePod(json&& pod, const Config& config, const AdmissionContext& context) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "api/names.h"
+#include "base/json_diff.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
 #include "base/text.h"
@@ -143,18 +144,33 @@ Result<void> checkNodeAffinitySize(const json& pod) {
   return {};
 }
 
-Result<void> fitAnnotations(const json& before, JsonEdit& shaped) {
+Result<void> fitAnnotations(std::size_t beforeBytes, JsonEdit& shaped) {
   std::size_t total = annotationsBytes(shaped.document());
   if (total <= kApiAnnotationsLimit) return {};
   shaped.erase({"metadata", "annotations", names::kWarnings});
   total = annotationsBytes(shaped.document());
   if (total <= kApiAnnotationsLimit) return {};
-  // What podshaper wrote: the annotations it added or changed, largest first.
+  // What podshaper wrote: the annotations its patch adds or replaces (read from the patch
+  // only here, on the way to a denial), largest first.
   const json& annotations = shaped.document().at("metadata").at("annotations");
+  std::set<std::string> written;
+  constexpr std::string_view kUnder = "/metadata/annotations";
+  for (const json& op : json::parse(shaped.patch())) {
+    const std::string& path = op.at("path").get_ref<const std::string&>();
+    if (op.at("op") == "remove" || !path.starts_with(kUnder)) continue;
+    if (path.size() == kUnder.size()) {  // the whole object, made or replaced
+      for (auto it = op.at("value").begin(); op.at("value").is_object() && it != op.at("value").end(); ++it) {
+        written.insert(it.key());
+      }
+    } else if (path[kUnder.size()] == '/') {
+      written.insert(unescapePointerToken(std::string_view(path).substr(kUnder.size() + 1)));
+    }
+  }
   std::vector<std::pair<std::size_t, std::string>> added;
-  for (auto it = annotations.begin(); it != annotations.end(); ++it) {
-    if (member(before, it.key()) == *it) continue;
-    added.emplace_back(it.key().size() + (it->is_string() ? it->get_ref<const std::string&>().size() : 0), it.key());
+  for (const std::string& key : written) {
+    const json& value = member(annotations, key);
+    if (value.is_null()) continue;  // written, then left out (the warnings)
+    added.emplace_back(key.size() + (value.is_string() ? value.get_ref<const std::string&>().size() : 0), key);
   }
   std::sort(added.begin(), added.end(), std::greater<>());
   std::string what;
@@ -164,8 +180,7 @@ Result<void> fitAnnotations(const json& before, JsonEdit& shaped) {
   if (added.size() > 3) what += " and " + std::to_string(added.size() - 3) + " more";
   return makeError("the annotations podshaper adds (" + what + ") would take metadata.annotations to " +
                    bytesWords(total) + ", above the API server's limit of " + limitWords(kApiAnnotationsLimit) +
-                   ", which would refuse the pod; it has " +
-                   bytesWords(bytesOfAnnotations(before)) +
+                   ", which would refuse the pod; it has " + bytesWords(beforeBytes) +
                    " of its own: remove the annotations it does not need");
 }
 

@@ -57,8 +57,9 @@ Result<void> checkNodeAffinitySize(const nlohmann::json& pod);
 
 // After shaping: the shaped pod's annotations within the API server's limit. Over it,
 // podshaper.io/warnings is left out first (the warnings still reach the create
-// response); still over, an error that says what podshaper added and what the pod had
-// (`before`: its metadata.annotations as submitted).
-Result<void> fitAnnotations(const nlohmann::json& before, JsonEdit& shaped);
+// response); still over, an error that says what podshaper added (the annotations its
+// patch adds or replaces) and what the pod had (`beforeBytes`: bytesOfAnnotations of its
+// metadata.annotations as submitted).
+Result<void> fitAnnotations(std::size_t beforeBytes, JsonEdit& shaped);
 
 }  // namespace podshaper

@@ -91,7 +91,10 @@ TEST(AppendPointerToken, EscapesAsRfc6901) {
     for (char c : key) expected += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
     EXPECT_EQ(pointer, expected) << key;
     EXPECT_EQ(nlohmann::json::json_pointer(pointer).back(), key);
+    EXPECT_EQ(unescapePointerToken(std::string_view(pointer).substr(1)), key) << "read back";
   }
+  EXPECT_EQ(unescapePointerToken("~01"), "~1");  // "~0" then "1": not "/"
+  EXPECT_EQ(unescapePointerToken("~2~"), "~2~");  // no escape: kept as written
 }
 
 }  // namespace

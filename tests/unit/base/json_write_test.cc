@@ -35,12 +35,12 @@ TEST(JsonWrite, WritesWhatDumpWrites) {
   for (const json& v : values) EXPECT_EQ(written(v), v.dump());
 }
 
-// Strings of every length around the eight bytes read at a time, with a byte to escape (or
-// a UTF-8 one) at every place in them: the same bytes as dump().
+// Strings of every length around the sixteen and eight bytes read at a time, with a byte
+// to escape (or a UTF-8 one) at every place in them: the same bytes as dump().
 TEST(JsonWrite, EscapesAtEveryPlaceOfAString) {
   const std::string specials[] = {"\"", "\\", "\n", std::string(1, '\x01'), std::string(1, '\x1f'), "\x7f", "é",
                                   "→", " ", "!", "#", "[", "]", "~"};
-  for (std::size_t length = 0; length <= 25; ++length) {
+  for (std::size_t length = 0; length <= 40; ++length) {
     for (std::size_t at = 0; at < length; ++at) {
       for (const std::string& special : specials) {
         std::string text(length, 'a');
