@@ -6,6 +6,10 @@
 #include <cstring>
 #include <string>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace podshaper {
 namespace {
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -17,6 +21,42 @@ constexpr std::array<std::array<char, 2>, 4096> kPairs = [] {
   return t;
 }();
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// 24 bytes into 32 characters with AVX2, while 28 can be read (W. Muła and D. Lemire,
+// "Faster Base64 Encoding and Decoding Using AVX2 Instructions", 2018): each 3-byte group
+// spread over 32 bits, its four 6-bit values moved into bytes by two multiplies, and each
+// value turned into its character by one table lookup of an offset. Returns the bytes read.
+__attribute__((target("avx2"))) std::size_t encodeAvx2(const unsigned char* in, std::size_t size, char*& to) {
+  const __m256i spread = _mm256_set_epi8(10, 11, 9, 10, 7, 8, 6, 7, 4, 5, 3, 4, 1, 2, 0, 1,
+                                         10, 11, 9, 10, 7, 8, 6, 7, 4, 5, 3, 4, 1, 2, 0, 1);
+  const __m256i offsets = _mm256_setr_epi8('a' - 26, '0' - 52, '0' - 52, '0' - 52, '0' - 52, '0' - 52, '0' - 52,
+                                           '0' - 52, '0' - 52, '0' - 52, '0' - 52, '+' - 62, '/' - 63, 'A', 0, 0,
+                                           'a' - 26, '0' - 52, '0' - 52, '0' - 52, '0' - 52, '0' - 52, '0' - 52,
+                                           '0' - 52, '0' - 52, '0' - 52, '0' - 52, '+' - 62, '/' - 63, 'A', 0, 0);
+  std::size_t i = 0;
+  for (; i + 28 <= size; i += 24, to += 32) {
+    // 12 bytes in each 128-bit half (a load of 16 each).
+    const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 12));
+    __m256i v = _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1), spread);
+    const __m256i a = _mm256_mulhi_epu16(_mm256_and_si256(v, _mm256_set1_epi32(0x0fc0fc00)), _mm256_set1_epi32(0x04000040));
+    const __m256i b = _mm256_mullo_epi16(_mm256_and_si256(v, _mm256_set1_epi32(0x003f03f0)), _mm256_set1_epi32(0x01000010));
+    const __m256i values = _mm256_or_si256(a, b);  // 0..63 in each byte
+    // Which offset: 0..25 'A' (13), 26..51 'a' (0), 52..61 '0' (1..10), 62 '+' (11), 63 '/' (12).
+    __m256i which = _mm256_subs_epu8(values, _mm256_set1_epi8(51));
+    which = _mm256_or_si256(which, _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_set1_epi8(26), values), _mm256_set1_epi8(13)));
+    v = _mm256_add_epi8(_mm256_shuffle_epi8(offsets, which), values);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), v);
+  }
+  return i;
+}
+
+bool hasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
 }  // namespace
 
 std::string base64Encode(std::string_view data) {
@@ -24,6 +64,9 @@ std::string base64Encode(std::string_view data) {
   const auto* in = reinterpret_cast<const unsigned char*>(data.data());
   char* to = out.data();
   std::size_t i = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (hasAvx2()) i = encodeAvx2(in, data.size(), to);
+#endif
   // Six bytes at a time while eight can be read: one load, four 12-bit lookups, one store.
   for (; i + 8 <= data.size(); i += 6, to += 8) {
     uint64_t w;

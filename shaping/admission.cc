@@ -36,6 +36,8 @@ std::string AdmissionDecision::body() const {
   }
   // The keys in nlohmann's order (sorted), as dump() writes them; they are admit()'s own
   // (allowed, patch, patchType, status, uid, warnings): nothing in them to escape.
+  // Room for the patch's base64 and the few fields around it, made once.
+  out.reserve(member(response, "patch").get_ref<const std::string&>().size() + 1024);
   out = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{)";
   for (auto it = response.begin(); it != response.end(); ++it) {
     if (it != response.begin()) out += ',';
@@ -115,7 +117,13 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
         response["patch"] = base64Encode(outcome.patch);
       }
     }
-    if (!outcome.warnings.empty()) response["warnings"] = outcome.warnings;
+    if (!outcome.warnings.empty()) {
+      json warnings(json::value_t::array);
+      auto& items = *warnings.get_ptr<json::array_t*>();
+      items.reserve(outcome.warnings.size());
+      for (std::string& w : outcome.warnings) items.emplace_back(std::move(w));  // moved, not copied
+      response["warnings"] = std::move(warnings);
+    }
     if (outcome.allowed) pod = std::move(outcome.pod);  // kept for the next review (denied: still there)
   }
   decision.review = jsonObject("apiVersion", "admission.k8s.io/v1", "kind", "AdmissionReview", "response",
