@@ -26,8 +26,9 @@ void appendStep(std::string& pointer, const JsonStep& step) {
 
 // The member a key step names, or nullptr.
 json* find(json& object, std::string_view key) {
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
+  auto& members = *object.get_ptr<json::object_t*>();
+  auto it = findMember(members, key);
+  return it == members.end() ? nullptr : &it->second;
 }
 
 }  // namespace

@@ -28,30 +28,6 @@ thread_local std::vector<const json*> hits;
 // The members passed over by keys met in order, likewise: the text lacks them.
 thread_local std::vector<json::object_t::iterator> passed;
 
-// a.compare(b)'s sign, without a call to memcmp: most of a pod's keys are short and differ
-// early or are equal (a refilled member met in order), and the call cost more than the
-// comparison.
-int compareKeys(std::string_view a, std::string_view b) {
-  const std::size_t n = std::min(a.size(), b.size());
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x, y;
-    std::memcpy(&x, a.data() + i, 8);
-    std::memcpy(&y, b.data() + i, 8);
-    if (x != y) {  // the first byte that differs decides, as in memcmp: compared big-endian
-      if constexpr (std::endian::native == std::endian::little) {
-        x = __builtin_bswap64(x);
-        y = __builtin_bswap64(y);
-      }
-      return x < y ? -1 : 1;
-    }
-  }
-  for (; i < n; ++i) {
-    if (a[i] != b[i]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[i]) ? -1 : 1;
-  }
-  return a.size() < b.size() ? -1 : a.size() > b.size() ? 1 : 0;
-}
-
 // Erases the members of a refilled object whose keys the text does not have.
 void eraseStale(json::object_t& members, simdjson::dom::object text) {
   for (auto it = members.begin(); it != members.end();) {
@@ -97,7 +73,7 @@ void fillTree(json& out, simdjson::dom::element e) {
         }
         if (at == members.end() || order != 0) {
           inOrder = false;
-          at = members.find(key);
+          at = findMember(members, key);
           if (at == members.end()) {
             at = members.emplace_hint(at, std::piecewise_construct, std::forward_as_tuple(key),
                                       std::forward_as_tuple());
