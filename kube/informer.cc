@@ -103,8 +103,20 @@ bool Informer::sleepUnlessStopped(std::chrono::milliseconds delay) {
 }
 
 void Informer::notifyChange(const std::vector<std::string>& keys) {
+  notifyKeys(keys);
+  notifyChanged();
+}
+
+void Informer::notifyKeys(const std::vector<std::string>& keys) {
   try {
     if (onKeys_) onKeys_(keys);
+  } catch (const std::exception& e) {
+    spdlog::error("informer {}: onKeys threw: {}", path_, e.what());
+  }
+}
+
+void Informer::notifyChanged() {
+  try {
     if (onChange_) onChange_();
   } catch (const std::exception& e) {
     spdlog::error("informer {}: onChange threw: {}", path_, e.what());
@@ -167,9 +179,12 @@ void Informer::run() {
       // allocator keeps those pages unless asked to give them back.
       list = kube::ApiResult<nlohmann::json>(nlohmann::json());
       metrics::giveFreedMemoryBack();
+      // The keys that changed reach onKeys before the list counts as synced: whoever sees
+      // hasSynced() (a cache building its view on another thread) finds them there already.
+      if (changed) notifyKeys(keys);
       const bool first = !synced_.exchange(true);
       spdlog::info("informer {}: {} {} objects at resourceVersion {}", path_, first ? "synced" : "relisted", count, rv);
-      if (changed) notifyChange(keys);
+      if (changed) notifyChanged();
       needList = false;
       backoff.reset();
     }

@@ -79,7 +79,11 @@ class Informer {
   void storedForm(nlohmann::json& object) const;
   nlohmann::json unpacked(const nlohmann::json& stored) const;
   void handleEvent(const WatchEvent& event);
+  // onKeys, then onChange; each alone, where they must be apart (a list: the keys before
+  // hasSynced(), the change after).
   void notifyChange(const std::vector<std::string>& keys);
+  void notifyKeys(const std::vector<std::string>& keys);
+  void notifyChanged();
   bool sleepUnlessStopped(std::chrono::milliseconds delay);
 
   const Client& client_;
