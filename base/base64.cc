@@ -39,12 +39,15 @@ __attribute__((target("avx2"))) std::size_t encodeAvx2(const unsigned char* in, 
     const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
     const __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 12));
     __m256i v = _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1), spread);
-    const __m256i a = _mm256_mulhi_epu16(_mm256_and_si256(v, _mm256_set1_epi32(0x0fc0fc00)), _mm256_set1_epi32(0x04000040));
-    const __m256i b = _mm256_mullo_epi16(_mm256_and_si256(v, _mm256_set1_epi32(0x003f03f0)), _mm256_set1_epi32(0x01000010));
+    const __m256i a =
+        _mm256_mulhi_epu16(_mm256_and_si256(v, _mm256_set1_epi32(0x0fc0fc00)), _mm256_set1_epi32(0x04000040));
+    const __m256i b =
+        _mm256_mullo_epi16(_mm256_and_si256(v, _mm256_set1_epi32(0x003f03f0)), _mm256_set1_epi32(0x01000010));
     const __m256i values = _mm256_or_si256(a, b);  // 0..63 in each byte
     // Which offset: 0..25 'A' (13), 26..51 'a' (0), 52..61 '0' (1..10), 62 '+' (11), 63 '/' (12).
     __m256i which = _mm256_subs_epu8(values, _mm256_set1_epi8(51));
-    which = _mm256_or_si256(which, _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_set1_epi8(26), values), _mm256_set1_epi8(13)));
+    const __m256i letters = _mm256_cmpgt_epi8(_mm256_set1_epi8(26), values);  // 0..25
+    which = _mm256_or_si256(which, _mm256_and_si256(letters, _mm256_set1_epi8(13)));
     v = _mm256_add_epi8(_mm256_shuffle_epi8(offsets, which), values);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), v);
   }

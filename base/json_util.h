@@ -37,20 +37,21 @@ inline int compareKeys(std::string_view a, std::string_view b) {
   return a.size() < b.size() ? -1 : a.size() > b.size() ? 1 : 0;
 }
 
-// A key to find an object's member by (object_t::find(Key{...})): ordered as the object's
-// own keys are (std::less<> compares through these), by compareKeys.
-struct Key {
+// A key to find an object's member by (object_t::find(MemberKey{...})): ordered as the
+// object's own keys are (std::less<> compares through these), by compareKeys.
+struct MemberKey {
   std::string_view text;
 };
-inline bool operator<(const std::string& a, Key b) { return compareKeys(a, b.text) < 0; }
-inline bool operator<(Key a, const std::string& b) { return compareKeys(a.text, b) < 0; }
+inline bool operator<(const std::string& a, MemberKey b) { return compareKeys(a, b.text) < 0; }
+inline bool operator<(MemberKey a, const std::string& b) { return compareKeys(a.text, b) < 0; }
 
 // The member of an object with that key, or end(): as object.find(key), by compareKeys.
-inline nlohmann::json::object_t::const_iterator findMember(const nlohmann::json::object_t& object, std::string_view key) {
-  return object.find(Key{key});
+inline nlohmann::json::object_t::const_iterator findMember(const nlohmann::json::object_t& object,
+                                                           std::string_view key) {
+  return object.find(MemberKey{key});
 }
 inline nlohmann::json::object_t::iterator findMember(nlohmann::json::object_t& object, std::string_view key) {
-  return object.find(Key{key});
+  return object.find(MemberKey{key});
 }
 
 // object[key] without copying and without inserting: a reference to the member,

@@ -103,9 +103,8 @@ void setNprocs(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, con
                std::vector<std::string>& warnings) {
   const json& env = member(at.container, "env");
   std::string nprocs = std::to_string(mulDivCeil(p.ranks, c.gpus, p.in.podGpus).value_or(p.ranks));
-  const auto nproc = env.is_array() ? std::find_if(env.begin(), env.end(),
-                                                   [](const json& e) { return hasText(member(e, "name"), names::kNprocEnv); })
-                                    : env.end();
+  auto isNproc = [](const json& e) { return hasText(member(e, "name"), names::kNprocEnv); };
+  const auto nproc = env.is_array() ? std::find_if(env.begin(), env.end(), isNproc) : env.end();
   if (nproc == env.end()) {
     edit.append({"spec", "containers", at.index, "env"},
                 jsonObject("name", names::kNprocEnv, "value", std::move(nprocs)));
@@ -163,7 +162,8 @@ Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const Pod
   // (the operator reads them there: docs/operator.md "Shaped pods explain themselves").
   // The API server fills in File before admission, so File counts as not chosen; a
   // message file the container writes still wins over its logs.
-  if (const json& policy = member(at.container, "terminationMessagePolicy"); policy.is_null() || hasText(policy, "File")) {
+  if (const json& policy = member(at.container, "terminationMessagePolicy");
+      policy.is_null() || hasText(policy, "File")) {
     edit.set({"spec", "containers", c.index, "terminationMessagePolicy"}, names::kFallbackToLogsOnError);
   }
   return mount;

@@ -155,7 +155,8 @@ Result<void> fitAnnotations(std::size_t beforeBytes, JsonEdit& shaped) {
   const json& annotations = shaped.document().at("metadata").at("annotations");
   std::set<std::string> written;
   constexpr std::string_view kUnder = "/metadata/annotations";
-  for (const json& op : json::parse(shaped.patch())) {
+  const std::string patch = shaped.patch();  // never empty here: podshaper's annotations are in it
+  for (const json& op : patch.empty() ? json::array() : json::parse(patch)) {
     const std::string& path = op.at("path").get_ref<const std::string&>();
     if (op.at("op") == "remove" || !path.starts_with(kUnder)) continue;
     if (path.size() == kUnder.size()) {  // the whole object, made or replaced
