@@ -63,12 +63,18 @@ void diffAt(const json& before, const json& after, std::string& path, json& patc
 }  // namespace
 
 void appendPointerToken(std::string& pointer, std::string_view key) {
-  pointer += '/';
-  // Most keys have neither character: found so by memchr, a few instructions a key.
-  if (std::memchr(key.data(), '~', key.size()) == nullptr && std::memchr(key.data(), '/', key.size()) == nullptr) {
-    pointer += key;
+  // Most keys have neither character: the '/' and the key in one step, the key copied
+  // over the fill. Keys are short: one pass over each byte is fewer instructions than two
+  // calls of memchr.
+  bool plain = true;
+  for (const char c : key) plain &= (c != '~') & (c != '/');
+  if (plain) {
+    const std::size_t at = pointer.size();
+    pointer.append(key.size() + 1, '/');
+    if (!key.empty()) std::memcpy(pointer.data() + at + 1, key.data(), key.size());
     return;
   }
+  pointer += '/';
   // The runs between the two characters a token escapes, each appended whole.
   std::size_t run = 0;
   for (std::size_t i = 0; i < key.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "base/json_edit.h"
 
+#include <charconv>
+
 #include "base/json_diff.h"
 #include "base/json_util.h"
 #include "base/json_write.h"
@@ -17,8 +19,9 @@ constexpr std::size_t kPatchBytes = 4096;
 
 void appendStep(std::string& pointer, const JsonStep& step) {
   if (step.isIndex) {
-    pointer += '/';
-    pointer += std::to_string(step.index);
+    char digits[24] = {'/'};
+    const char* end = std::to_chars(digits + 1, digits + sizeof digits, step.index).ptr;
+    pointer.append(digits, static_cast<std::size_t>(end - digits));
   } else {
     appendPointerToken(pointer, step.key);
   }

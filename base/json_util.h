@@ -16,23 +16,52 @@ namespace podshaper {
 // a.compare(b)'s sign, without a call to memcmp: an object's keys are short and mostly
 // differ early, and the call cost more than the comparison (a pod's admission compared
 // keys about 1,300 times through it).
-inline int compareKeys(std::string_view a, std::string_view b) {
-  const std::size_t n = std::min(a.size(), b.size());
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x, y;
-    std::memcpy(&x, a.data() + i, 8);
-    std::memcpy(&y, b.data() + i, 8);
-    if (x != y) {  // the first byte that differs decides, as in memcmp: compared big-endian
-      if constexpr (std::endian::native == std::endian::little) {
-        x = __builtin_bswap64(x);
-        y = __builtin_bswap64(y);
-      }
-      return x < y ? -1 : 1;
+namespace detail {
+// The sign of the comparison of two words of bytes as memcmp compares them: the first byte
+// that differs decides, so they are compared big-endian.
+template <typename Word>
+inline int compareWords(Word x, Word y) {
+  if constexpr (std::endian::native == std::endian::little) {
+    if constexpr (sizeof(Word) == 8) {
+      x = __builtin_bswap64(x);
+      y = __builtin_bswap64(y);
+    } else {
+      x = __builtin_bswap32(x);
+      y = __builtin_bswap32(y);
     }
   }
-  for (; i < n; ++i) {
-    if (a[i] != b[i]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[i]) ? -1 : 1;
+  return x < y ? -1 : 1;
+}
+}  // namespace detail
+
+inline int compareKeys(std::string_view a, std::string_view b) {
+  const std::size_t n = std::min(a.size(), b.size());
+  if (n >= 8) {
+    std::size_t i = 0;
+    uint64_t x, y;
+    for (; i + 8 <= n; i += 8) {
+      std::memcpy(&x, a.data() + i, 8);
+      std::memcpy(&y, b.data() + i, 8);
+      if (x != y) return detail::compareWords(x, y);
+    }
+    // The last bytes: the eight that end them (those before are equal).
+    if (i < n) {
+      std::memcpy(&x, a.data() + n - 8, 8);
+      std::memcpy(&y, b.data() + n - 8, 8);
+      if (x != y) return detail::compareWords(x, y);
+    }
+  } else if (n >= 4) {  // the first four, then the four that end them
+    uint32_t x, y;
+    std::memcpy(&x, a.data(), 4);
+    std::memcpy(&y, b.data(), 4);
+    if (x != y) return detail::compareWords(x, y);
+    std::memcpy(&x, a.data() + n - 4, 4);
+    std::memcpy(&y, b.data() + n - 4, 4);
+    if (x != y) return detail::compareWords(x, y);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (a[i] != b[i]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[i]) ? -1 : 1;
+    }
   }
   return a.size() < b.size() ? -1 : a.size() > b.size() ? 1 : 0;
 }

@@ -50,13 +50,11 @@ void appendInteger(std::string& out, Integer v) {
   out.append(digits, end);
 }
 
-}  // namespace
-
-void appendJsonString(std::string& out, std::string_view text) {
-  bool highBytes = false;
-  out += '"';
-  std::size_t run = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
+// The index of the first byte from `i` on that is a control byte, '"' or '\\' (or from
+// 0x80, which the eight-byte step stops at too), or text.size(): the bytes before it are
+// written as they are. A byte from 0x80 passed over is noted in `highBytes`.
+std::size_t skipPlain(std::string_view text, std::size_t i, bool& highBytes) {
+  for (;;) {
 #ifdef __SSE2__
     // Sixteen bytes at a time while none is a control byte, '"' or '\\': most of a pod. A
     // byte from 0x80 (UTF-8: a formula's "×") is kept as it is, noted for the check below.
@@ -77,25 +75,64 @@ void appendJsonString(std::string& out, std::string_view text) {
       if (needsLook(word)) break;
       i += 8;
     }
-    if (i == text.size()) break;
+    if (i == text.size()) return i;
     const unsigned char c = static_cast<unsigned char>(text[i]);
     highBytes |= c >= 0x80;
-    const char escape = kEscapes[c];
-    if (escape == 0) continue;
-    out.append(text.data() + run, i - run);
-    run = i + 1;
-    out += '\\';
-    if (escape != 1) {
-      out += escape;
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "u00";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
+    if (kEscapes[c] != 0) return i;
+    ++i;  // a byte from 0x80, or one of the last few
   }
-  out.append(text.data() + run, text.size() - run);
-  out += '"';
+}
+
+// A member's key with the comma before it (unless it is the first) and the colon after:
+// one step where the key needs no escape (every key a pod has).
+void appendMemberKey(std::string& out, std::string_view key, bool first) {
+  bool highBytes = false;
+  if (skipPlain(key, 0, highBytes) != key.size() || highBytes) {
+    if (!first) out += ',';
+    appendJsonString(out, key);
+    out += ':';
+    return;
+  }
+  const std::size_t at = out.size(), comma = first ? 0 : 1;
+  out.append(comma + key.size() + 3, '"');
+  char* to = out.data() + at;
+  if (!first) to[0] = ',';
+  if (!key.empty()) std::memcpy(to + comma + 1, key.data(), key.size());
+  to[comma + key.size() + 2] = ':';
+}
+
+}  // namespace
+
+void appendJsonString(std::string& out, std::string_view text) {
+  bool highBytes = false;
+  std::size_t i = skipPlain(text, 0, highBytes);
+  if (i == text.size()) {
+    // Nothing to escape (most strings): the quotes and the text in one step, the quotes
+    // written as the fill and the text copied between them.
+    const std::size_t at = out.size();
+    out.append(text.size() + 2, '"');
+    if (!text.empty()) std::memcpy(out.data() + at + 1, text.data(), text.size());
+  } else {
+    out += '"';
+    std::size_t run = 0;
+    for (; i < text.size(); i = skipPlain(text, i + 1, highBytes)) {
+      const unsigned char c = static_cast<unsigned char>(text[i]);
+      const char escape = kEscapes[c];
+      out.append(text.data() + run, i - run);
+      run = i + 1;
+      out += '\\';
+      if (escape != 1) {
+        out += escape;
+      } else {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
+    }
+    out.append(text.data() + run, text.size() - run);
+    out += '"';
+  }
   if (highBytes && !simdjson::validate_utf8(text.data(), text.size())) {
     (void)json(std::string(text)).dump();  // throws type_error 316, as dump() would have
   }
@@ -107,10 +144,8 @@ void appendJson(std::string& out, const json& value) {
       out += '{';
       bool first = true;
       for (const auto& [key, member] : value.get_ref<const json::object_t&>()) {
-        if (!first) out += ',';
+        appendMemberKey(out, key, first);
         first = false;
-        appendJsonString(out, key);
-        out += ':';
         appendJson(out, member);
       }
       out += '}';

@@ -144,6 +144,9 @@ struct Fnv1a {
 }  // namespace
 
 std::string Config::hash() const {
+  thread_local std::optional<Config> last;
+  thread_local std::string lastHash;
+  if (last == *this) return lastHash;
   Fnv1a f;
   f << "workers=" << workers << ";prefetchFactor=" << prefetchFactor
     << ";headroomPercent=" << headroomPercent << ";ncclCommunicators=" << ncclCommunicators
@@ -158,7 +161,9 @@ std::string Config::hash() const {
   if (gpuDeviceClass != kDefaultGpuDeviceClass) f << ";gpuDeviceClass=" << gpuDeviceClass;
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(f.h));
-  return out;
+  last = *this;
+  lastHash = out;
+  return lastHash;
 }
 
 Result<Config> parseConfig(std::string_view yamlText) {

@@ -43,8 +43,10 @@ struct Config {
   // claims (Dynamic Resource Allocation); NVIDIA's DRA driver names it gpu.nvidia.com.
   std::string gpuDeviceClass = std::string(kDefaultGpuDeviceClass);
 
-  // Stable hash of the effective settings, shown in podshaper.io/shaped-by.
+  // Stable hash of the effective settings, shown in podshaper.io/shaped-by. The last
+  // config hashed is remembered per thread: a webhook's every admission hashes the same one.
   std::string hash() const;
+  bool operator==(const Config&) const = default;
 };
 
 // Parses the YAML text. Unknown keys are errors (a typo must not silently

@@ -20,6 +20,7 @@ struct NcclShmCosts {
   // SHM (P2P missing) with its buffers in /dev/shm: the pool and 4 segments of about 9.6 MB
   // (receive buffers of 9,637,888 B and their headers), 72,814,592 B measured on 2 ranks.
   int64_t shm = 72814592;
+  bool operator==(const NcclShmCosts&) const = default;
 };
 
 // Whether the pod's ranks talk to ranks on other nodes, as the pod tells it.

@@ -46,6 +46,13 @@ TEST(JsonWrite, EscapesAtEveryPlaceOfAString) {
         std::string text(length, 'a');
         text.replace(at, 1, special);
         EXPECT_EQ(written(text), json(text).dump()) << length << " " << at << " " << special;
+        // As a key, first and after another (the comma and colon written with it).
+        const json keyed = {{text, 1}}, second = {{"", 0}, {text, 1}};
+        EXPECT_EQ(written(keyed), keyed.dump()) << length << " " << at << " " << special;
+        EXPECT_EQ(written(second), second.dump()) << length << " " << at << " " << special;
+        // A second byte to look at after it: the scan goes on past the first.
+        const std::string twice = text + "é\n" + text;
+        EXPECT_EQ(written(twice), json(twice).dump()) << length << " " << at << " " << special;
       }
     }
   }
