@@ -60,12 +60,9 @@ bool hasAvx2() {
 }
 #endif
 
-}  // namespace
-
-std::string base64Encode(std::string_view data) {
-  std::string out((data.size() + 2) / 3 * 4, '=');
+// `data` into `to`, '=' padding included: (data.size() + 2) / 3 * 4 characters.
+void encodeInto(std::string_view data, char* to) {
   const auto* in = reinterpret_cast<const unsigned char*>(data.data());
-  char* to = out.data();
   std::size_t i = 0;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (hasAvx2()) i = encodeAvx2(in, data.size(), to);
@@ -88,15 +85,34 @@ std::string base64Encode(std::string_view data) {
     std::memcpy(to + 2, kPairs[n & 4095].data(), 2);
   }
   const std::size_t rest = data.size() - i;
-  if (rest > 0) {  // the '=' padding is there already
+  if (rest > 0) {
     unsigned n = in[i] << 16;
     if (rest == 2) n |= in[i + 1] << 8;
     to[0] = kAlphabet[(n >> 18) & 63];
     to[1] = kAlphabet[(n >> 12) & 63];
-    if (rest == 2) to[2] = kAlphabet[(n >> 6) & 63];
+    to[2] = rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
+    to[3] = '=';
+  }
+}
+
+}  // namespace
+
+std::string base64Encode(std::string_view data) {
+  // Through a buffer on the stack, a block at a time: a string made at its length would be
+  // filled first (a patch's base64 is about 10 KB), only to be written over.
+  constexpr std::size_t kBlock = 3 * 1024;  // whole 3-byte groups: only the last is padded
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  char buffer[kBlock / 3 * 4];
+  for (std::size_t at = 0; at < data.size(); at += kBlock) {
+    const std::string_view block = data.substr(at, kBlock);
+    encodeInto(block, buffer);
+    out.append(buffer, (block.size() + 2) / 3 * 4);
   }
   return out;
 }
+
+
 
 Result<std::string> base64Decode(std::string_view text) {
   auto value = [](char c) -> int {

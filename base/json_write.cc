@@ -76,6 +76,12 @@ std::size_t skipPlain(std::string_view text, std::size_t i, bool& highBytes) {
       i += 8;
     }
     if (i == text.size()) return i;
+    if (i + 8 > text.size() && text.size() >= 8) {
+      // Fewer than eight left: the eight that end the text, those before them plain already.
+      uint64_t word;
+      std::memcpy(&word, text.data() + text.size() - 8, 8);
+      if (!needsLook(word)) return text.size();
+    }
     const unsigned char c = static_cast<unsigned char>(text[i]);
     highBytes |= c >= 0x80;
     if (kEscapes[c] != 0) return i;

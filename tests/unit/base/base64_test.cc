@@ -46,6 +46,13 @@ TEST(Base64, EncodesAsTheRfcWritesItAtEveryLength) {
     EXPECT_EQ(base64Encode(data), slow(data)) << length;
     data += static_cast<char>(length * 37 + 200);
   }
+  // Around the ends of the blocks it is written in (3 KiB of input each).
+  for (int length = 101; length <= 6200; ++length) {
+    data += static_cast<char>(length * 37 + 200);
+    if ((length > 3060 && length < 3090) || length > 6130) {
+      EXPECT_EQ(base64Encode(data), slow(data)) << length;
+    }
+  }
 }
 
 // Every 12-bit group, in every position of a 3-byte group and of the padded tail.

@@ -4,6 +4,7 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
 namespace podshaper {
 namespace {
@@ -84,7 +85,21 @@ TEST(AppendDiff, AppendsToWhatIsThere) {
 // A key as a JSON Pointer token (RFC 6901): "~" as "~0", "/" as "~1", what nlohmann's
 // json_pointer reads back as the key.
 TEST(AppendPointerToken, EscapesAsRfc6901) {
-  for (const std::string key : {"plain", "", "~", "/", "a~b/c", "podshaper.io/shm-size", "~1", "//~~", "x/"}) {
+  std::vector<std::string> keys = {"plain", "", "~", "/", "a~b/c", "podshaper.io/shm-size", "~1", "//~~", "x/"};
+  // Either character at every place of keys up to 24 bytes long (the eight-byte steps and
+  // the overlapping last word), and bytes next to them in value ('.', '0', '}', 0x7e|0x80).
+  for (std::size_t length = 1; length <= 24; ++length) {
+    keys.push_back(std::string(length, '.'));
+    keys.push_back(std::string(length, '\xfe'));
+    for (std::size_t at = 0; at < length; ++at) {
+      for (char c : {'~', '/'}) {
+        std::string key(length, at % 2 == 0 ? '0' : '}');
+        key[at] = c;
+        keys.push_back(key);
+      }
+    }
+  }
+  for (const std::string& key : keys) {
     std::string pointer;
     appendPointerToken(pointer, key);
     std::string expected = "/";
