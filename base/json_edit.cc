@@ -36,19 +36,32 @@ json* find(json& object, std::string_view key) {
 
 }  // namespace
 
+JsonText::JsonText(json v) : value(std::move(v)) { appendJson(text, value); }
+
 JsonEdit::JsonEdit(json& document) : doc_(document) { pointer_.reserve(kPointerBytes); }
 
-void JsonEdit::write(const char* op, const std::string& path, const json* value) {
+void JsonEdit::writeOp(const char* op, const std::string& path) {
   if (ops_.empty()) ops_.reserve(kPatchBytes);
   else ops_ += ',';
   ops_ += R"({"op":")";
   ops_ += op;
   ops_ += R"(","path":)";
   appendJsonString(ops_, path);
+}
+
+void JsonEdit::write(const char* op, const std::string& path, const json* value) {
+  writeOp(op, path);
   if (value != nullptr) {
     ops_ += R"(,"value":)";
     appendJson(ops_, *value);
   }
+  ops_ += '}';
+}
+
+void JsonEdit::writeText(const char* op, const std::string& path, std::string_view valueText) {
+  writeOp(op, path);
+  ops_ += R"(,"value":)";
+  ops_ += valueText;
   ops_ += '}';
 }
 
@@ -107,29 +120,42 @@ void JsonEdit::set(JsonPath path, json value) {
   *at = std::move(value);
 }
 
-void JsonEdit::append(JsonPath path, json value) {
+json* JsonEdit::arrayAt(JsonPath path) {
   json* at = &doc_;
   std::string& pointer = pointer_;  // its room kept from the edit before
   pointer.clear();
-  bool whole = path.size() > 0;
+  if (path.size() == 0) return nullptr;
   for (const JsonStep& step : path) {
     json* next = step.isIndex ? &at->at(step.index) : (at->is_object() ? find(*at, step.key) : nullptr);
-    if (next == nullptr) {
-      whole = false;
-      break;
-    }
+    if (next == nullptr) return nullptr;
     at = next;
     appendStep(pointer, step);
   }
-  if (!whole || !at->is_array()) {
+  return at->is_array() ? at : nullptr;
+}
+
+void JsonEdit::append(JsonPath path, json value) {
+  json* at = arrayAt(path);
+  if (at == nullptr) {
     json items(json::value_t::array);
     items.push_back(std::move(value));
     set(path, std::move(items));
     return;
   }
-  pointer += "/-";
-  write("add", pointer, &value);
+  pointer_ += "/-";
+  write("add", pointer_, &value);
   at->push_back(std::move(value));
+}
+
+void JsonEdit::append(JsonPath path, const JsonText& value) {
+  json* at = arrayAt(path);
+  if (at == nullptr) {
+    append(path, value.value);
+    return;
+  }
+  pointer_ += "/-";
+  writeText("add", pointer_, value.text);
+  at->push_back(value.value);
 }
 
 void JsonEdit::erase(JsonPath path) {

@@ -22,6 +22,15 @@ struct JsonStep {
 };
 using JsonPath = std::initializer_list<JsonStep>;
 
+// A value and its JSON text as a patch writes it (appendJson), made together once: for the
+// values edits write again and again (a node requirement, a volume mount), whose text is
+// most of what writing them costs.
+struct JsonText {
+  explicit JsonText(nlohmann::json v);
+  nlohmann::json value;
+  std::string text;
+};
+
 // A JSON document changed in place, each change written down, as it is made, as the JSON
 // Patch (RFC 6902) operations that make it: the patch needs no copy of the document
 // beforehand and no comparison afterwards (a copy and a diff of a 6 KB pod were half of
@@ -44,6 +53,8 @@ class JsonEdit {
   // `value` appended to the array at `path`: one "add" at "-"; an array of it set there
   // when there is none, or something else is there.
   void append(JsonPath path, nlohmann::json value);
+  // The same, its text written as made beforehand.
+  void append(JsonPath path, const JsonText& value);
   // The member at `path` removed, when there is one.
   void erase(JsonPath path);
 
@@ -52,7 +63,13 @@ class JsonEdit {
   bool changed() const { return !ops_.empty(); }
 
  private:
+  // An operation's start: its op and path, the value and the closing brace to follow.
+  void writeOp(const char* op, const std::string& path);
   void write(const char* op, const std::string& path, const nlohmann::json* value);
+  void writeText(const char* op, const std::string& path, std::string_view valueText);
+  // Walks to the array at `path`, its pointer left in pointer_: nullptr where the path is
+  // missing or ends at something else.
+  nlohmann::json* arrayAt(JsonPath path);
 
   nlohmann::json& doc_;
   std::string ops_;      // "{op},{op}"

@@ -21,16 +21,16 @@ json requirement(std::string_view label, std::string value) {
 // ORed, expressions within one ANDed), or makes the first term. `alternatives`
 // holds the requirements a node may meet instead of one another: each term
 // becomes one term per alternative, its own expressions and that alternative's.
-void requireNodeLabels(JsonEdit& edit, const std::vector<std::vector<json>>& alternatives) {
+void requireNodeLabels(JsonEdit& edit, const std::vector<std::vector<JsonText>>& alternatives) {
   const json& now = member(member(member(member(edit.document(), "spec"), "affinity"), "nodeAffinity"),
                            "requiredDuringSchedulingIgnoredDuringExecution");
   const json& written = member(now, "nodeSelectorTerms");
   if (alternatives.size() == 1 && written.is_array() && !written.empty()) {
     // One alternative: each term gets the requirements it lacks, added where it is.
     for (std::size_t i = 0; i < written.size(); ++i) {
-      for (const json& r : alternatives.front()) {
+      for (const JsonText& r : alternatives.front()) {
         const json& expressions = member(written[i], "matchExpressions");
-        if (expressions.is_array() && std::find(expressions.begin(), expressions.end(), r) != expressions.end()) {
+        if (expressions.is_array() && std::find(expressions.begin(), expressions.end(), r.value) != expressions.end()) {
           continue;
         }
         edit.append({"spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
@@ -42,10 +42,10 @@ void requireNodeLabels(JsonEdit& edit, const std::vector<std::vector<json>>& alt
   }
   const json terms = written.is_array() && !written.empty() ? written : json::array({json::object()});
   json shaped = json::array();
-  auto holds = [](const json& term, const std::vector<json>& requirements) {
+  auto holds = [](const json& term, const std::vector<JsonText>& requirements) {
     const json& expressions = member(term, "matchExpressions");
-    return expressions.is_array() && std::all_of(requirements.begin(), requirements.end(), [&](const json& r) {
-             return std::find(expressions.begin(), expressions.end(), r) != expressions.end();
+    return expressions.is_array() && std::all_of(requirements.begin(), requirements.end(), [&](const JsonText& r) {
+             return std::find(expressions.begin(), expressions.end(), r.value) != expressions.end();
            });
   };
   for (const json& term : terms) {
@@ -57,9 +57,9 @@ void requireNodeLabels(JsonEdit& edit, const std::vector<std::vector<json>>& alt
     for (const auto& requirements : alternatives) {
       json next = term;
       json& expressions = ensureArray(next, "matchExpressions");
-      for (const json& r : requirements) {
-        if (std::find(expressions.begin(), expressions.end(), r) == expressions.end()) {
-          expressions.push_back(r);
+      for (const JsonText& r : requirements) {
+        if (std::find(expressions.begin(), expressions.end(), r.value) == expressions.end()) {
+          expressions.push_back(r.value);
         }
       }
       shaped.push_back(std::move(next));
@@ -71,15 +71,15 @@ void requireNodeLabels(JsonEdit& edit, const std::vector<std::vector<json>>& alt
 
 void requireOnePodPerNode(JsonEdit& edit) {
   edit.set({"metadata", "labels", names::kPlacementLabel}, names::kNodeExclusive);
-  static const json term = {
+  static const JsonText term(json{
       {"labelSelector",
        {{"matchExpressions", json::array({requirement(names::kPlacementLabel, std::string(names::kNodeExclusive))})}}},
       {"topologyKey", names::kHostnameLabel},
       // Without it the term would only see pods of this pod's own namespace.
-      {"namespaceSelector", json::object()}};
+      {"namespaceSelector", json::object()}});
   const json& terms = member(member(member(member(edit.document(), "spec"), "affinity"), "podAntiAffinity"),
                              "requiredDuringSchedulingIgnoredDuringExecution");
-  if (!terms.is_array() || std::find(terms.begin(), terms.end(), term) == terms.end()) {
+  if (!terms.is_array() || std::find(terms.begin(), terms.end(), term.value) == terms.end()) {
     edit.append({"spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"},
                 term);
   }
@@ -94,19 +94,22 @@ struct NodeAsked {
 };
 
 // A node that grants the memlock asked: unlimited, or (for a number of bytes) unlimited
-// or at least that many, one nodeSelectorTerm each. The last answer is kept per thread:
-// the pods one webhook answers ask the same few things, and these are a dozen JSON values.
-const std::vector<std::vector<json>>& nodeRequirements(const NodeAsked& asked) {
+// or at least that many, one nodeSelectorTerm each. The last answer is kept per thread, with
+// each requirement's JSON text: the pods one webhook answers ask the same few things, and
+// these are a dozen JSON values.
+const std::vector<std::vector<JsonText>>& nodeRequirements(const NodeAsked& asked) {
   thread_local std::optional<NodeAsked> last;
-  thread_local std::vector<std::vector<json>> alternatives;
+  thread_local std::vector<std::vector<JsonText>> alternatives;
   if (last == asked) return alternatives;
   alternatives.clear();
   for (json& memlock : memlockRequirements(asked.memlock)) {
-    std::vector<json> requirements{requirement(names::kTopologyValidated, "true"), std::move(memlock)};
+    std::vector<JsonText> requirements;
+    requirements.emplace_back(requirement(names::kTopologyValidated, "true"));
+    requirements.emplace_back(std::move(memlock));
     if (asked.exclusiveGpus) {
-      requirements.push_back(requirement(names::kGpuCount, std::to_string(*asked.exclusiveGpus)));
+      requirements.emplace_back(requirement(names::kGpuCount, std::to_string(*asked.exclusiveGpus)));
     }
-    if (asked.p2p) requirements.push_back(requirement(names::kP2P, std::string(names::kP2PAll)));
+    if (asked.p2p) requirements.emplace_back(requirement(names::kP2P, std::string(names::kP2PAll)));
     alternatives.push_back(std::move(requirements));
   }
   last = asked;

@@ -81,8 +81,8 @@ struct ContainerAt {
 // The /dev/shm mount, and the container's memory raised by its share of the
 // memory-backed emptyDir (which counts against the limit), rounded up to MiB.
 Result<void> mountShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p) {
-  edit.append({"spec", "containers", at.index, "volumeMounts"},
-              jsonObject("name", names::kShmVolume, "mountPath", names::kShmMountPath));
+  static const JsonText kMount(jsonObject("name", names::kShmVolume, "mountPath", names::kShmMountPath));
+  edit.append({"spec", "containers", at.index, "volumeMounts"}, kMount);
   const uint64_t share = shareOf(p.volume.bytes, c.gpus, p.volume.gpus);
   const json& resources = member(at.container, "resources");
   for (const char* field : {"limits", "requests"}) {

@@ -61,6 +61,27 @@ TEST(JsonEdit, AppendsToAnArrayOrMakesOne) {
   expectPatchGives(before, edit);
 }
 
+// A value appended with its text made beforehand: the same document and the same patch as
+// the value appended as it is, where the array is there and where it is made.
+TEST(JsonEdit, AppendsAValueWithItsTextAsTheValue) {
+  const json before = json::parse(R"({"list": [1], "notList": "x", "o": {}})");
+  const JsonText value(json{{"key", "a/b"}, {"values", {"x\"y", 2}}});
+  EXPECT_EQ(value.text, value.value.dump());
+  json asValue = before, asText = before;
+  JsonEdit byValue(asValue), byText(asText);
+  auto both = [&](JsonPath path) {
+    byValue.append(path, value.value);
+    byText.append(path, value);
+  };
+  both({"list"});
+  both({"notList"});
+  both({"o", "made", "here"});
+  both({"list"});
+  EXPECT_EQ(asText, asValue);
+  EXPECT_EQ(byText.patch(), byValue.patch());
+  expectPatchGives(before, byText);
+}
+
 TEST(JsonEdit, ErasesWhatIsThereOnly) {
   const json before = json::parse(R"({"a": {"b": 1, "c": [1, 2]}})");
   json doc = before;
