@@ -1,11 +1,31 @@
 #pragma once
 
+#include <charconv>
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace podshaper {
+
+namespace detail {
+inline void appendPart(std::string& out, std::string_view text) { out += text; }
+template <typename Integer>
+  requires(std::is_integral_v<Integer> && !std::is_same_v<Integer, char> && !std::is_same_v<Integer, bool>)
+void appendPart(std::string& out, Integer n) {
+  char digits[24];
+  const char* end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+  out.append(digits, static_cast<std::size_t>(end - digits));
+}
+}  // namespace detail
+
+// Each part appended to `out`: a text, or an integer as std::to_string writes it. A long
+// message made of many parts is built in one string, not through a string for each `+`.
+template <typename... Parts>
+void appendAll(std::string& out, const Parts&... parts) {
+  (detail::appendPart(out, parts), ...);
+}
 
 // `text` cut to at most `max` bytes, ending in "..." when cut, never inside a UTF-8
 // character: for what goes into an Event's message or a line quoted in one.

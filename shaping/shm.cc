@@ -147,28 +147,31 @@ Result<ShmPlan> planShm(const ShmInputs& in, std::string_view ranksFrom) {
   plan.ncclTransport = in.nccl.transport;
   plan.shmBytes = *shm;
 
-  std::string f = std::to_string(in.ranks) + " ranks × ";
+  std::string f;
+  f.reserve(512);  // a formula is 300-450 bytes
+  appendAll(f, in.ranks, " ranks × ");
   if (in.workers == 0) {
     f += "0 workers (the DataLoader makes its batches in the training process, none in /dev/shm) = 0 B";
   } else {
-    f += "((" + std::to_string(in.workers) + " workers × prefetch " + std::to_string(in.prefetchFactor) +
-         " + 2 held: the batch being handed over and the one in the training step) × " +
-         std::to_string(in.batch.bytes) + " B (" + in.batch.source + ") + " + bytesText(kDataLoaderExtraBytes) +
-         " for the DataLoader's semaphores) = " + std::to_string(plan.payloadBytes) + " B; +" +
-         std::to_string(in.headroomPercent) + "% headroom = " + std::to_string(plan.withHeadroomBytes) + " B";
+    appendAll(f, "((", in.workers, " workers × prefetch ", in.prefetchFactor,
+              " + 2 held: the batch being handed over and the one in the training step) × ", in.batch.bytes, " B (",
+              in.batch.source, ") + ", bytesText(kDataLoaderExtraBytes), " for the DataLoader's semaphores) = ",
+              plan.payloadBytes, " B; +", in.headroomPercent, "% headroom = ", plan.withHeadroomBytes, " B");
   }
-  f += " → " + std::to_string(ceilMiB(withHeadroom)) + "Mi";
+  appendAll(f, " → ", ceilMiB(withHeadroom), "Mi");
   if (in.nccl.transport == NcclTransport::kNone) {
     f += "; no NCCL reserve";
   } else {
-    f += "; + NCCL reserve " + counted(in.ranks, "rank") + " × " + counted(in.nccl.communicators, "communicator") +
-         " (" + in.nccl.communicatorsFrom + ") × " +
-         (in.nccl.perCommunicatorBytes == 0 ? std::string("0 B") : bytesText(in.nccl.perCommunicatorBytes)) +
-         " per rank per communicator = " + std::to_string(ceilMiB(*reserve)) + "Mi";
+    appendAll(f, "; + NCCL reserve ", counted(in.ranks, "rank"), " × ", counted(in.nccl.communicators, "communicator"),
+              " (", in.nccl.communicatorsFrom, ") × ",
+              in.nccl.perCommunicatorBytes == 0 ? std::string("0 B") : bytesText(in.nccl.perCommunicatorBytes),
+              " per rank per communicator = ", ceilMiB(*reserve), "Mi");
   }
-  if (!in.nccl.why.empty()) f += " (" + in.nccl.why + ")";
-  f += "; /dev/shm = " + bytesText(plan.shmBytes);
-  if (*totalMiB * kMiB < kMinShmBytes) f += " (at least " + bytesText(kMinShmBytes) + ", the container runtime's default)";
+  if (!in.nccl.why.empty()) appendAll(f, " (", in.nccl.why, ")");
+  appendAll(f, "; /dev/shm = ", bytesText(plan.shmBytes));
+  if (*totalMiB * kMiB < kMinShmBytes) {
+    appendAll(f, " (at least ", bytesText(kMinShmBytes), ", the container runtime's default)");
+  }
   plan.formula = std::move(f);
   return plan;
 }
