@@ -11,8 +11,12 @@ namespace podshaper {
 
 namespace detail {
 inline void appendPart(std::string& out, std::string_view text) { out += text; }
-template <typename Integer>
-  requires(std::is_integral_v<Integer> && !std::is_same_v<Integer, char> && !std::is_same_v<Integer, bool>)
+// A number of up to 64 bits: no character type (a char is text, not a number) and no bool.
+template <typename T>
+concept Count = std::is_integral_v<T> && sizeof(T) <= 8 && !std::is_same_v<T, bool> && !std::is_same_v<T, char> &&
+                !std::is_same_v<T, signed char> && !std::is_same_v<T, unsigned char> && !std::is_same_v<T, wchar_t> &&
+                !std::is_same_v<T, char8_t> && !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t>;
+template <Count Integer>
 void appendPart(std::string& out, Integer n) {
   char digits[24];
   const char* end = std::to_chars(digits, digits + sizeof digits, n).ptr;

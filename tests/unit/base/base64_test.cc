@@ -50,7 +50,7 @@ TEST(Base64, EncodesAsTheRfcWritesItAtEveryLength) {
   for (int length = 101; length <= 6200; ++length) {
     data += static_cast<char>(length * 37 + 200);
     if ((length > 3060 && length < 3090) || length > 6130) {
-      EXPECT_EQ(base64Encode(data), slow(data)) << length;
+      EXPECT_EQ(base64Encode(data), slow(data)) << data.size();
     }
   }
 }

@@ -44,6 +44,17 @@ TEST(CompareKeys, OrdersAsStringCompare) {
         others.push_back(other.substr(0, at + 1));
       }
     }
+    // Different in the first word and in the last one, in opposite directions: the first
+    // difference decides.
+    if (n >= 2) {
+      std::string low = base, high = base;
+      low.front() = 'a';
+      low.back() = 'z';
+      high.front() = 'z';
+      high.back() = 'a';
+      others.push_back(low);
+      others.push_back(high);
+    }
     for (const std::string& other : others) {
       EXPECT_EQ(compareKeys(base, other), sign(std::string_view(base).compare(other))) << n << " vs " << other.size();
       EXPECT_EQ(compareKeys(other, base), sign(std::string_view(other).compare(base))) << n << " vs " << other.size();

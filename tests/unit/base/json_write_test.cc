@@ -58,6 +58,21 @@ TEST(JsonWrite, EscapesAtEveryPlaceOfAString) {
   }
 }
 
+// A byte that is not UTF-8 at every place of strings around the sixteen and eight bytes
+// read at a time, as a value and as a key: refused, as dump() refuses it.
+TEST(JsonWrite, RefusesWhatIsNotUtf8AtEveryPlace) {
+  for (std::size_t length = 1; length <= 40; ++length) {
+    for (std::size_t at = 0; at < length; ++at) {
+      for (const char* bad : {"\xff", "\xc3", "\x80"}) {
+        std::string text(length, 'a');
+        text.replace(at, 1, bad);
+        EXPECT_THROW(written(text), json::type_error) << length << " " << at;
+        EXPECT_THROW(written(json{{text, 1}}), json::type_error) << length << " " << at;
+      }
+    }
+  }
+}
+
 TEST(JsonWrite, RefusesWhatDumpRefuses) {
   const json bad = std::string("ok \xff\xfe not UTF-8");
   EXPECT_THROW((void)bad.dump(), json::type_error);
