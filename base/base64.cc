@@ -112,8 +112,6 @@ std::string base64Encode(std::string_view data) {
   return out;
 }
 
-
-
 Result<std::string> base64Decode(std::string_view text) {
   auto value = [](char c) -> int {
     if (c >= 'A' && c <= 'Z') return c - 'A';

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/text.h"
+
 namespace podshaper {
 namespace {
 
@@ -87,12 +89,8 @@ bool hasTildeOrSlash(std::string_view key) {
 }  // namespace
 
 void appendPointerToken(std::string& pointer, std::string_view key) {
-  // Most keys have neither character: the '/' and the key in one step, the key copied
-  // over the fill.
-  if (!hasTildeOrSlash(key)) {
-    const std::size_t at = pointer.size();
-    pointer.append(key.size() + 1, '/');
-    if (!key.empty()) std::memcpy(pointer.data() + at + 1, key.data(), key.size());
+  if (!hasTildeOrSlash(key)) {  // most keys: the '/' and the key in one step
+    appendAround(pointer, "/", key, "");
     return;
   }
   pointer += '/';

@@ -7,6 +7,8 @@
 
 #include <simdjson.h>
 
+#include "base/text.h"
+
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -99,12 +101,8 @@ void appendMemberKey(std::string& out, std::string_view key, bool first) {
     out += ':';
     return;
   }
-  const std::size_t at = out.size(), comma = first ? 0 : 1;
-  out.append(comma + key.size() + 3, '"');
-  char* to = out.data() + at;
-  if (!first) to[0] = ',';
-  if (!key.empty()) std::memcpy(to + comma + 1, key.data(), key.size());
-  to[comma + key.size() + 2] = ':';
+  if (first) appendAround(out, "\"", key, "\":");
+  else appendAround(out, ",\"", key, "\":");
 }
 
 }  // namespace
@@ -113,11 +111,7 @@ void appendJsonString(std::string& out, std::string_view text) {
   bool highBytes = false;
   std::size_t i = skipPlain(text, 0, highBytes);
   if (i == text.size()) {
-    // Nothing to escape (most strings): the quotes and the text in one step, the quotes
-    // written as the fill and the text copied between them.
-    const std::size_t at = out.size();
-    out.append(text.size() + 2, '"');
-    if (!text.empty()) std::memcpy(out.data() + at + 1, text.data(), text.size());
+    appendAround(out, "\"", text, "\"");  // nothing to escape (most strings): in one step
   } else {
     out += '"';
     std::size_t run = 0;

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -23,6 +24,19 @@ void appendPart(std::string& out, Integer n) {
   out.append(digits, static_cast<std::size_t>(end - digits));
 }
 }  // namespace detail
+
+// `before`, `text` and `after` appended in one step: room made once (filled, then written
+// over), where three appends would each check and grow the string. `before` and `after`
+// are literals: their copies are of a size known when compiled, a store or two each.
+template <std::size_t B, std::size_t A>
+void appendAround(std::string& out, const char (&before)[B], std::string_view text, const char (&after)[A]) {
+  const std::size_t at = out.size();
+  out.append(B - 1 + text.size() + A - 1, '\0');
+  char* to = out.data() + at;
+  std::memcpy(to, before, B - 1);
+  if (!text.empty()) std::memcpy(to + B - 1, text.data(), text.size());
+  std::memcpy(to + B - 1 + text.size(), after, A - 1);
+}
 
 // Each part appended to `out`: a text, or an integer as std::to_string writes it. A long
 // message made of many parts is built in one string, not through a string for each `+`.
