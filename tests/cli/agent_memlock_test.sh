@@ -14,7 +14,8 @@ mkdir -p "$tmp/run"
 # A soft limit of 4 MiB, as the NRI annotation would set it (lowering needs no privilege).
 (ulimit -S -l 4096 && exec "$bin" memlock-probe --output "$probe_file") 2>"$tmp/probe.err" &
 probe=$!
-for _ in $(seq 100); do [[ -s $probe_file ]] && break; sleep 0.1; done
+# The file, then the line on stderr that follows its rename.
+for _ in $(seq 100); do [[ -s $probe_file ]] && grep -q "RLIMIT_MEMLOCK" "$tmp/probe.err" && break; sleep 0.1; done
 hard=$(python3 -c 'import resource; h = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]; print("null" if h == resource.RLIM_INFINITY else h)')
 check "memlock-probe writes the RLIMIT_MEMLOCK it got" \
   test "$(cat "$probe_file" 2>/dev/null)" == "{\"hard\":$hard,\"soft\":4194304}"

@@ -110,6 +110,11 @@ TEST(Informer, PackedWithATransformGivesBackWhatItKeepsAndIgnoresWhatItDrops) {
   api.put("/api/v1/nodes/b", node("b", "4", "t1"));  // a label: kept
   ASSERT_TRUE(waitFor([&] { return (*nodes.get("b"))["metadata"]["labels"]["podshaper.io/gpu-count"] == "4"; }));
   ASSERT_TRUE(waitFor([&] { return resourceVersionOf(*nodes.get("a")) != resourceVersionOf(*a); }));
+  // onKeys runs just after the store changes, outside its lock.
+  ASSERT_TRUE(waitFor([&] {
+    std::lock_guard lock(mu);
+    return !told.empty();
+  }));
   std::lock_guard lock(mu);
   EXPECT_EQ(told, std::vector<std::string>{"b"});
   nodes.stop();

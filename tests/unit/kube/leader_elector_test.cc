@@ -133,7 +133,8 @@ TEST(LeaderElector, CreatesTheLeaseRenewsItAndReleasesItOnStop) {
   LeaderElector elector(client, fastConfig("a"), cb.onStarted(), cb.onStopped());
   elector.start();
   ASSERT_TRUE(eventually([&] { return elector.isLeading(); }, 2s));
-  EXPECT_EQ(cb.started, 1);
+  // onStartedLeading runs on the elector's thread just after isLeading() turns true.
+  ASSERT_TRUE(eventually([&] { return cb.started == 1; }, 1s));
   EXPECT_EQ(elector.holder(), "a");
   const json first = *api.lease();
   EXPECT_EQ(first["spec"]["holderIdentity"], "a");
@@ -182,7 +183,7 @@ TEST(LeaderElector, StandbyTakesOverAtOnceAfterARelease) {
   EXPECT_LT(std::chrono::steady_clock::now() - released, 2s);
   EXPECT_EQ(api.holder(), "b");
   EXPECT_EQ((*api.lease())["spec"]["leaseTransitions"], 1);
-  EXPECT_EQ(cbB.started, 1);
+  ASSERT_TRUE(eventually([&] { return cbB.started == 1; }, 1s));
   b.stop();
 }
 
@@ -217,9 +218,9 @@ TEST(LeaderElector, CutOffLeaderStepsDownBeforeTheStandbyTakesOver) {
   // b waits out the lease (3 s after it last saw a renew) and takes over.
   ASSERT_TRUE(eventually([&] { return b.isLeading(); }, 5s));
   EXPECT_GT(std::chrono::steady_clock::now() - cutAt, 1500ms);
+  ASSERT_TRUE(eventually([&] { return bStarted == 1; }, 1s));
   EXPECT_FALSE(aLeadingWhenBStarted);
   EXPECT_LT(cbA.stoppedAt.load(), bStartedAt.load());
-  EXPECT_EQ(bStarted, 1);
   EXPECT_EQ((*api.lease())["spec"]["leaseTransitions"], 1);
 
   // a reaches the API server again: it sees b and stays a candidate.

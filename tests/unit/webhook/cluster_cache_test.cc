@@ -160,6 +160,12 @@ TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
   for (const fakes::Served& s : api.requests()) {
     EXPECT_FALSE(s.method == "GET" && s.path.ends_with("/resourceclaims/c1")) << "a GET of a watched claim";
   }
+  // Each gauge is set just after its informer says it synced: the view can be built first.
+  ASSERT_TRUE(waitFor([&] {
+    const std::string m = registry.render();
+    return m.find("resource=\"nodes\"} 2") != std::string::npos &&
+           m.find("resource=\"namespaces\"} 1") != std::string::npos;
+  })) << registry.render();
   const std::string metrics = registry.render();
   EXPECT_NE(metrics.find("podshaper_webhook_cached_objects{resource=\"nodes\"} 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("podshaper_webhook_cached_objects{resource=\"namespaces\"} 1"), std::string::npos);
