@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/unit/kube/black_hole.h"
+#include "tests/unit/support/eventually.h"
 #include "tests/unit/support/fake_api_server.h"
 
 namespace podshaper::kube {
@@ -67,11 +68,6 @@ TEST(Informer, DestructorStops) {
 namespace podshaper::kube {
 namespace {
 
-bool waitFor(const std::function<bool()>& done) {
-  for (int i = 0; i < 100 && !done(); ++i) std::this_thread::sleep_for(50ms);
-  return done();
-}
-
 // A Node's kubelet rewrites its status every few minutes: what a transform drops changes
 // nothing the store's readers see, and they are not told.
 TEST(Informer, PackedWithATransformGivesBackWhatItKeepsAndIgnoresWhatItDrops) {
@@ -94,7 +90,7 @@ TEST(Informer, PackedWithATransformGivesBackWhatItKeepsAndIgnoresWhatItDrops) {
     told.insert(told.end(), keys.begin(), keys.end());
   });
   nodes.start();
-  ASSERT_TRUE(waitFor([&] { return nodes.hasSynced(); }));
+  ASSERT_TRUE(support::eventually([&] { return nodes.hasSynced(); }));
   auto a = nodes.get("a");
   ASSERT_TRUE(a);
   EXPECT_EQ((*a)["metadata"]["labels"]["podshaper.io/gpu-count"], "8");
@@ -108,10 +104,10 @@ TEST(Informer, PackedWithATransformGivesBackWhatItKeepsAndIgnoresWhatItDrops) {
   }
   api.put("/api/v1/nodes/a", node("a", "8", "t1"));  // a heartbeat: dropped by the transform
   api.put("/api/v1/nodes/b", node("b", "4", "t1"));  // a label: kept
-  ASSERT_TRUE(waitFor([&] { return (*nodes.get("b"))["metadata"]["labels"]["podshaper.io/gpu-count"] == "4"; }));
-  ASSERT_TRUE(waitFor([&] { return resourceVersionOf(*nodes.get("a")) != resourceVersionOf(*a); }));
+  ASSERT_TRUE(support::eventually([&] { return (*nodes.get("b"))["metadata"]["labels"]["podshaper.io/gpu-count"] == "4"; }));
+  ASSERT_TRUE(support::eventually([&] { return resourceVersionOf(*nodes.get("a")) != resourceVersionOf(*a); }));
   // onKeys runs just after the store changes, outside its lock.
-  ASSERT_TRUE(waitFor([&] {
+  ASSERT_TRUE(support::eventually([&] {
     std::lock_guard lock(mu);
     return !told.empty();
   }));

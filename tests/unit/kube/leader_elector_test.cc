@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "tests/unit/kube/black_hole.h"
+#include "tests/unit/support/eventually.h"
 #include "tests/unit/support/fake_api_server.h"
 
 namespace podshaper::kube {
@@ -64,14 +65,7 @@ LeaseConfig fastConfig(const std::string& identity) {
   return c;
 }
 
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
+using support::eventually;
 
 // Counts callbacks and remembers when they came.
 struct Callbacks {

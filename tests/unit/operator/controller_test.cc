@@ -13,11 +13,13 @@
 #include <thread>
 
 #include "tests/unit/operator/served_reconcile_api.h"
+#include "tests/unit/support/eventually.h"
 
 namespace podshaper::op {
 namespace {
 
 using nlohmann::json;
+using support::eventually;
 
 const std::string kPolicy = kube::resourcePath(names::kGroupVersion, names::kPolicyResource, "", "default");
 
@@ -49,15 +51,6 @@ class ControllerTest : public ::testing::Test {
                                               [this] { return leader.load(); }, "operator-0");
     controller->start();
     ASSERT_TRUE(eventually([this] { return controller->synced(); }));
-  }
-  // Polls `done` for up to `within`: what the controller does, it does on its own threads.
-  static bool eventually(const std::function<bool()>& done, std::chrono::seconds within = std::chrono::seconds(10)) {
-    const auto until = std::chrono::steady_clock::now() + within;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > until) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
   }
   std::string label(std::string_view key) const {
     const json node = served.node();

@@ -1,5 +1,7 @@
 #include "operator/work_queue.h"
 
+#include "tests/unit/support/eventually.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -98,8 +100,7 @@ TEST(WorkQueue, TwoWorkersWaitingForTheSameDelayedKey) {
     std::thread two([&] { second = q.get(); ++returned; });
     // Until one has taken it, however slow the machine; then the other is given time to
     // take it too, which it must not.
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (returned == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    support::eventually([&] { return returned > 0; });
     std::this_thread::sleep_for(40ms);
     q.shutDown();
     one.join();

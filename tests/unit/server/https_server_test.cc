@@ -15,6 +15,7 @@
 
 #include "pki/selfsigned.h"
 #include "tests/unit/server/tls_test_client.h"
+#include "tests/unit/support/eventually.h"
 
 namespace podshaper::server {
 namespace {
@@ -51,15 +52,7 @@ bool tcpConnects(std::uint16_t port) {
 }
 
 // Polls `condition` until it holds or `limit` passes.
-template <class Condition>
-bool eventually(Condition condition, std::chrono::milliseconds limit = 3000ms) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
+using support::eventually;
 
 class HttpsServerTest : public ::testing::Test {
  protected:

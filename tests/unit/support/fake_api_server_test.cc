@@ -13,6 +13,7 @@
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "tests/unit/kube/black_hole.h"
+#include "tests/unit/support/eventually.h"
 
 namespace podshaper::fakes {
 namespace {
@@ -246,17 +247,13 @@ TEST(FakeApiServer, AnInformerFollowsTheChangesAndListsAgainAfterCompaction) {
   api.put("/api/v1/nodes/a", {{"metadata", {{"name", "a"}}}});
   kube::Informer nodes(client, "/api/v1/nodes");
   nodes.start();
-  auto waitFor = [&](const std::function<bool()>& done) {
-    for (int i = 0; i < 100 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return done();
-  };
-  ASSERT_TRUE(waitFor([&] { return nodes.hasSynced(); }));
+  ASSERT_TRUE(support::eventually([&] { return nodes.hasSynced(); }));
   api.put("/api/v1/nodes/b", {{"metadata", {{"name", "b"}}}});
-  EXPECT_TRUE(waitFor([&] { return nodes.get("b").has_value(); }));
+  EXPECT_TRUE(support::eventually([&] { return nodes.get("b").has_value(); }));
   api.compact();  // the open watch started before: 410, then a list
   api.put("/api/v1/nodes/c", {{"metadata", {{"name", "c"}}}});
   api.remove("/api/v1/nodes/a");
-  EXPECT_TRUE(waitFor([&] { return nodes.get("c").has_value() && !nodes.get("a"); }));
+  EXPECT_TRUE(support::eventually([&] { return nodes.get("c").has_value() && !nodes.get("a"); }));
   int lists = 0;
   for (const Served& s : api.requests()) lists += s.method == "GET" && s.query.find("watch") == std::string::npos;
   EXPECT_EQ(lists, 2);

@@ -15,6 +15,7 @@
 #include "metrics/metrics.h"
 
 #include "tests/unit/kube/black_hole.h"
+#include "tests/unit/support/eventually.h"
 #include "tests/unit/support/fake_api_server.h"
 
 namespace podshaper::webhook {
@@ -103,11 +104,6 @@ TEST(ClusterCacheClaims, OneAdmissionSpendsAtMostItsBudgetOnGets) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
-bool waitFor(const std::function<bool()>& done) {
-  for (int i = 0; i < 100 && !done(); ++i) std::this_thread::sleep_for(50ms);
-  return done();
-}
-
 TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
   fakes::FakeApiServer api;
   json labels = {{"podshaper.io/topology-validated", "true"}, {"podshaper.io/gpu-count", "8"}};
@@ -137,7 +133,7 @@ TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
   metrics::Registry registry;
   ClusterCache cache(client, &registry);
   cache.start();
-  ASSERT_TRUE(waitFor([&] { return cache.synced(); }));
+  ASSERT_TRUE(support::eventually([&] { return cache.synced(); }));
   const auto view = cache.view();
   ASSERT_EQ(view->nodes.size(), 1u);  // the CPU node left out
   const Node& n = view->nodes[0];
@@ -150,7 +146,7 @@ TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
             (Labels{{"pod-security.kubernetes.io/enforce", "baseline"}, {"podshaper.io/inject", "disabled"}}));
 
   // The claim comes from the watch: no GET of it.
-  ASSERT_TRUE(waitFor([&] { return registry.render().find("resource=\"resourceclaims\"} 1") != std::string::npos; }))
+  ASSERT_TRUE(support::eventually([&] { return registry.render().find("resource=\"resourceclaims\"} 1") != std::string::npos; }))
       << registry.render();
   auto claim = cache.claims()("ml", ClaimRef{"gpus", ClaimKind::kClaim, "c1"});
   ASSERT_TRUE(claim && claim->has_value());
@@ -161,7 +157,7 @@ TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
     EXPECT_FALSE(s.method == "GET" && s.path.ends_with("/resourceclaims/c1")) << "a GET of a watched claim";
   }
   // Each gauge is set just after its informer says it synced: the view can be built first.
-  ASSERT_TRUE(waitFor([&] {
+  ASSERT_TRUE(support::eventually([&] {
     const std::string m = registry.render();
     return m.find("resource=\"nodes\"} 2") != std::string::npos &&
            m.find("resource=\"namespaces\"} 1") != std::string::npos;
@@ -186,13 +182,13 @@ TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
   EXPECT_EQ(cache.view(), settled);
   labels["podshaper.io/gpu-count"] = "4";
   api.put("/api/v1/nodes/gpu-1", node("t2"));
-  EXPECT_TRUE(waitFor([&] { return cache.view()->nodes[0].labels.at("podshaper.io/gpu-count") == "4"; }));
+  EXPECT_TRUE(support::eventually([&] { return cache.view()->nodes[0].labels.at("podshaper.io/gpu-count") == "4"; }));
   // Only the Nodes that changed are read again: one more comes, one goes, the other stays.
   api.put("/api/v1/nodes/gpu-2", {{"metadata", {{"name", "gpu-2"}}}, {"status", {{"allocatable", {{"nvidia.com/gpu", "4"}}}}}});
-  ASSERT_TRUE(waitFor([&] { return cache.view()->nodes.size() == 2; }));
+  ASSERT_TRUE(support::eventually([&] { return cache.view()->nodes.size() == 2; }));
   EXPECT_EQ(cache.view()->kinds.size(), 2u);
   ASSERT_TRUE(api.remove("/api/v1/nodes/gpu-1"));
-  ASSERT_TRUE(waitFor([&] { return cache.view()->nodes.size() == 1; }));
+  ASSERT_TRUE(support::eventually([&] { return cache.view()->nodes.size() == 1; }));
   EXPECT_EQ(cache.view()->nodes[0].name, "gpu-2");
   EXPECT_EQ(cache.view()->kinds.size(), 1u);
   cache.stop();
