@@ -6,8 +6,9 @@
 #
 #   scripts/helm.sh                   build helm if needed; print its path
 #   scripts/helm.sh sync-crds         copy the CRDs of crds/ (the single source) into charts/podshaper/crds/
-#   scripts/helm.sh template-default  the chart rendered with default values, CRDs included:
-#                                     what `kubectl kustomize manifests/` gives (tests/install/chart_test.sh)
+#   scripts/helm.sh template-default  the chart rendered as kustomize's install (-n podshaper-system,
+#                                     createNamespace=true), CRDs included: what `kubectl kustomize
+#                                     manifests/` gives (tests/install/chart_test.sh)
 #   scripts/helm.sh ARGS...           helm ARGS... (lint charts/podshaper, template ..., version)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,7 +70,8 @@ case ${1:-} in
     ;;
   template-default)
     place
-    exec "$out/helm" template podshaper "$root/charts/podshaper" --namespace podshaper-system --include-crds
+    exec "$out/helm" template podshaper "$root/charts/podshaper" --namespace podshaper-system --include-crds \
+      --set createNamespace=true
     ;;
   *)
     place

@@ -293,8 +293,12 @@ else  # a source tree without its history: install this version, the upgrade cha
   echo "    (no git history here: the upgrade starts from this chart version)"
   first_chart=$root/charts/podshaper first_values=$overlay/values.yaml
 fi
+# A release as chart 0.1.0 made it: stored in default, the chart making $ns (its defaults
+# then; this chart's are -n and --create-namespace). Its upgrade keeps those two values
+# (docs/admin.md "Upgrade"), or Helm would move podshaper into default.
+keep_ns=(--set "namespace=$ns" --set createNamespace=true)
 check "helm install podshaper (the previous chart version, examples/real-node/install/values.yaml)" \
-  quiet helm install podshaper "$first_chart" -f "$first_values"
+  quiet helm install podshaper "$first_chart" -f "$first_values" "${keep_ns[@]}"
 check "helm made namespace $ns" until_ok 30 kc get namespace $ns
 kc -n $ns create configmap podshaper-agent-fixture --from-file "topology.txt=$capture" >/dev/null
 check "helm: the webhook rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 180s
@@ -306,7 +310,7 @@ check "helm: the agent reported and the operator validated the node" \
 # docs/admin.md "Upgrade": the CRDs first (Helm never upgrades crds/), then the release.
 check "upgrade: kubectl apply -k crds/ over the CRDs Helm installed" quiet kc apply -k "$root/crds/"
 check "helm upgrade podshaper charts/podshaper (0.2.0) --set logLevel=debug" \
-  quiet helm upgrade podshaper "$root/charts/podshaper" -f "$overlay/values.yaml" --set logLevel=debug --wait --timeout 180s
+  quiet helm upgrade podshaper "$root/charts/podshaper" -f "$overlay/values.yaml" "${keep_ns[@]}" --set logLevel=debug --wait --timeout 180s
 helm list -o json >"$tmp/helm-list.json"
 check "helm list: the release is chart podshaper-0.2.0, revision 2" python3 -c '
 import json, sys

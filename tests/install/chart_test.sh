@@ -57,9 +57,13 @@ render() {  # render FILE HELM-ARGS...: helm template as the README installs it,
   "$helm" template podshaper "$chart" --namespace podshaper-system --include-crds "$@" >"$tmp/$file" 2>"$tmp/$file.err"
 }
 check "helm template renders with default values" render helm-default.yaml
-check "helm template renders with certificates.mode=cert-manager" render helm-cm.yaml --set certificates.mode=cert-manager
-check "scripts/helm.sh template-default is the default render" \
-  bash -c "scripts/helm.sh template-default | cmp -s - '$tmp/helm-default.yaml'"
+# kustomize's install makes its namespace; README's helm install leaves that to
+# --create-namespace. With createNamespace=true the chart's objects are kustomize's.
+check "helm template renders with createNamespace=true" render helm-kustomize.yaml --set createNamespace=true
+check "helm template renders with certificates.mode=cert-manager" \
+  render helm-cm.yaml --set createNamespace=true --set certificates.mode=cert-manager
+check "scripts/helm.sh template-default is the render that is kustomize's install" \
+  bash -c "scripts/helm.sh template-default | cmp -s - '$tmp/helm-kustomize.yaml'"
 check "kubectl kustomize manifests/ renders" bash -c "kubectl kustomize manifests/ >'$tmp/kustomize-default.raw.yaml'"
 check "kubectl kustomize manifests/overlays/cert-manager/ renders" \
   bash -c "kubectl kustomize manifests/overlays/cert-manager/ >'$tmp/kustomize-cm.raw.yaml'"
@@ -92,7 +96,7 @@ parity() {  # parity NAME KUSTOMIZE HELM [compare_manifests.py options]
     fail "helm's objects differ from kustomize's ($name):"; grep -v '^ok:' "$tmp/parity-$name" | sed 's/^/    /' >&2
   fi
 }
-parity default kustomize-default.yaml helm-default.yaml
+parity default kustomize-default.yaml helm-kustomize.yaml
 # The overlay's operator config leaves the leader-election durations to the operator's
 # defaults; the chart always writes them (operator.leaderElection.* in values.yaml).
 parity cert-manager kustomize-cm.yaml helm-cm.yaml \
@@ -142,36 +146,84 @@ same "the operator's webhookCertificate" ConfigMap podshaper-operator-config \
   'yaml.safe_load(o["data"]["config.yaml"])["webhookCertificate"]' cm
 same "the cert-manager Certificate" Certificate podshaper-webhook 'o["spec"]' cm
 
-# --- Values: another namespace reaches every reference to it.
-check "renders with namespace=gpu-admission" render helm-ns.yaml --set namespace=gpu-admission
-ns_refs=$(python3 - "$tmp/helm-ns.yaml" <<'EOF'
+# --- The namespace: the release's (helm install -n), unless `namespace` says another.
+# namespace_is FILE NS [namespace]: every object and every reference to podshaper's
+# namespace says NS (helm test's Role and RoleBinding go to test.namespace); with a third
+# argument the chart's Namespace object is NS with the Pod Security labels, else there is none.
+namespace_is() {
+  python3 - "$tmp/$1" "$2" "${3:-}" <<'EOF'
 import sys, yaml
-objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
-get = lambda kind, name: next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
-w = get("MutatingWebhookConfiguration", "podshaper")["webhooks"][0]
-print(w["clientConfig"]["service"]["namespace"])
-print(w["namespaceSelector"]["matchExpressions"][1]["values"][-1])
-print(get("ValidatingAdmissionPolicy", "podshaper-agent-own-node")["spec"]["matchConditions"][0]["expression"].split(":")[2])
+path, ns, want_namespace = sys.argv[1], sys.argv[2], sys.argv[3] == "namespace"
+objs = [o for o in yaml.safe_load_all(open(path)) if o]
+get = lambda kind, name: next((o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name), None)
+bad = []
+def want(what, got, expected):
+    if got != expected: bad.append(f"{what}: {got!r}, not {expected!r}")
+mwc = get("MutatingWebhookConfiguration", "podshaper")
+w = mwc["webhooks"][0]
+want("the webhook's Service", w["clientConfig"]["service"]["namespace"], ns)
+excluded = next(e["values"] for e in w["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name")
+want("the namespaces the webhook leaves alone", excluded, ["kube-system", "kube-node-lease", ns])
+vap = get("ValidatingAdmissionPolicy", "podshaper-agent-own-node")
+want("the admission policy's agent", vap["spec"]["matchConditions"][0]["expression"],
+     f'request.userInfo.username == "system:serviceaccount:{ns}:podshaper-agent"')
 cfg = yaml.safe_load(get("ConfigMap", "podshaper-operator-config")["data"]["config.yaml"])
-print(cfg["leaderElection"]["namespace"]); print(cfg["webhookCertificate"]["namespace"])
+want("the operator's leader-election Lease", cfg["leaderElection"]["namespace"], ns)
+cert = get("Certificate", "podshaper-webhook")
+if cert:  # cert-manager's certificate and the cainjector's annotation
+    want("the Certificate's dnsNames", cert["spec"]["dnsNames"], [f"podshaper-webhook.{ns}.svc", f"podshaper-webhook.{ns}.svc.cluster.local"])
+    want("the cainjector's annotation", mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], f"{ns}/podshaper-webhook")
+else:  # the operator names the certificate podshaper-webhook.<namespace>.svc and writes its Secret there
+    want("the operator's certificate Secret and DNS names",
+         [cfg["webhookCertificate"][k] for k in ("namespace", "service", "secretName")], [ns, "podshaper-webhook", "podshaper-webhook-tls"])
+job = get("Job", "podshaper-prune")["spec"]["template"]["spec"]["containers"][0]["args"]
+want("the prune hook's --namespace", job[job.index("--namespace") + 1], ns)
+cluster_scoped = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "TopologyPolicy", "Namespace"}
 for o in objs:
-    for s in o.get("subjects", []): print(s.get("namespace"))
-    if o["kind"] == "Namespace": print(o["metadata"]["name"])
-    elif (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test" and o["kind"] in ("Role", "RoleBinding"):
-        pass  # helm test's, in test.namespace (where its dry-run pod goes)
-    elif o["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
-                           "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "TopologyPolicy"):
-        print(o.get("metadata", {}).get("namespace"))
+    label = f'{o["kind"]} {o["metadata"]["name"]}'
+    for s in o.get("subjects", []):
+        want(f"{label}'s subject {s['name']}", s.get("namespace"), ns)
+    test_rbac = (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test" and o["kind"] in ("Role", "RoleBinding")
+    if o["kind"] not in cluster_scoped and not test_rbac:  # (helm test's: in test.namespace, where its pod goes)
+        want(label, o["metadata"].get("namespace"), ns)
+namespaces = [o for o in objs if o["kind"] == "Namespace"]
+if want_namespace:
+    want("the Namespace", [(o["metadata"]["name"], o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce"))
+                          for o in namespaces], [(ns, "restricted")])
+else:
+    want("the Namespaces the chart makes", [o["metadata"]["name"] for o in namespaces], [])
+if bad: print("\n".join(bad), file=sys.stderr)
+sys.exit(1 if bad else 0)
 EOF
-)
-check "namespace=gpu-admission reaches the MWC, the VAP, RBAC subjects, configs and every object" \
-  test "$(sort -u <<<"$ns_refs")" == gpu-admission
-"$helm" template podshaper "$chart" --set namespace=gpu-admission --set certificates.mode=cert-manager >"$tmp/helm-ns-cm.yaml"
-check "and the cert-manager annotation and dnsNames" bash -c \
-  "grep -q 'cert-manager.io/inject-ca-from: gpu-admission/podshaper-webhook' '$tmp/helm-ns-cm.yaml' &&
-   grep -q -- '- podshaper-webhook.gpu-admission.svc$' '$tmp/helm-ns-cm.yaml'"
-"$helm" template podshaper "$chart" --namespace other --set namespace= >"$tmp/helm-relns.yaml"
-check "namespace empty: the release's" grep -q 'system:serviceaccount:other:podshaper-agent' "$tmp/helm-relns.yaml"
+}
+nsrender() {  # nsrender FILE HELM-ARGS...
+  local file=$1; shift
+  "$helm" template podshaper "$chart" "$@" >"$tmp/$file" 2>"$tmp/$file.err" || { cat "$tmp/$file.err" >&2; return 1; }
+}
+check "renders with -n ml-infra" nsrender helm-ml.yaml --namespace ml-infra
+check "-n ml-infra: every object, the webhook's Service and excluded namespace, the Lease, the certificate, RBAC subjects and the admission policy say ml-infra; no Namespace" \
+  namespace_is helm-ml.yaml ml-infra
+check "-n ml-infra: podshaper-system is nowhere" bash -c "! grep -n podshaper-system '$tmp/helm-ml.yaml'"
+check "-n podshaper-system, the README's install: all in podshaper-system; no Namespace (--create-namespace makes it)" \
+  namespace_is helm-default.yaml podshaper-system
+check "renders with -n ml-infra and certificates.mode=cert-manager" nsrender helm-ml-cm.yaml --namespace ml-infra --set certificates.mode=cert-manager
+check "... the Certificate's dnsNames and the cainjector's annotation say ml-infra" namespace_is helm-ml-cm.yaml ml-infra
+check "renders with -n ml-infra and namespace=other" nsrender helm-other.yaml --namespace ml-infra --set namespace=other
+check "namespace=other: everything says other" namespace_is helm-other.yaml other
+check "namespace=other: ml-infra, the release's, is nowhere" bash -c "! grep -n ml-infra '$tmp/helm-other.yaml'"
+check "renders with -n ml-infra, namespace=other and certificates.mode=cert-manager" \
+  nsrender helm-other-cm.yaml --namespace ml-infra --set namespace=other --set certificates.mode=cert-manager
+check "... the Certificate's dnsNames and the cainjector's annotation say other" namespace_is helm-other-cm.yaml other
+check "renders with namespace=other and createNamespace=true" \
+  nsrender helm-other-ns.yaml --namespace ml-infra --set namespace=other --set createNamespace=true
+check "createNamespace=true: the chart makes namespace other, Pod Security restricted" \
+  namespace_is helm-other-ns.yaml other namespace
+check "renders with -n ml-infra and createNamespace=true (helm template | kubectl apply)" \
+  nsrender helm-ml-ns.yaml --namespace ml-infra --set createNamespace=true
+check "createNamespace=true without namespace: the chart makes ml-infra" namespace_is helm-ml-ns.yaml ml-infra namespace
+check "createNamespace=true, as kustomize's install: podshaper-system, Pod Security restricted" \
+  namespace_is helm-kustomize.yaml podshaper-system namespace
 
 # --- Values: the rest change what they say.
 "$helm" template podshaper "$chart" --set webhook.replicas=1 --set operator.replicas=3 \
@@ -363,6 +415,7 @@ refuses "a misspelt key (webhook.replica)" "Additional property replica is not a
 refuses "a misspelt top-level key" "Additional property memlok is not allowed" --set memlok=4Mi
 refuses "a list where a map goes" "nodeSelector" --set 'agent.nodeSelector={a}'
 refuses "a boolean as text" "createNamespace" --set-string createNamespace=yes
+refuses "a namespace that is no namespace's name" "namespace" --set namespace=GPU_admission
 refuses "an environment variable's value as a number" "extraEnv.0.value" --set 'webhook.extraEnv[0].name=A' --set 'webhook.extraEnv[0].value=1'
 refuses "a logLevel" 'logLevel: "verbose": expected trace, debug, info, warn or error' --set logLevel=verbose
 refuses "an empty test.namespace" "test.namespace" --set test.namespace=
