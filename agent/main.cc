@@ -108,6 +108,10 @@ int main(int argc, char** argv) {
   }
   podshaper::cli::setUpLogging("podshaper-agent", *log);
   std::string command = argc > 1 ? argv[1] : "";
+  if (command != "help" && podshaper::cli::asksHelp(argc, argv)) {
+    std::cout << kUsage;
+    return 0;
+  }
   if (command == "probe") return probe(argc, argv);
   if (command == "record") return record(argc, argv);
   if (command == "run") return podshaper::agent::runReporter(argc, argv);

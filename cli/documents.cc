@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 
 #include <yaml-cpp/yaml.h>
@@ -57,7 +59,7 @@ bool isFloat(std::string_view s) {
   return i == s.size();
 }
 
-// A plain scalar as the core schema types it; an integer past 64 bits stays text.
+// A plain scalar as the core schema types it.
 json plainScalar(const std::string& s) {
   if (s.size() > 64) return s;  // no number is longer
   if (oneOf(s, {"null", "Null", "NULL", "~", ""})) return nullptr;
@@ -78,6 +80,8 @@ json plainScalar(const std::string& s) {
     }
     if (isFloat(s)) return std::stod(s);
   } catch (const std::out_of_range&) {
+    // Past 64 bits: a float, as JSON readers take it; the layout keeps its text.
+    if (isFloat(s)) return std::strtod(s.c_str(), nullptr);
     return s;
   }
   if (oneOf(std::string(unsigned_), {".inf", ".Inf", ".INF"})) {
@@ -87,14 +91,33 @@ json plainScalar(const std::string& s) {
   return s;
 }
 
-std::string where(const YAML::Mark& mark) {
-  return mark.is_null() ? std::string() : "line " + std::to_string(mark.line + 1) + ": ";
+// A JSON pointer's token (RFC 6901).
+std::string token(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+// A number's text as JSON's writer gives it back: where it differs from the input's, the
+// layout keeps the input's.
+void keepNumberText(const json& value, const std::string& text, const std::string& pointer, Layout& layout) {
+  if (value.is_number() && value.dump() != text) layout.numberText[pointer] = text;
 }
 
 struct Converter {
   std::size_t values = 0;
+  int lineOffset = 0;  // the document's first line in the file
+  Layout* layout = nullptr;
 
-  Result<json> convert(const YAML::Node& node, int depth) {
+  std::string where(const YAML::Mark& mark) const {
+    return mark.is_null() ? std::string() : "line " + std::to_string(mark.line + lineOffset + 1) + ": ";
+  }
+
+  Result<json> convert(const YAML::Node& node, int depth, const std::string& pointer) {
     if (++values > kMaxValues) {
       return makeError(where(node.Mark()) + "more than a million values (aliases expanding?)");
     }
@@ -106,13 +129,17 @@ struct Converter {
       case YAML::NodeType::Scalar: {
         const std::string& tag = node.Tag();
         if (tag == "!" || tag == "tag:yaml.org,2002:str") return json(node.Scalar());
-        if (tag == "?" || tag.empty() || tag.starts_with("tag:yaml.org,2002:")) return plainScalar(node.Scalar());
+        if (tag == "?" || tag.empty() || tag.starts_with("tag:yaml.org,2002:")) {
+          json value = plainScalar(node.Scalar());
+          if (layout) keepNumberText(value, node.Scalar(), pointer, *layout);
+          return value;
+        }
         return json(node.Scalar());  // a local tag (!foo): its text
       }
       case YAML::NodeType::Sequence: {
         json out = json::array();
         for (const auto& item : node) {
-          auto value = convert(item, depth + 1);
+          auto value = convert(item, depth + 1, pointer + "/" + std::to_string(out.size()));
           if (!value) return value;
           out.push_back(std::move(*value));
         }
@@ -120,12 +147,16 @@ struct Converter {
       }
       case YAML::NodeType::Map: {
         json out = json::object();
+        std::vector<std::string> order;
         for (const auto& entry : node) {
           if (!entry.first.IsScalar()) return makeError(where(entry.first.Mark()) + "a key that is not a string");
-          auto value = convert(entry.second, depth + 1);
+          const std::string& key = entry.first.Scalar();
+          auto value = convert(entry.second, depth + 1, pointer + "/" + token(key));
           if (!value) return value;
-          out[entry.first.Scalar()] = std::move(*value);
+          if (!out.contains(key)) order.push_back(key);
+          out[key] = std::move(*value);
         }
+        if (layout) layout->keyOrder[pointer] = std::move(order);
         return out;
       }
     }
@@ -133,13 +164,73 @@ struct Converter {
   }
 };
 
+// A YAML stream cut into its documents' texts, each with its first line: a document
+// starts at a line that begins with "---" (a marker line cannot occur inside a document's
+// content, not even in a block scalar).
+struct Piece {
+  std::string text;
+  int firstLine = 0;
+};
+
+bool isMarker(std::string_view line, std::string_view marker) {
+  return line.starts_with(marker) &&
+         (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r' || line[3] == '\n');
+}
+
+std::vector<Piece> piecesOf(std::string_view text) {
+  std::vector<Piece> pieces(1);
+  int line = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    std::string_view l = text.substr(start, end - start);
+    if (isMarker(l, "---") && !pieces.back().text.empty()) pieces.push_back(Piece{"", line});
+    pieces.back().text += l;
+    if (isMarker(l, "...")) pieces.push_back(Piece{"", line + 1});
+    start = end;
+    ++line;
+  }
+  for (auto& p : pieces) {
+    if (!p.text.empty() && p.text.back() != '\n') p.text += '\n';
+  }
+  return pieces;
+}
+
 bool readsAsOtherType(const std::string& s) {
   if (s.empty()) return true;
   if (!plainScalar(s).is_string()) return true;
   return false;
 }
 
-void emit(YAML::Emitter& out, const json& value) {
+// The keys of the object at `pointer`: in the layout's order where it knows them, then the
+// others (those podshaper added) sorted.
+std::vector<std::string> keysOf(const json& object, const std::string& pointer, const Layout& layout) {
+  std::vector<std::string> keys;
+  if (auto order = layout.keyOrder.find(pointer); order != layout.keyOrder.end()) {
+    for (const auto& k : order->second) {
+      if (object.contains(k)) keys.push_back(k);
+    }
+  }
+  for (const auto& [k, _] : object.items()) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  return keys;
+}
+
+// A number as written, where the layout keeps its text and the value is still the one read.
+std::optional<std::string> numberText(const json& value, const std::string& pointer, const Layout& layout) {
+  auto text = layout.numberText.find(pointer);
+  if (text == layout.numberText.end() || !value.is_number()) return std::nullopt;
+  const char* begin = text->second.c_str();
+  char* end = nullptr;
+  double read = std::strtod(begin, &end);
+  bool same = end == begin + text->second.size() ? read == value.get<double>()
+                                                 : plainScalar(text->second) == value;  // 0x1f, 0o17
+  return same ? std::optional<std::string>(text->second) : std::nullopt;
+}
+
+void emit(YAML::Emitter& out, const json& value, const std::string& pointer, const Layout& layout) {
   switch (value.type()) {
     case json::value_t::object:
       if (value.empty()) {
@@ -147,11 +238,11 @@ void emit(YAML::Emitter& out, const json& value) {
         return;
       }
       out << YAML::BeginMap;
-      for (const auto& [key, child] : value.items()) {
+      for (const auto& key : keysOf(value, pointer, layout)) {
         out << YAML::Key;
         if (readsAsOtherType(key)) out << YAML::DoubleQuoted;
         out << key << YAML::Value;
-        emit(out, child);
+        emit(out, value[key], pointer + "/" + token(key), layout);
       }
       out << YAML::EndMap;
       return;
@@ -161,7 +252,7 @@ void emit(YAML::Emitter& out, const json& value) {
         return;
       }
       out << YAML::BeginSeq;
-      for (const auto& child : value) emit(out, child);
+      for (std::size_t i = 0; i < value.size(); ++i) emit(out, value[i], pointer + "/" + std::to_string(i), layout);
       out << YAML::EndSeq;
       return;
     case json::value_t::string: {
@@ -178,47 +269,226 @@ void emit(YAML::Emitter& out, const json& value) {
       out << YAML::Null;
       return;
     default:
-      out << value.dump();  // numbers and booleans, as JSON writes them
+      // Numbers and booleans: as written, else as JSON writes them.
+      out << numberText(value, pointer, layout).value_or(value.dump());
       return;
   }
 }
 
+// JSON's number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?. A YAML number's
+// text may not be one ("0x1f", "+5", ".5", "08"): JSON output writes those anew.
+bool isJsonNumber(std::string_view s) {
+  std::size_t i = 0;
+  auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i - from;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  if (i < s.size() && s[i] == '0') {
+    ++i;
+  } else if (digits() == 0) {
+    return false;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (digits() == 0) return false;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
+void writeJson(std::string& out, const json& value, const std::string& pointer, const Layout& layout, int indent) {
+  const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
+  if (value.is_object() && !value.empty()) {
+    out += "{\n";
+    bool first = true;
+    for (const auto& key : keysOf(value, pointer, layout)) {
+      out += (first ? "" : ",\n") + pad + json(key).dump() + ": ";
+      writeJson(out, value[key], pointer + "/" + token(key), layout, indent + 2);
+      first = false;
+    }
+    out += "\n" + std::string(static_cast<std::size_t>(indent), ' ') + "}";
+  } else if (value.is_array() && !value.empty()) {
+    out += "[\n";
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      out += (i ? ",\n" : "") + pad;
+      writeJson(out, value[i], pointer + "/" + std::to_string(i), layout, indent + 2);
+    }
+    out += "\n" + std::string(static_cast<std::size_t>(indent), ' ') + "]";
+  } else {
+    auto text = numberText(value, pointer, layout);
+    out += text && isJsonNumber(*text) ? *text : value.dump();
+  }
+}
+
+// Records the layout of JSON text as nlohmann's reader walks it.
+class LayoutReader : public nlohmann::json_sax<json> {
+ public:
+  explicit LayoutReader(Layout& layout) : layout_(layout) {}
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t v, const string_t& text) override {
+    keepNumberText(json(v), text, here(), layout_);
+    return value();
+  }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override {
+    const std::string at = here();
+    frames_.push_back({false, 0, "", at});
+    layout_.keyOrder[at];
+    return true;
+  }
+  bool key(string_t& k) override {
+    frames_.back().key = k;
+    auto& order = layout_.keyOrder[frames_.back().pointer];
+    if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override {
+    frames_.push_back({true, 0, "", here()});
+    return true;
+  }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  struct Frame {
+    bool array;
+    std::size_t next;
+    std::string key, pointer;
+  };
+  std::string here() const {
+    if (frames_.empty()) return "";
+    const Frame& f = frames_.back();
+    return f.pointer + "/" + (f.array ? std::to_string(f.next) : token(f.key));
+  }
+  bool value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().next;
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
+  Layout& layout_;
+  std::vector<Frame> frames_;
+};
+
+// The first line (from 1) holding bytes that are not UTF-8; JSON, and so every object, is
+// UTF-8 text. (nlohmann's writer checks it, and throws where it fails.)
+std::optional<int> firstLineNotUtf8(std::string_view text) {
+  auto valid = [](std::string_view t) {
+    try {
+      (void)json(std::string(t)).dump();
+      return true;
+    } catch (const json::type_error&) {
+      return false;
+    }
+  };
+  if (valid(text)) return std::nullopt;
+  int line = 1;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string_view::npos ? text.size() : end;
+    if (!valid(text.substr(start, end - start))) return line;
+    start = end + 1;
+    ++line;
+  }
+  return line;
+}
+
 }  // namespace
+
+Layout Layout::under(const std::string& pointer) const {
+  Layout out;
+  auto take = [&](const auto& from, auto& to) {
+    for (auto it = from.lower_bound(pointer); it != from.end() && it->first.starts_with(pointer); ++it) {
+      const std::string rest = it->first.substr(pointer.size());
+      if (rest.empty() || rest.front() == '/') to[rest] = it->second;
+    }
+  };
+  take(keyOrder, out.keyOrder);
+  take(numberText, out.numberText);
+  return out;
+}
 
 bool isJsonText(std::string_view text) {
   const std::size_t first = text.find_first_not_of(" \t\r\n");
   return first != std::string_view::npos && text[first] == '{';
 }
 
-Result<std::vector<json>> readDocuments(std::string_view text) {
+Layout jsonLayout(std::string_view text) {
+  Layout layout;
+  LayoutReader reader(layout);
+  if (!json::sax_parse(text, &reader)) return Layout{};
+  return layout;
+}
+
+Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
   if (isJsonText(text)) {
     auto parsed = parseJson(text, kMaxDepth);
     if (!parsed) return makeError((parsed.error().tooDeep ? "JSON " : "") + parsed.error().message);
-    return std::vector<json>{std::move(*parsed)};
+    return std::vector<Document>{Document{std::move(*parsed), std::string(text), jsonLayout(text)}};
   }
-  std::vector<YAML::Node> nodes;
-  try {
-    nodes = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return makeError(where(e.mark) + "not valid YAML: " + e.msg);
+  if (auto bad = firstLineNotUtf8(text)) {
+    return makeError("line " + std::to_string(*bad) + ": not UTF-8 (YAML is UTF-8 text)");
   }
-  std::vector<json> docs;
+  std::vector<Document> docs;
   Converter converter;
-  for (const auto& node : nodes) {
-    if (node.IsNull()) continue;
-    auto doc = converter.convert(node, 0);
-    if (!doc) return doc.error();
-    docs.push_back(std::move(*doc));
+  for (Piece& piece : piecesOf(text)) {
+    converter.lineOffset = piece.firstLine;
+    std::vector<YAML::Node> nodes;
+    try {
+      nodes = YAML::LoadAll(piece.text);
+    } catch (const YAML::Exception& e) {
+      return makeError(converter.where(e.mark) + "not valid YAML: " + e.msg);
+    }
+    // One document a piece, but for a "---" inside a flow scalar, which is read as a whole.
+    const bool whole = nodes.size() == 1;
+    for (const auto& node : nodes) {
+      if (node.IsNull()) continue;
+      Document doc;
+      converter.layout = &doc.layout;
+      auto value = converter.convert(node, 0, "");
+      if (!value) return value.error();
+      doc.value = std::move(*value);
+      if (whole) doc.text = piece.text;
+      docs.push_back(std::move(doc));
+    }
   }
   return docs;
 }
 
-std::string toYaml(const json& value) {
+Result<std::vector<json>> readDocuments(std::string_view text) {
+  auto docs = readDocumentsAsWritten(text);
+  if (!docs) return docs.error();
+  std::vector<json> values;
+  for (auto& d : *docs) values.push_back(std::move(d.value));
+  return values;
+}
+
+std::string toYaml(const json& value, const Layout& layout) {
   YAML::Emitter out;
   out.SetIndent(2);
   out.SetSeqFormat(YAML::Block);
-  emit(out, value);
+  emit(out, value, "", layout);
   return std::string(out.c_str()) + "\n";
+}
+
+std::string toJson(const json& value, const Layout& layout) {
+  std::string out;
+  writeJson(out, value, "", layout, 0);
+  return out + "\n";
 }
 
 }  // namespace podshaper::cli

@@ -38,8 +38,17 @@ Result<Flags> Flags::parse(int argc, char** argv, int first, const std::set<std:
       value = argv[++i];
     }
     flags.values_[name] = *value;
+    flags.all_[name].push_back(*value);
   }
   return flags;
+}
+
+bool asksHelp(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") return true;
+  }
+  return false;
 }
 
 std::optional<std::string> Flags::get(const std::string& name) const {
@@ -50,6 +59,11 @@ std::optional<std::string> Flags::get(const std::string& name) const {
 
 std::string Flags::get(const std::string& name, const std::string& fallback) const {
   return get(name).value_or(fallback);
+}
+
+std::vector<std::string> Flags::getAll(const std::string& name) const {
+  auto it = all_.find(name);
+  return it == all_.end() ? std::vector<std::string>() : it->second;
 }
 
 Result<void> Flags::require(const std::vector<std::string>& names) const {

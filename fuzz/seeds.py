@@ -252,11 +252,21 @@ def pod_explain():
             t.add(f.parent.name + "-" + name + ".json", compact(ended))
 
 
+def documents():
+    t = Target("documents")
+    for f in sorted((ROOT / "tests/review/corpus").glob("*")):
+        t.add(f.name, f.read_bytes())
+    for f in sorted((ROOT / "examples").glob("*.yaml")):
+        t.add(f.name, f.read_bytes())
+    t.add("streams.yaml", "# c\na: 1\n---\nb: [1, 0x1f, 1e3, 08, .5, +5, -.inf]\n...\n--- {c: 123456789012345678901234567890}\n")
+
+
 if __name__ == "__main__":
     revs = admission()
     annotations(revs)
     quantity()
     config()
+    documents()
     nvidia_smi()
     watch_stream()
     list_page()

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/flags.h"
 #include "cli/logging.h"
 #include "operator/prune.h"
 #include "operator/run.h"
@@ -31,6 +32,10 @@ int main(int argc, char** argv) {
   }
   podshaper::cli::setUpLogging("podshaper-operator", *log);
   const std::string command = argc > 1 ? argv[1] : "";
+  if (command != "help" && podshaper::cli::asksHelp(argc, argv)) {
+    std::cout << kUsage;
+    return 0;
+  }
   if (command == "run") return podshaper::op::runOperator(argc, argv);
   if (command == "prune") return podshaper::op::runPrune(argc, argv);
   if (command == "version") {

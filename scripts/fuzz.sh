@@ -15,12 +15,12 @@
 # goes to crashes/<target>/stalls/, is counted apart, and fuzzing goes on.)
 #   --bin DIR   use fuzz_<target> binaries already built in DIR (no deps, no build)
 #   --build-only  build the targets, fuzz nothing
-# Targets: admission annotations config list_page nvidia_smi pod_explain quantity watch_stream (default: all).
+# Targets: admission annotations config documents list_page nvidia_smi pod_explain quantity watch_stream (default: all).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all=(admission annotations config list_page nvidia_smi pod_explain quantity watch_stream)
+all=(admission annotations config documents list_page nvidia_smi pod_explain quantity watch_stream)
 seconds=20
 jobs=1
 timeout=1

@@ -43,6 +43,7 @@ WorkloadReview reviewWorkload(const json& object, const Config& config, const Ad
     ShapeOutcome outcome = shapePod(pod, config, context);
     t.allowed = outcome.allowed;
     t.message = outcome.message;
+    t.cause = outcome.cause;
     t.warnings = outcome.warnings;
     if (outcome.allowed) {
       if (isPod) {

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/flags.h"
 #include "cli/logging.h"
 #include "webhook/check.h"
 #include "webhook/config_file.h"
@@ -15,18 +16,27 @@ constexpr const char* kUsage = R"(usage:
                           [--kubeconfig FILE | --in-cluster] [--threads N]
                           [--read-timeout 10s] [--idle-timeout 60s]
                           [--shutdown-delay 0s] [--drain-timeout 10s]
-  podshaper-webhook review -f FILE|- [-n NAMESPACE] [--config FILE] [--cluster FILE] [--output yaml|json]
-  podshaper-webhook review [--config FILE] [--cluster FILE] [--output review|pod] < admissionreview.json
+  podshaper-webhook review -f FILE|DIR|- [-n NAMESPACE] [--config FILE] [--cluster FILE] [-o yaml|json|diff]
+  podshaper-webhook review [--config FILE] [--cluster FILE] [-o review|pod] < admissionreview.json
   podshaper-webhook check [--kubeconfig FILE | --in-cluster] [--namespace NS]
   podshaper-webhook version
+  podshaper-webhook COMMAND --help
 
 review -f:
-  Pods and workloads (Job, CronJob, Deployment, JobSet, PyTorchJob, any kind with pod
-  templates), YAML or JSON, several to a file: each pod template shaped as the pods made
-  from it would be, printed in the input's format; warnings and denials on stderr.
-  Exit 0 when every pod would be admitted, 1 when one would be denied, 2 for bad input.
+  Pods and workloads (Job, CronJob, Deployment, JobSet, PyTorchJob, RayJob, any kind with
+  pod templates; a TrainJob through the runtime it names), YAML or JSON, several to a
+  file; DIR: every .yaml, .yml and .json in it; -: stdin. Each pod template is shaped as
+  the pods made from it would be and printed in the input's format (-o yaml|json), or as
+  a unified diff against the input (-o diff); objects podshaper leaves alone are printed
+  as read. Warnings, notes and denials go to stderr.
+  Nodes, Namespaces, ResourceClaimTemplates, ResourceClaims and DeviceClasses in the input
+  are read as --cluster reads them (and printed back): the file may hold the workload and
+  what it needs. Without any Node, the node size is config defaults.gpusPerNode.
   -n: the namespace of objects that name none (default: "default"). --cluster: the output
-  of `kubectl get namespaces,nodes -o json`, to decide as serve would on that cluster.
+  of `kubectl get namespaces,nodes,resourceclaimtemplates,resourceclaims -A -o json`, to
+  decide as serve would on that cluster.
+  Exit codes: 0 every pod would be shaped or left alone; 1 one would be denied; 2 the
+  input or a flag could not be used.
 
 serve:
   --read-timeout D    a request must arrive whole within D of its first byte (and a
@@ -59,6 +69,10 @@ int main(int argc, char** argv) {
   }
   podshaper::cli::setUpLogging("podshaper-webhook", *log);
   std::string command = argc > 1 ? argv[1] : "";
+  if (command != "help" && podshaper::cli::asksHelp(argc, argv)) {
+    std::cout << kUsage;
+    return 0;
+  }
   if (command == "serve") return podshaper::webhook::runServe(argc, argv);
   if (command == "review") return podshaper::webhook::runReview(argc, argv);
   if (command == "check") return podshaper::webhook::runCheck(argc, argv);

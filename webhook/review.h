@@ -1,12 +1,35 @@
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/flags.h"
+#include "shaping/config.h"
+
 namespace podshaper::webhook {
 
-// `podshaper-webhook review -f FILE|- [-n NAMESPACE] [--config FILE] [--cluster FILE] [--output yaml|json]`:
+// `podshaper-webhook review -f FILE|DIR|- [-n NAMESPACE] [--config FILE] [--cluster FILE] [-o yaml|json|diff]`:
 // Pods and workloads (YAML or JSON) in, each shaped as its pods would be; exit 1 on a denial.
-// `podshaper-webhook review [--config FILE] [--cluster FILE] [--output review|pod] < admissionreview.json`:
+// `podshaper-webhook review [--config FILE] [--cluster FILE] [-o review|pod] < admissionreview.json`:
 // the AdmissionReview form. --cluster: `kubectl get namespaces,nodes -o json`, to decide as
 // serve would on that cluster.
 int runReview(int argc, char** argv);
+
+// What review knows of a cluster: from --cluster, and from the objects of -f's input.
+struct ClusterObjects {
+  std::vector<nlohmann::json> namespaces, nodes, claims;
+  // Takes `object` when it is a Namespace, a Node, a ResourceClaim or ResourceClaimTemplate,
+  // or a DeviceClass (read and not used: podshaper knows GPUs by config gpuDeviceClass).
+  bool take(const nlohmann::json& object);
+};
+
+// -f: the objects of FILE, every .yaml, .yml and .json of DIR, or stdin; exit 0 when each
+// pod would be shaped or left alone, 1 when one would be denied, 2 on input it cannot read.
+int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cluster, bool clusterGiven);
+
+// The exit code and message of input review cannot use.
+int reviewFailed(const std::string& message);
 
 }  // namespace podshaper::webhook

@@ -125,6 +125,61 @@ printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n' > "$tmp/cm.yaml"
 "$bin" review -f "$tmp/cm.yaml" >/dev/null 2>"$tmp/err"
 check "-f: a file with no pod says so" contains "$(cat "$tmp/err")" "no pod or pod template found"
 
+# kubectl's habits: --help and -h on every command, -o, -f DIR, -f more than once.
+for cmd in "review --help" "review -h" "serve --help" "check -h" "review -f x.yaml --help"; do
+  set +e; "$bin" $cmd >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
+  check "$cmd: usage on stdout, exit 0" test "$rc $(grep -c '^usage:' "$tmp/out") $(wc -c < "$tmp/err")" = "0 1 0"
+done
+mkdir -p "$tmp/dir"
+cp "$tmp/workloads.yaml" "$tmp/dir/a.yaml"; cp "$tmp/cm.yaml" "$tmp/dir/b.yml"; echo 'not read' > "$tmp/dir/notes.txt"
+"$bin" review -f "$tmp/dir" -o json >"$tmp/out.json" 2>/dev/null; rc=$?
+check "-f DIR: every .yaml, .yml and .json in it, in name order (-o json)" \
+  python3 -c 'import json,sys; l=json.load(open(sys.argv[1])); assert [i["kind"] for i in l["items"]]==["Job","Deployment","ConfigMap"], l' "$tmp/out.json"
+mkdir -p "$tmp/empty"
+set +e; "$bin" review -f "$tmp/empty" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "-f DIR with no manifest exits 2, saying so" test "$rc $(grep -c 'no .yaml, .yml or .json file' "$tmp/err")" = "2 1"
+"$bin" review -f "$tmp/cm.yaml" >"$tmp/out" 2>/dev/null
+check "an object podshaper leaves alone is printed as read" cmp -s "$tmp/cm.yaml" "$tmp/out"
+"$bin" review -f "$tmp/workloads.yaml" -o diff >"$tmp/out" 2>/dev/null; rc=$?
+check "-o diff: a unified diff of what podshaper changes, exit 0" test $rc -eq 0
+check "-o diff: its header names the file and the object" contains "$(head -n 2 "$tmp/out")" "--- $tmp/workloads.yaml (Job ml/train)"
+check "-o diff: it applies to the input" bash -c "cp '$tmp/workloads.yaml' '$tmp/patched.yaml' && patch -s '$tmp/patched.yaml' < '$tmp/out' && '$bin' review -f '$tmp/workloads.yaml' 2>/dev/null | cmp -s - '$tmp/patched.yaml'"
+set +e; "$bin" review -f "$tmp/cm.yaml" -o wide >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "-o of another kind exits 2" test "$rc $(grep -c 'yaml, json or diff' "$tmp/err")" = "2 1"
+
+# An in-cluster decision and an offline one on the same objects are the same: the pod as an
+# AdmissionReview with --cluster, and the pod's manifest with the cluster's objects in -f.
+python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["request"]["object"]))' \
+  "$cases/dra-template-8-gpus/review.json" > "$tmp/dra-pod.json"
+"$bin" review --cluster "$tmp/dra-cluster.json" --output pod < "$cases/dra-template-8-gpus/review.json" > "$tmp/in-cluster.json" 2>"$tmp/in-cluster.err"
+"$bin" review -f "$tmp/dra-pod.json" -f "$tmp/dra-cluster.json" -o json > "$tmp/offline.json" 2>"$tmp/offline.err"; rc=$?
+check "-f with the pod, its template and the nodes in one input: admitted" test $rc -eq 0
+check "... shaped exactly as the AdmissionReview with --cluster is" python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))["items"][0]
+assert a == b, (a, b)' "$tmp/in-cluster.json" "$tmp/offline.json"
+check "... with the same warnings" python3 -c '
+import sys
+a = [l.split(": ", 1)[1] for l in open(sys.argv[1]) if l.startswith("Warning: ")]
+b = [l.split(": ", 2)[2] for l in open(sys.argv[2]) if l.startswith("Warning: ")]
+assert a and a == b, (a, b)' "$tmp/in-cluster.err" "$tmp/offline.err"
+set +e; "$bin" review -f "$tmp/dra-pod.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "-f with a DRA pod whose template is not in the input: denied, as the webhook would" test $rc -eq 1
+check "... saying to pass it" contains "$(cat "$tmp/err")" "review reads ResourceClaimTemplates and ResourceClaims from -f's input and --cluster: pass it there"
+cat > "$tmp/one-gpu.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata: {name: small, labels: {podshaper.io/inject: "true"}, annotations: {podshaper.io/batch-bytes: 8Mi}}
+spec:
+  containers:
+  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+YAML
+set +e; "$bin" review -f "$tmp/one-gpu.yaml" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "-f without Nodes: a 1-GPU pod is denied for config's 8-GPU nodes" test $rc -eq 1
+check "... saying where the size came from and how to give the real nodes" \
+  contains "$(cat "$tmp/err")" "review was given no Node, so the node size came from its config: pass the cluster's Nodes with --cluster"
+check "... and the pod's GPU in the singular" contains "$(cat "$tmp/err")" "the pod asks 1 nvidia.com/gpu "
+
 for input in 'not json' '{"kind":"Pod","apiVersion":"v1"}' '' '[1,2]'; do
   set +e; "$bin" review <<<"$input" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
   check "non-AdmissionReview '$input' exits 2" test $rc -eq 2

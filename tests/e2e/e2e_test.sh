@@ -76,6 +76,11 @@ if a != b:
     print(json.dumps(a, indent=1, sort_keys=True)); print(json.dumps(b, indent=1, sort_keys=True)); sys.exit(1)
 '
 check "the API server stores the pod exactly as review shapes it" python3 -c "$projection" "$tmp/stored.json" "$tmp/offline.json"
+# review -f: the pod's manifest and the cluster's objects in one input decide as the webhook did.
+first_item='import json, sys; print(json.dumps(json.load(sys.stdin)["items"][0]))'
+"$bin" review -f "$tmp/trainer-0.json" -f "$tmp/cluster.json" -o json 2>/dev/null | python3 -c "$first_item" > "$tmp/offline-f.json"
+check "... and as review -f shapes it with the Namespaces and Nodes in its input" \
+  python3 -c "$projection" "$tmp/stored.json" "$tmp/offline-f.json"
 check "shm is 8231Mi (no validated P2P yet: the NCCL reserve counts on its SHM transport)" \
   test "$(kc -n ml get pod trainer-0 -o jsonpath='{.metadata.annotations.podshaper\.io/shm-size}')" = 8231Mi
 check "hostIPC is set" test "$(kc -n ml get pod trainer-0 -o jsonpath='{.spec.hostIPC}')" = true
@@ -183,6 +188,11 @@ print(json.dumps(pod))' "$2"
 dra_pod dra-0 eight-gpus | kc create -f - >/dev/null
 dra_pod dra-1 eight-gpus | kc create -f - >/dev/null
 kc -n dra get pod dra-0 -o json > "$tmp/dra-0.json"
+dra_pod dra-0 eight-gpus > "$tmp/dra-0-manifest.json"
+kc get namespaces,nodes,resourceclaimtemplates -A -o json > "$tmp/dra-cluster.json"
+"$bin" review -f "$tmp/dra-0-manifest.json" -f "$tmp/dra-cluster.json" -o json 2>/dev/null | python3 -c "$first_item" > "$tmp/dra-0-offline.json"
+check "review -f with the DRA pod, its ResourceClaimTemplate and the Nodes in one input decides as the webhook did" \
+  python3 -c "$projection" "$tmp/dra-0.json" "$tmp/dra-0-offline.json"
 check "a DRA pod is shaped as its nvidia.com/gpu twin (shm, memory, hostIPC, IPC_LOCK, memlock, placement)" python3 -c '
 import json, sys
 def shaped(p):

@@ -43,7 +43,7 @@ m: [1, "2", x]
   EXPECT_EQ(doc["g"], "18Mi");
   EXPECT_EQ(doc["h"], 31);
   EXPECT_EQ(doc["i"], -3);
-  EXPECT_EQ(doc["j"], "12345678901234567890123");  // past 64 bits: kept as written
+  EXPECT_EQ(doc["j"], 12345678901234567890123.0);  // past 64 bits: a float, its text in the layout
   EXPECT_EQ(doc["k"], "");
   EXPECT_EQ(doc["l"], "two\nlines\n");
   EXPECT_EQ(doc["m"], json::array({1, "2", "x"}));
@@ -120,6 +120,53 @@ TEST(ToYaml, ReadsBackAsTheSameJson) {
   ASSERT_TRUE(back.ok()) << yaml;
   ASSERT_EQ(back->size(), 1u);
   EXPECT_EQ(back->front(), value) << yaml;
+}
+
+TEST(ReadDocumentsAsWritten, EachDocumentsTextAndLinesCountedInTheFile) {
+  const std::string text = "# a comment\napiVersion: v1\nkind: Pod\n---\nkind: Job\nspec: {a: 1}\n...\n--- {kind: Node}\n";
+  auto docs = readDocumentsAsWritten(text);
+  ASSERT_TRUE(docs.ok()) << docs.error().message;
+  ASSERT_EQ(docs->size(), 3u);
+  EXPECT_EQ((*docs)[0].text, "# a comment\napiVersion: v1\nkind: Pod\n");
+  EXPECT_EQ((*docs)[1].text, "---\nkind: Job\nspec: {a: 1}\n...\n");
+  EXPECT_EQ((*docs)[2].text, "--- {kind: Node}\n");
+  EXPECT_EQ((*docs)[2].value, json::parse(R"({"kind": "Node"})"));
+  auto bad = readDocumentsAsWritten("a: 1\n---\nb: 2\nc: d: e\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("line 4"), std::string::npos) << bad.error().message;
+}
+
+TEST(Layout, KeysAndNumbersPrintedAsWritten) {
+  const std::string yaml = "zeta: 1\nalpha:\n  big: 123456789012345678901234567890\n  hex: 0x1f\n  exp: 1e3\n"
+                           "  plain: 2.5\n  list: [8.0, 3]\nmiddle: x\n";
+  auto docs = readDocumentsAsWritten(yaml);
+  ASSERT_TRUE(docs.ok());
+  const Document& doc = docs->front();
+  EXPECT_EQ(toYaml(doc.value, doc.layout),
+            "zeta: 1\nalpha:\n  big: 123456789012345678901234567890\n  hex: 0x1f\n  exp: 1e3\n  plain: 2.5\n"
+            "  list:\n    - 8.0\n    - 3\nmiddle: x\n");
+  // A key podshaper adds comes after those read; a number it changed is written anew.
+  json changed = doc.value;
+  changed["alpha"]["added"] = true;
+  changed["alpha"]["exp"] = 7;
+  EXPECT_EQ(toYaml(changed, doc.layout),
+            "zeta: 1\nalpha:\n  big: 123456789012345678901234567890\n  hex: 0x1f\n  exp: 7\n  plain: 2.5\n"
+            "  list:\n    - 8.0\n    - 3\n  added: true\nmiddle: x\n");
+  EXPECT_EQ(toYaml(doc.value), toYaml(json::parse(doc.value.dump()))) << "no layout: keys sorted";
+}
+
+TEST(Layout, JsonKeepsItsOrderAndNumbersToo) {
+  const std::string text = R"({"kind": "Pod", "spec": {"priority": 123456789012345678901234567890, "b": 1e2, "a": [1.50]}})";
+  auto docs = readDocumentsAsWritten(text);
+  ASSERT_TRUE(docs.ok()) << docs.error().message;
+  EXPECT_EQ(docs->front().text, text);
+  EXPECT_EQ(toJson(docs->front().value, docs->front().layout),
+            "{\n  \"kind\": \"Pod\",\n  \"spec\": {\n    \"priority\": 123456789012345678901234567890,\n"
+            "    \"b\": 1e2,\n    \"a\": [\n      1.50\n    ]\n  }\n}\n");
+  const std::string review = R"({"request": {"object": {"z": 1e2, "a/b": 2}}})";
+  const Layout pod = jsonLayout(review).under("/request/object");
+  EXPECT_EQ(toJson(json::parse(review)["request"]["object"], pod), "{\n  \"z\": 1e2,\n  \"a/b\": 2\n}\n");
+  EXPECT_TRUE(jsonLayout("not json").keyOrder.empty());
 }
 
 }  // namespace

@@ -1,0 +1,319 @@
+// review -f: the objects users already have, each workload shaped as the pods it makes
+// would be, printed back as read where podshaper changes nothing.
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/names.h"
+#include "base/json_util.h"
+#include "cli/diff.h"
+#include "cli/documents.h"
+#include "shaping/cluster_view.h"
+#include "shaping/pod_claims.h"
+#include "shaping/train_job.h"
+#include "shaping/workload.h"
+#include "webhook/config_file.h"
+#include "webhook/review.h"
+
+namespace podshaper::webhook {
+namespace {
+
+using json = nlohmann::json;
+
+// One file of the input ("-": stdin) and its documents.
+struct Input {
+  std::string name;
+  std::string text;
+  std::vector<cli::Document> documents;
+};
+
+// FILE, every .yaml, .yml and .json of DIR (not below it, as kubectl -f without -R), or stdin.
+Result<void> readInput(const std::string& path, std::vector<Input>& inputs) {
+  if (path == "-") {
+    inputs.push_back({"stdin", std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()), {}});
+  } else if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+      const std::string ext = entry.path().extension().string();
+      if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml" || ext == ".json")) files.push_back(entry.path());
+    }
+    if (ec) return makeError(path + ": " + ec.message());
+    if (files.empty()) return makeError(path + ": no .yaml, .yml or .json file in this folder");
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      auto text = cli::readFile(f);
+      if (!text) return text.error();
+      inputs.push_back({f, std::move(*text), {}});
+    }
+  } else {
+    auto text = cli::readFile(path);
+    if (!text) return text.error();
+    inputs.push_back({path, std::move(*text), {}});
+  }
+  return {};
+}
+
+// Each -f in turn.
+Result<std::vector<Input>> readInputs(const std::vector<std::string>& paths) {
+  std::vector<Input> inputs;
+  for (const auto& path : paths) {
+    if (path == "-" && std::count(paths.begin(), paths.end(), "-") > 1) return makeError("-f - (stdin) is given twice");
+    if (auto read = readInput(path, inputs); !read) return read.error();
+  }
+  for (Input& in : inputs) {
+    auto documents = cli::readDocumentsAsWritten(in.text);
+    if (!documents) return makeError(in.name + ": " + documents.error().message);
+    in.documents = std::move(*documents);
+  }
+  return inputs;
+}
+
+// The objects of a document: a List's items, else the document.
+std::vector<json*> objectsOf(json& document) {
+  std::vector<json*> objects;
+  if (stringMember(document, "kind") == "List" && member(document, "items").is_array()) {
+    for (json& item : document["items"]) objects.push_back(&item);
+  } else {
+    objects.push_back(&document);
+  }
+  return objects;
+}
+
+// The kind as a user tells it apart: with its group where Kubernetes has a kind of that
+// name in another group ("Job.batch.volcano.sh", not "Job").
+std::string kindWords(const json& object) {
+  static const std::map<std::string, std::string, std::less<>> kBuiltIn = {
+      {"Pod", ""},         {"PodTemplate", ""},       {"ReplicationController", ""}, {"Job", "batch"},
+      {"CronJob", "batch"}, {"Deployment", "apps"}, {"StatefulSet", "apps"},       {"ReplicaSet", "apps"},
+      {"DaemonSet", "apps"}};
+  const std::string kind = stringMember(object, "kind");
+  if (kind.empty()) return "object";
+  const std::string apiVersion = stringMember(object, "apiVersion");
+  const auto slash = apiVersion.find('/');
+  const std::string group = slash == std::string::npos ? "" : apiVersion.substr(0, slash);
+  auto builtIn = kBuiltIn.find(kind);
+  return builtIn != kBuiltIn.end() && builtIn->second != group ? kind + "." + group : kind;
+}
+
+// "JobSet ml/train", "JobSet ml/ag-2-* (generateName)" as a user finds it in the file.
+std::string describe(const json& object, const std::string& namespaceName, const std::string& where = "") {
+  const json& meta = member(object, "metadata");
+  std::string name = stringMember(meta, "name");
+  if (name.empty() && !stringMember(meta, "generateName").empty()) {
+    name = stringMember(meta, "generateName") + "* (generateName)";
+  }
+  std::string text = kindWords(object) + " " + namespaceName + "/" + name;
+  return where.empty() ? text : text + " " + where;
+}
+
+// The namespace the object's pods are made in: its own, else -n's, else "default".
+std::string namespaceOf(const json& object, const cli::Flags& flags) {
+  std::string ns = stringMember(member(object, "metadata"), "namespace");
+  return ns.empty() ? flags.get("namespace", "default") : ns;
+}
+
+// What to do after a denial that review's own input decides.
+std::string offlineAdvice(const TemplateReview& t, bool nodesKnown) {
+  if (t.cause == "node-size" && !nodesKnown) {
+    return "; review was given no Node, so the node size came from its config: pass the cluster's Nodes with "
+           "--cluster (kubectl get namespaces,nodes -o json > cluster.json) or in -f's input, or set "
+           "defaults.gpusPerNode in --config";
+  }
+  if (t.cause == "claims" && t.message.find("was not found") != std::string::npos) {
+    return "; review reads ResourceClaimTemplates and ResourceClaims from -f's input and --cluster: pass it there";
+  }
+  return "";
+}
+
+class Review {
+ public:
+  Review(const cli::Flags& flags, const Config& config, ClusterObjects cluster, bool clusterGiven,
+         const std::vector<json*>& all)
+      : flags_(flags), config_(config), all_(all) {
+    nodesKnown_ = clusterGiven || !cluster.nodes.empty();
+    if (nodesKnown_) view_ = buildClusterView(cluster.namespaces, cluster.nodes);
+    claims_ = claimLookupOver(cluster.claims);
+  }
+
+  // Shapes `object` where it lies; says on stderr what podshaper would tell.
+  void object(json& object) {
+    const std::string ns = namespaceOf(object, flags_);
+    if (isTrainJob(object)) return trainJob(object, ns);
+    const bool runtime = isRuntimeKind(object);
+    WorkloadReview review = reviewWorkload(object, config_, context(ns));
+    report(review, describe(object, ns));
+    if (runtime && !review.templates.empty()) {
+      std::cerr << "Note: " << describe(object, ns) << ": printed as written: the Trainer controller makes each "
+                << "TrainJob's pods from it with that TrainJob's overrides, and podshaper shapes them then\n";
+      return;
+    }
+    object = std::move(review.object);
+  }
+
+  bool denied() const { return denied_; }
+  std::size_t templates() const { return templates_; }
+
+ private:
+  AdmissionContext context(const std::string& ns) const {
+    AdmissionContext context;
+    context.namespaceName = ns;
+    context.cluster = view_ ? &*view_ : nullptr;
+    context.claims = claims_;
+    context.shaperVersion = kShaperVersion;
+    return context;
+  }
+
+  static bool isRuntimeKind(const json& object) {
+    const std::string kind = stringMember(object, "kind");
+    return stringMember(object, "apiVersion").starts_with("trainer.kubeflow.org/") &&
+           (kind == "ClusterTrainingRuntime" || kind == "TrainingRuntime");
+  }
+
+  void report(const WorkloadReview& review, const std::string& what) {
+    for (const auto& t : review.templates) {
+      ++templates_;
+      const std::string where = t.where.empty() ? what : what + " " + t.where;
+      if (!t.called) {
+        std::cerr << "Note: " << where << ": not labelled " << names::kInjectLabel
+                  << ": \"true\", so the API server does not call podshaper for "
+                  << (t.where.empty() ? "it" : "the pods made from it") << "; left as written\n";
+        continue;
+      }
+      for (const auto& w : t.warnings) std::cerr << "Warning: " << where << ": " << w << "\n";
+      if (!t.allowed) {
+        std::cerr << "Error: " << where << ": denied: " << t.message << offlineAdvice(t, nodesKnown_) << "\n";
+        denied_ = true;
+      }
+    }
+  }
+
+  // A TrainJob: its pods come from its runtime, reviewed with its overrides when the
+  // runtime is in the input. The TrainJob itself is printed as written.
+  void trainJob(const json& job, const std::string& ns) {
+    ++templates_;
+    const std::string what = describe(job, ns);
+    auto ref = runtimeRefOf(job);
+    if (!ref) {
+      std::cerr << "Note: " << what << ": spec.runtimeRef names no runtime: the Trainer controller makes no pod "
+                << "from it\n";
+      return;
+    }
+    const std::string runtimeWords = ref->kind + " \"" + ref->name + "\"";
+    const json* runtime = nullptr;
+    for (const json* o : all_) {
+      if (isRuntime(*o, *ref, ns)) runtime = o;
+    }
+    if (runtime == nullptr) {
+      std::cerr << "Note: " << what << ": its pods come from " << runtimeWords << " (spec.runtimeRef), which is not "
+                << "in the input: add it (kubectl get " << (ref->kind == "TrainingRuntime" ? "trainingruntime -n " + ns : "clustertrainingruntime")
+                << " " << ref->name << " -o yaml) to review them. podshaper is called for them when the runtime's pod "
+                << "template (spec.template.spec.replicatedJobs[].template.spec.template) is labelled "
+                << names::kInjectLabel << ": \"true\"; podshaper's annotations go in that template's metadata too\n";
+      return;
+    }
+    TrainJobRuntime effective = runtimeForTrainJob(*runtime, job);
+    std::string applied;
+    for (const auto& a : effective.applied) applied += (applied.empty() ? "" : ", ") + a;
+    std::cerr << "Note: " << what << ": its pods come from " << runtimeWords << " (spec.runtimeRef), reviewed "
+              << (applied.empty() ? std::string("as the runtime has them") : "with the TrainJob's " + applied) << "\n";
+    for (const auto& n : effective.notApplied) {
+      std::cerr << "Warning: " << what << ": " << n << " not applied: review shapes the runtime's templates "
+                << "without it\n";
+    }
+    --templates_;
+    report(reviewWorkload(effective.runtime, config_, context(ns)), what + " from " + runtimeWords);
+  }
+
+  const cli::Flags& flags_;
+  const Config& config_;
+  const std::vector<json*>& all_;
+  std::optional<ClusterView> view_;
+  ClaimLookup claims_;
+  bool nodesKnown_ = false;
+  bool denied_ = false;
+  std::size_t templates_ = 0;
+};
+
+std::string indented(const std::string& text, std::size_t by) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    if (start > 0) out += std::string(by, ' ');
+    out.append(text, start, end - start);
+    start = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cluster, bool clusterGiven) {
+  auto inputs = readInputs(flags.getAll("filename"));
+  if (!inputs) return reviewFailed(inputs.error().message);
+  const std::string output = flags.get("output", cli::isJsonText(inputs->front().text) ? "json" : "yaml");
+  if (output != "yaml" && output != "json" && output != "diff") return reviewFailed("-f: --output must be yaml, json or diff");
+
+  // Every object of every document, the cluster's among them.
+  std::vector<json*> all;
+  std::vector<json> read;  // each document's value as read
+  for (Input& in : *inputs) {
+    for (cli::Document& doc : in.documents) {
+      read.push_back(doc.value);
+      for (json* o : objectsOf(doc.value)) {
+        if (stringMember(*o, "kind") == "AdmissionReview") return reviewFailed("an AdmissionReview is read without -f, on stdin");
+        all.push_back(o);
+      }
+    }
+  }
+  std::vector<json*> workloads;
+  for (json* o : all) {
+    if (!cluster.take(*o)) workloads.push_back(o);
+  }
+  Review review(flags, config, std::move(cluster), clusterGiven, all);
+  for (json* o : workloads) review.object(*o);
+  if (review.templates() == 0) std::cerr << "Note: no pod or pod template found: nothing for podshaper to shape\n";
+
+  std::size_t index = 0;
+  std::vector<std::string> printed;  // each document as printed
+  for (const Input& in : *inputs) {
+    for (const cli::Document& doc : in.documents) {
+      const bool asRead = doc.value == read[index++] && !doc.text.empty();
+      const bool json = output == "json" || (output == "diff" && cli::isJsonText(in.text));
+      printed.push_back(asRead && (json == cli::isJsonText(in.text)) ? doc.text
+                        : json ? cli::toJson(doc.value, doc.layout)
+                               : cli::toYaml(doc.value, doc.layout));
+      if (output == "diff") {
+        std::cout << cli::unifiedDiff(doc.text.empty() ? cli::toYaml(read[index - 1], doc.layout) : doc.text,
+                                      printed.back(), in.name + " (" + describe(read[index - 1], namespaceOf(read[index - 1], flags)) + ")",
+                                      in.name + " (shaped by podshaper)");
+      }
+    }
+  }
+  if (output == "yaml") {
+    for (std::size_t i = 0; i < printed.size(); ++i) {
+      std::cout << (i == 0 || printed[i].starts_with("---") ? "" : "---\n") << printed[i];
+    }
+  } else if (output == "json") {
+    if (printed.size() == 1) {
+      std::cout << printed.front();
+    } else {
+      std::cout << "{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [\n";
+      for (std::size_t i = 0; i < printed.size(); ++i) {
+        std::string item = printed[i];
+        while (!item.empty() && (item.back() == '\n' || item.back() == ' ')) item.pop_back();
+        std::cout << "    " << indented(item, 4) << (i + 1 < printed.size() ? ",\n" : "\n");
+      }
+      std::cout << "  ]\n}\n";
+    }
+  }
+  return review.denied() ? 1 : 0;
+}
+
+}  // namespace podshaper::webhook
