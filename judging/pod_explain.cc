@@ -108,12 +108,15 @@ std::string memlockWords(const Slot& s) {
   return joined(options, " or ");
 }
 
+// A GPU count as a label or a node selector writes it, with its noun: "1 GPU", "8 GPUs".
+std::string gpusText(const std::string& count) { return count + (count == "1" ? " GPU" : " GPUs"); }
+
 // What a node must be, as the rest of "a node that …".
 std::string needWords(const Slot& s) {
   switch (s.kind) {
     case SlotKind::kGpuCount:
-      return "has " + (s.variants.front().values.empty() ? std::string("?") : s.variants.front().values.front()) +
-             " GPUs (" + requirementWords(s.variants.front()) + ")";
+      return "has " + gpusText(s.variants.front().values.empty() ? std::string("?") : s.variants.front().values.front()) +
+             " (" + requirementWords(s.variants.front()) + ")";
     case SlotKind::kValidated:
       return "is validated by podshaper (" + requirementWords(s.variants.front()) + ")";
     case SlotKind::kMemlock:
@@ -137,7 +140,7 @@ std::pair<std::string, std::string> failWords(const Slot& s) {
   switch (s.kind) {
     case SlotKind::kGpuCount: {
       std::string n = s.variants.front().values.empty() ? "?" : s.variants.front().values.front();
-      return {"does not have " + n + " GPUs", "do not have " + n + " GPUs"};
+      return {"does not have " + gpusText(n), "do not have " + gpusText(n)};
     }
     case SlotKind::kValidated: return {"is not validated", "are not validated"};
     case SlotKind::kMemlock: return {"does not grant that memlock", "do not grant that memlock"};
@@ -179,8 +182,8 @@ const Taint* untoleratedTaint(const NodeFacts& n, const json& tolerations) {
 std::string detailOf(const Slot& s, const NodeFacts& n, const json& tolerations) {
   switch (s.kind) {
     case SlotKind::kGpuCount: {
-      if (auto v = labelOf(n, s.key)) return *v + " GPUs";
-      return n.gpus() > 0 ? std::to_string(n.gpus()) + " GPUs, not judged by podshaper" : "no GPUs";
+      if (auto v = labelOf(n, s.key)) return gpusText(*v);
+      return n.gpus() > 0 ? counted(n.gpus(), "GPU") + ", not judged by podshaper" : "no GPUs";
     }
     case SlotKind::kValidated:
       if (!n.notValidatedReason.empty()) return n.notValidatedReason;

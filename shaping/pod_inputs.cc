@@ -81,7 +81,8 @@ const json* securityField(const json* podSecurity, const json& container, std::s
   return podSecurity ? memberPtr(*podSecurity, key) : nullptr;
 }
 
-Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings) {
+// With 0 workers a batch is only checked: the dtype's default is moot, and not warned.
+Result<BatchSize> readBatch(const json& pod, uint64_t workers, std::vector<std::string>& warnings) {
   auto bytes = annotation(pod, names::kBatchBytes);
   auto shape = annotation(pod, names::kBatchShape);
   auto dtype = annotation(pod, names::kBatchDtype);
@@ -102,7 +103,7 @@ Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings)
   }
   if (shape) {
     std::string d = dtype.value_or("float32");
-    if (!dtype) warnings.push_back(std::string(names::kBatchDtype) + " not set: using float32");
+    if (!dtype && workers > 0) warnings.push_back(std::string(names::kBatchDtype) + " not set: using float32");
     auto value = shapeBytes(*shape, d);
     if (!value) {
       bool dtypeWrong = !dtypeBytes(d).ok();
@@ -178,9 +179,11 @@ Result<void> readDataLoaderCounts(const json& pod, const Config& config, PodInpu
                                  "set it to the DataLoader's num_workers, e.g. \"8\"", w);
   if (!workers) return workers.error();
   in.workers = *workers;
+  // No workers, no prefetch: a default for it changes nothing, so it is not warned of.
+  std::vector<std::string> moot;
   auto prefetch = countAnnotation(pod, names::kPrefetchFactor, config.prefetchFactor,
                                   "config defaults.prefetchFactor", 1,
-                                  "set it to the DataLoader's prefetch_factor, e.g. \"2\"", w);
+                                  "set it to the DataLoader's prefetch_factor, e.g. \"2\"", in.workers == 0 ? moot : w);
   if (!prefetch) return prefetch.error();
   in.prefetchFactor = *prefetch;
   if (auto ranks = annotation(pod, names::kRanksPerPod)) {
@@ -255,7 +258,7 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
   if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {
     in.batch = BatchSize{0, "not needed with 0 workers"};
   } else {
-    auto batch = readBatch(pod, in.warnings);
+    auto batch = readBatch(pod, in.workers, in.warnings);
     if (!batch) return batch.error();
     in.batch = *batch;
   }
