@@ -1,6 +1,7 @@
 #include "shaping/pod_inputs.h"
 
 #include "api/names.h"
+#include "api/shm_volume.h"
 #include "base/json_util.h"
 #include "base/checked.h"
 #include "base/quantity.h"
@@ -58,20 +59,6 @@ Result<uint64_t> containerGpus(const json& container, const std::string& name) {
     return *value;
   }
   return uint64_t{0};
-}
-
-// The container's own volume at /dev/shm, the path compared as the runtime resolves it
-// ("/dev//shm" and "/dev/shm/." are /dev/shm too).
-std::optional<std::string> ownShmVolume(const json& container) {
-  const json* mounts = memberPtr(container, "volumeMounts");
-  if (mounts == nullptr || !mounts->is_array()) return std::nullopt;
-  for (const auto& m : *mounts) {
-    const json& path = member(m, "mountPath");
-    if (path.is_string() && cleanPath(path.get_ref<const std::string&>()) == names::kShmMountPath) {
-      return stringMember(m, "name");
-    }
-  }
-  return std::nullopt;
 }
 
 // A securityContext field of the container, else of the pod (the container's wins).
@@ -154,7 +141,7 @@ Result<void> readGpuContainers(const json& spec, const json& containers, const P
     in.span = in.gpuContainers.empty() ? readJobSpan(c, name) : combineJobSpans(in.span, readJobSpan(c, name));
     in.ncclEnv = combineNcclEnvs(in.ncclEnv, readNcclEnv(c, name));
     in.gpuContainers.push_back(GpuContainer{
-        i, name, *own, fromClaims->all, ownShmVolume(c),
+        i, name, *own, fromClaims->all, shmMountOf(c),
         user && user->is_number_integer() ? std::optional<int64_t>(user->get<int64_t>()) : std::nullopt,
         nonRoot && nonRoot->is_boolean() && nonRoot->get<bool>()});
     in.podGpus = *podGpus;

@@ -167,7 +167,8 @@ TEST(PodShaper, UsersOwnShmMountIsKeptWithAWarningWhenSmall) {
   EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["volumeMounts"].size(), 1u);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "100Gi");
-  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm volume \"shm\" of 1Gi, smaller than the 8231Mi"));
+  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm, emptyDir \"shm\" (medium Memory, sizeLimit 1Gi), smaller than the "
+                              "8231Mi"));
   // Large enough: no warning.
   pod.at("/spec/volumes/0/emptyDir/sizeLimit", "64Gi");
   EXPECT_FALSE(hasWarning(shapeNoCluster(pod), "own /dev/shm"));
