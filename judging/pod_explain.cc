@@ -5,6 +5,7 @@
 #include <map>
 
 #include "api/names.h"
+#include "api/shm_volume.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
 #include "base/text.h"
@@ -655,7 +656,11 @@ std::optional<Cause> classify(const json& terminated) {
 
 std::string shmFailureMessage(const json& pod, const std::string& container, const Cause& c, bool restarted,
                               long long run) {
-  const std::string size = annotation(pod, names::kShmSize).value_or("");
+  // The container's /dev/shm as the pod has it (the operator keeps the mounts and volumes
+  // at /dev/shm): a volume of the user's, else podshaper's of shm-size.
+  const std::optional<ShmVolumeInfo> volume = containerShmVolume(pod, container);
+  const bool users = volume && !volume->isPodshapers();
+  const std::string size = users ? volume->sizeAnnotation().value_or("") : annotation(pod, names::kShmSize).value_or("");
   const std::string formula = annotation(pod, names::kShmFormula).value_or("");
   std::string m = "Container \"" + container + "\" ran out of /dev/shm: ";
   switch (c.cause) {
@@ -668,14 +673,38 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
   }
   if (c.line) m += " (\"" + *c.line + "\")";
   m += ". ";
-  m += size.empty() ? std::string("Its /dev/shm size is not recorded.")
-                    : "/dev/shm was " + size + ", sized by podshaper for what the pod's annotations say.";
+  if (users) {
+    m += "/dev/shm is the pod's own " + volume->words() + ", not podshaper's.";
+  } else {
+    m += size.empty() ? std::string("Its /dev/shm size is not recorded.")
+                      : "/dev/shm was " + size + ", sized by podshaper for what the pod's annotations say.";
+  }
   const std::string dataLoaderAdvice = " set the pod's annotations " + std::string(names::kWorkers) + ", " +
                                        std::string(names::kPrefetchFactor) + " and " + std::string(names::kBatchBytes) + " (or " +
                                        std::string(names::kBatchShape) + " and " + std::string(names::kBatchDtype) +
                                        ") to what its DataLoader runs";
   const std::string ncclAdvice = " set the pod's annotation " + std::string(names::kNcclCommunicators) +
                                  " to the NCCL communicators the job makes (one per process group)";
+  if (users) {
+    switch (volume->kind) {
+      case ShmVolumeInfo::Kind::kMemory:
+      case ShmVolumeInfo::Kind::kDisk:
+        m += volume->sizeLimit
+                 ? " Raise the volume's sizeLimit (and the container's memory for it) to at least what the pod needs,"
+                 : " The volume has no sizeLimit: its pages count against the container's memory limit; give it a "
+                   "sizeLimit of at least what the pod needs and the container the memory for it,";
+        break;
+      case ShmVolumeInfo::Kind::kHostPath:
+        m += " The host's /dev/shm is shared with every pod on the node and keeps what they and earlier runs left: "
+             "free it,";
+        break;
+      case ShmVolumeInfo::Kind::kOther:
+      case ShmVolumeInfo::Kind::kMissing:
+        m += " Give the volume room for at least what the pod needs,";
+        break;
+    }
+    m += " or drop the container's /dev/shm mount so that podshaper mounts one of that size.";
+  }
   switch (c.cause) {
     case ShmCause::kDataLoader:
       m += " The DataLoader holds more than podshaper was told:" + dataLoaderAdvice + ".";
@@ -689,8 +718,10 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
       break;
   }
   if (restarted) {
-    m += " This was run " + std::to_string(run + 1) + " of the container in this pod: /dev/shm is the pod's emptyDir " +
-         "and keeps what earlier runs left (a crashed NCCL's segments, a DataLoader's files), so this run started " +
+    const bool host = users && volume->kind == ShmVolumeInfo::Kind::kHostPath;
+    m += " This was run " + std::to_string(run + 1) + " of the container in this pod: /dev/shm is " +
+         (host ? "the host's" : "the pod's emptyDir") +
+         " and keeps what earlier runs left (a crashed NCCL's segments, a DataLoader's files), so this run started "
          "with less than " + (size.empty() ? std::string("its size") : size) +
          ": let the pod be replaced rather than restarted in place (restartPolicy: Never; a Job's backoffLimit " +
          "makes a new pod).";
