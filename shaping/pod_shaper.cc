@@ -61,10 +61,9 @@ bool alreadyShaped(const json& pod) { return annotation(pod, names::kShapedBy).h
 
 // What every GPU container of one pod gets, decided before the containers are shaped.
 struct PodShape {
-  const json& pod;
   const PodInputs& in;
   const Config& config;
-  uint64_t shm = 0, ranks = 0;
+  uint64_t ranks = 0;
   // podshaper's /dev/shm volume and the GPUs of the containers that mount it: the pod's
   // size when every GPU container does, else their share of it (docs/webhook.md
   // "Several GPU containers").
@@ -257,7 +256,7 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
                          "\", the name of the /dev/shm volume podshaper adds: rename it");
   }
   const std::vector<OwnShm> owns = ownShmVolumes(pod, in, *plan, config);
-  const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume, owns, *fit, *privileges};
+  const PodShape shapeOf{in, config, ranks, volume, owns, *fit, *privileges};
   const std::string shmText = formatBytes(static_cast<int64_t>(volume.bytes));
   // From here on the pod is changed where it lies, each change written down as the patch.
   const std::size_t annotationsBefore = annotationsBytes(pod);
