@@ -116,8 +116,9 @@ std::string gpusText(const std::string& count) { return count + (count == "1" ? 
 std::string needWords(const Slot& s) {
   switch (s.kind) {
     case SlotKind::kGpuCount:
-      return "has " + gpusText(s.variants.front().values.empty() ? std::string("?") : s.variants.front().values.front()) +
-             " (" + requirementWords(s.variants.front()) + ")";
+      return "has " +
+             gpusText(s.variants.front().values.empty() ? std::string("?") : s.variants.front().values.front()) + " (" +
+             requirementWords(s.variants.front()) + ")";
     case SlotKind::kValidated:
       return "is validated by podshaper (" + requirementWords(s.variants.front()) + ")";
     case SlotKind::kMemlock:
@@ -660,7 +661,8 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
   // at /dev/shm): a volume of the user's, else podshaper's of shm-size.
   const std::optional<ShmVolumeInfo> volume = containerShmVolume(pod, container);
   const bool users = volume && !volume->isPodshapers();
-  const std::string size = users ? volume->sizeAnnotation().value_or("") : annotation(pod, names::kShmSize).value_or("");
+  const std::string size =
+      users ? volume->sizeAnnotation().value_or("") : annotation(pod, names::kShmSize).value_or("");
   const std::string formula = annotation(pod, names::kShmFormula).value_or("");
   std::string m = "Container \"" + container + "\" ran out of /dev/shm: ";
   switch (c.cause) {

@@ -78,8 +78,8 @@ std::string sizesInWords(const std::vector<NodeKind>& kinds) {
   std::string out = "the cluster's GPU nodes have ";
   bool first = true;
   for (const auto& [gpus, count] : bySize) {
-    out += (first ? "" : " or ") + (first ? counted(gpus, "GPU") : std::to_string(gpus)) + " (" + counted(count, "node") +
-           ")";
+    out += (first ? "" : " or ") + (first ? counted(gpus, "GPU") : std::to_string(gpus)) + " (" +
+           counted(count, "node") + ")";
     first = false;
   }
   return out;

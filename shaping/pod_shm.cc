@@ -223,10 +223,10 @@ void warnOwnShm(const json& pod, const OwnShm& own, std::vector<std::string>& wa
 }
 
 std::string ownShmWords(const OwnShm& own, const PodInputs& in) {
-  std::string out = own.gpus == in.podGpus
-                        ? std::string("/dev/shm is the pod's own ")
-                        : containersWords(own) + " (" + counted(own.gpus, "GPU") + ", " +
-                              formatBytes(static_cast<int64_t>(own.needBytes)) + " of the need): /dev/shm is the pod's own ";
+  std::string out = own.gpus == in.podGpus ? std::string()
+                                           : containersWords(own) + " (" + counted(own.gpus, "GPU") + ", " +
+                                                 formatBytes(static_cast<int64_t>(own.needBytes)) + " of the need): ";
+  out += "/dev/shm is the pod's own ";
   out += own.volume.words();
   out += own.adopted ? ", adopted: sizeLimit set to " + formatBytes(static_cast<int64_t>(own.needBytes)) +
                            " (config shm.adoptOwnVolume)"
