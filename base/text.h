@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -83,6 +84,13 @@ inline std::string cleanPath(std::string_view path) {
     out += part;
   }
   return out.empty() ? "/" : out;
+}
+
+// A count and its noun, plural unless one: "1 GPU", "8 GPUs", "0 ranks".
+inline std::string counted(uint64_t n, std::string_view noun) {
+  std::string out;
+  appendAll(out, n, " ", noun, n == 1 ? "" : "s");
+  return out;
 }
 
 }  // namespace podshaper

@@ -232,10 +232,24 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
   // podshaper allows is never refused for what podshaper added.
   FUZZ_CHECK(annotationsBytes(patched) <= kApiAnnotationsLimit,
              std::to_string(annotationsBytes(patched)) + " B of annotations after the patch");
-  // /dev/shm is never shaped below the runtime's default 64Mi.
-  const json& shmSize = annotations.at(std::string(names::kShmSize));
-  auto shm = parseQuantity(shmSize.is_string() ? shmSize.get<std::string>() : "");
-  FUZZ_CHECK(shm.ok() && *shm >= static_cast<int64_t>(kMinShmBytes), message(annotations));
+  // Every shaped pod keeps its formula. A /dev/shm podshaper adds is never below the
+  // runtime's default 64Mi and is what shm-size says; where GPU containers keep volumes of
+  // their own, shm-size is a kept sizeLimit as written, or absent (docs/webhook.md "A
+  // /dev/shm of the user's").
+  FUZZ_CHECK(annotations.contains(std::string(names::kShmFormula)), message(annotations));
+  auto shmVolumes = [](const json& p) {
+    const json& volumes = member(member(p, "spec"), "volumes");
+    if (!volumes.is_array()) return std::ptrdiff_t{0};
+    return std::count_if(volumes.begin(), volumes.end(),
+                         [](const json& v) { return hasText(member(v, "name"), names::kShmVolume); });
+  };
+  if (shmVolumes(patched) > shmVolumes(pod)) {
+    const json& shmSize = annotations.at(std::string(names::kShmSize));
+    auto shm = parseQuantity(shmSize.is_string() ? shmSize.get<std::string>() : "");
+    FUZZ_CHECK(shm.ok() && *shm >= static_cast<int64_t>(kMinShmBytes), message(annotations));
+  } else if (annotations.contains(std::string(names::kShmSize))) {
+    FUZZ_CHECK(annotations[std::string(names::kShmSize)].is_string(), message(annotations));
+  }
 
   checkUlimitAnnotations(pod, patched, config);
 

@@ -30,6 +30,7 @@ std::string toYaml(const Config& c) {
   y += "podSecurity: " + std::string(podshaper::toString(c.podSecurity)) + "\n";
   y += "memlock: " + c.memlock.text() + "\n";
   y += "gpuDeviceClass: " + c.gpuDeviceClass + "\n";  // a DNS subdomain: plain YAML
+  y += std::string("shm:\n  adoptOwnVolume: ") + (c.adoptOwnShmVolume ? "true" : "false") + "\n";
   return y;
 }
 

@@ -147,7 +147,7 @@ def config():
     t.add("every-key.yaml", "defaults:\n  workers: 8\n  prefetchFactor: 4\n  headroomPercent: 0\n"
           "  ncclCommunicators: 10\n  gpusPerNode: 4\n  nodeMemory: 2Ti\nncclShmPerCommunicator:\n  net: 31104Ki\n"
           "  p2p: 0\n  shm: 70000Ki\nlimits:\n"
-          "  maxShmPercentOfNodeMemory: 25\npartialNode: expand\npodSecurity: warn\n")
+          "  maxShmPercentOfNodeMemory: 25\npartialNode: expand\npodSecurity: warn\nshm:\n  adoptOwnVolume: true\n")
     t.add("flow-style.yaml", "{defaults: {workers: 2, gpusPerNode: [8]}, partialNode: \"warn\"}\n")
     t.add("anchors.yaml", "defaults: &d\n  workers: 4\nlimits: *d\n")
     t.add("empty.yaml", "")

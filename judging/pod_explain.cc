@@ -5,6 +5,7 @@
 #include <map>
 
 #include "api/names.h"
+#include "api/shm_volume.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
 #include "base/text.h"
@@ -108,12 +109,16 @@ std::string memlockWords(const Slot& s) {
   return joined(options, " or ");
 }
 
+// A GPU count as a label or a node selector writes it, with its noun: "1 GPU", "8 GPUs".
+std::string gpusText(const std::string& count) { return count + (count == "1" ? " GPU" : " GPUs"); }
+
 // What a node must be, as the rest of "a node that …".
 std::string needWords(const Slot& s) {
   switch (s.kind) {
     case SlotKind::kGpuCount:
-      return "has " + (s.variants.front().values.empty() ? std::string("?") : s.variants.front().values.front()) +
-             " GPUs (" + requirementWords(s.variants.front()) + ")";
+      return "has " +
+             gpusText(s.variants.front().values.empty() ? std::string("?") : s.variants.front().values.front()) + " (" +
+             requirementWords(s.variants.front()) + ")";
     case SlotKind::kValidated:
       return "is validated by podshaper (" + requirementWords(s.variants.front()) + ")";
     case SlotKind::kMemlock:
@@ -137,7 +142,7 @@ std::pair<std::string, std::string> failWords(const Slot& s) {
   switch (s.kind) {
     case SlotKind::kGpuCount: {
       std::string n = s.variants.front().values.empty() ? "?" : s.variants.front().values.front();
-      return {"does not have " + n + " GPUs", "do not have " + n + " GPUs"};
+      return {"does not have " + gpusText(n), "do not have " + gpusText(n)};
     }
     case SlotKind::kValidated: return {"is not validated", "are not validated"};
     case SlotKind::kMemlock: return {"does not grant that memlock", "do not grant that memlock"};
@@ -179,8 +184,8 @@ const Taint* untoleratedTaint(const NodeFacts& n, const json& tolerations) {
 std::string detailOf(const Slot& s, const NodeFacts& n, const json& tolerations) {
   switch (s.kind) {
     case SlotKind::kGpuCount: {
-      if (auto v = labelOf(n, s.key)) return *v + " GPUs";
-      return n.gpus() > 0 ? std::to_string(n.gpus()) + " GPUs, not judged by podshaper" : "no GPUs";
+      if (auto v = labelOf(n, s.key)) return gpusText(*v);
+      return n.gpus() > 0 ? counted(n.gpus(), "GPU") + ", not judged by podshaper" : "no GPUs";
     }
     case SlotKind::kValidated:
       if (!n.notValidatedReason.empty()) return n.notValidatedReason;
@@ -652,7 +657,12 @@ std::optional<Cause> classify(const json& terminated) {
 
 std::string shmFailureMessage(const json& pod, const std::string& container, const Cause& c, bool restarted,
                               long long run) {
-  const std::string size = annotation(pod, names::kShmSize).value_or("");
+  // The container's /dev/shm as the pod has it (the operator keeps the mounts and volumes
+  // at /dev/shm): a volume of the user's, else podshaper's of shm-size.
+  const std::optional<ShmVolumeInfo> volume = containerShmVolume(pod, container);
+  const bool users = volume && !volume->isPodshapers();
+  const std::string size =
+      users ? volume->sizeAnnotation().value_or("") : annotation(pod, names::kShmSize).value_or("");
   const std::string formula = annotation(pod, names::kShmFormula).value_or("");
   std::string m = "Container \"" + container + "\" ran out of /dev/shm: ";
   switch (c.cause) {
@@ -665,14 +675,38 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
   }
   if (c.line) m += " (\"" + *c.line + "\")";
   m += ". ";
-  m += size.empty() ? std::string("Its /dev/shm size is not recorded.")
-                    : "/dev/shm was " + size + ", sized by podshaper for what the pod's annotations say.";
+  if (users) {
+    m += "/dev/shm is the pod's own " + volume->words() + ", not podshaper's.";
+  } else {
+    m += size.empty() ? std::string("Its /dev/shm size is not recorded.")
+                      : "/dev/shm was " + size + ", sized by podshaper for what the pod's annotations say.";
+  }
   const std::string dataLoaderAdvice = " set the pod's annotations " + std::string(names::kWorkers) + ", " +
                                        std::string(names::kPrefetchFactor) + " and " + std::string(names::kBatchBytes) + " (or " +
                                        std::string(names::kBatchShape) + " and " + std::string(names::kBatchDtype) +
                                        ") to what its DataLoader runs";
   const std::string ncclAdvice = " set the pod's annotation " + std::string(names::kNcclCommunicators) +
                                  " to the NCCL communicators the job makes (one per process group)";
+  if (users) {
+    switch (volume->kind) {
+      case ShmVolumeInfo::Kind::kMemory:
+      case ShmVolumeInfo::Kind::kDisk:
+        m += volume->sizeLimit
+                 ? " Raise the volume's sizeLimit (and the container's memory for it) to at least what the pod needs,"
+                 : " The volume has no sizeLimit: its pages count against the container's memory limit; give it a "
+                   "sizeLimit of at least what the pod needs and the container the memory for it,";
+        break;
+      case ShmVolumeInfo::Kind::kHostPath:
+        m += " The host's /dev/shm is shared with every pod on the node and keeps what they and earlier runs left: "
+             "free it,";
+        break;
+      case ShmVolumeInfo::Kind::kOther:
+      case ShmVolumeInfo::Kind::kMissing:
+        m += " Give the volume room for at least what the pod needs,";
+        break;
+    }
+    m += " or drop the container's /dev/shm mount so that podshaper mounts one of that size.";
+  }
   switch (c.cause) {
     case ShmCause::kDataLoader:
       m += " The DataLoader holds more than podshaper was told:" + dataLoaderAdvice + ".";
@@ -686,8 +720,10 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
       break;
   }
   if (restarted) {
-    m += " This was run " + std::to_string(run + 1) + " of the container in this pod: /dev/shm is the pod's emptyDir " +
-         "and keeps what earlier runs left (a crashed NCCL's segments, a DataLoader's files), so this run started " +
+    const bool host = users && volume->kind == ShmVolumeInfo::Kind::kHostPath;
+    m += " This was run " + std::to_string(run + 1) + " of the container in this pod: /dev/shm is " +
+         (host ? "the host's" : "the pod's emptyDir") +
+         " and keeps what earlier runs left (a crashed NCCL's segments, a DataLoader's files), so this run started "
          "with less than " + (size.empty() ? std::string("its size") : size) +
          ": let the pod be replaced rather than restarted in place (restartPolicy: Never; a Job's backoffLimit " +
          "makes a new pod).";

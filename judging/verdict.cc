@@ -6,6 +6,7 @@
 
 #include "api/names.h"
 #include "api/topology.h"
+#include "base/text.h"
 #include "base/timefmt.h"
 
 namespace podshaper {
@@ -25,10 +26,6 @@ std::string pairList(const std::vector<const GpuPair*>& pairs, std::size_t shown
   }
   if (pairs.size() > shown) out << " and " << pairs.size() - shown << " more";
   return out.str();
-}
-
-std::string plural(std::size_t n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
 std::string bytesInWords(uint64_t bytes) {
@@ -105,7 +102,7 @@ class Judge {
       c.status = "Unknown";
       c.reason = "P2PNotMeasured";
       c.message = "The report lists " + std::to_string(n) + " of the " + std::to_string(n + missing) +
-                  " GPU pairs of " + plural(t_.gpus.size(), "GPU") +
+                  " GPU pairs of " + counted(t_.gpus.size(), "GPU") +
                   ", so peer-to-peer access between the others is unknown and NCCL may fall back to shared "
                   "memory (/dev/shm) there.";
       if (r_.requireP2PAllPairs) {
@@ -118,28 +115,28 @@ class Judge {
     } else if (!without.empty()) {
       c.status = "False";
       c.reason = "P2PUnavailable";
-      c.message = std::to_string(without.size()) + " of " + plural(n, "GPU pair") +
+      c.message = std::to_string(without.size()) + " of " + counted(n, "GPU pair") +
                   " cannot read each other's memory directly (no peer-to-peer access): " + pairList(without) +
                   ". NCCL falls back to shared memory (/dev/shm) between those GPUs, which is slower, and "
                   "its SHM transport keeps its buffers there, so podshaper sizes training pods for nodes "
                   "like this one with the SHM-transport NCCL /dev/shm reserve.";
       if (r_.requireP2PAllPairs) {
-        failures.push_back({c.reason, std::to_string(without.size()) + " of " + plural(n, "GPU pair") +
+        failures.push_back({c.reason, std::to_string(without.size()) + " of " + counted(n, "GPU pair") +
                                           " lack peer-to-peer access (" + pairList(without, 4) + ")"});
       }
     } else if (!unknown.empty()) {
       c.status = "Unknown";
       c.reason = "P2PNotMeasured";
       c.message = "The agent could not tell whether " + std::to_string(unknown.size()) + " of " +
-                  plural(n, "GPU pair") + " can read each other's memory directly (" + pairList(unknown, 4) +
+                  counted(n, "GPU pair") + " can read each other's memory directly (" + pairList(unknown, 4) +
                   "), so NCCL may fall back to shared memory (/dev/shm) there.";
       if (r_.requireP2PAllPairs) {
         failures.push_back({c.reason, "peer-to-peer access is not measured for " +
-                                          std::to_string(unknown.size()) + " of " + plural(n, "GPU pair")});
+                                          std::to_string(unknown.size()) + " of " + counted(n, "GPU pair")});
       }
     } else {
       c.reason = "AllPairsP2P";
-      c.message = "All " + plural(n, "GPU pair") +
+      c.message = "All " + counted(n, "GPU pair") +
                   " read each other's memory directly (peer-to-peer), so NCCL moves data from GPU to GPU "
                   "without going through host memory.";
     }
@@ -202,20 +199,20 @@ class Judge {
     } else if (!node_->allocatableGpus) {
       c.status = "False";
       c.reason = "NoGPUsAllocatable";
-      c.message = "The agent found " + plural(found, "GPU") + " but the Node lists no " +
+      c.message = "The agent found " + counted(found, "GPU") + " but the Node lists no " +
                   std::string(names::kGpuResource) + " at all: is the NVIDIA device plugin running there?";
       failures.push_back({c.reason, "the Node lists no " + std::string(names::kGpuResource)});
     } else if (*node_->allocatableGpus != found) {
       c.status = "False";
       c.reason = "CountMismatch";
-      c.message = "The agent found " + plural(found, "GPU") + " but the Node offers " +
+      c.message = "The agent found " + counted(found, "GPU") + " but the Node offers " +
                   std::to_string(*node_->allocatableGpus) + " to pods (" + std::string(names::kGpuResource) +
                   " allocatable): the device plugin may have marked a GPU unhealthy, or it shares GPUs "
                   "(time-slicing, MIG), which node-exclusive training does not expect.";
-      failures.push_back({c.reason, "the agent found " + std::to_string(found) + " GPUs, the Node offers " +
+      failures.push_back({c.reason, "the agent found " + counted(found, "GPU") + ", the Node offers " +
                                         std::to_string(*node_->allocatableGpus)});
     } else {
-      c.message = "The agent found " + plural(found, "GPU") + " and the Node offers " + std::to_string(found) +
+      c.message = "The agent found " + counted(found, "GPU") + " and the Node offers " + std::to_string(found) +
                   " to pods (" + std::string(names::kGpuResource) + " allocatable).";
     }
     return c;
@@ -250,7 +247,7 @@ class Judge {
   void requirements(std::vector<Failure>& failures) const {
     const std::size_t found = t_.gpus.size();
     if (r_.minGPUs && static_cast<long long>(found) < *r_.minGPUs) {
-      failures.push_back({"TooFewGPUs", "it has " + plural(found, "GPU") + ", fewer than the " +
+      failures.push_back({"TooFewGPUs", "it has " + counted(found, "GPU") + ", fewer than the " +
                                             std::to_string(*r_.minGPUs) + " required"});
     }
     if (r_.minLink) {
@@ -260,7 +257,7 @@ class Judge {
         if (!link || *link > *r_.minLink) slow.push_back(&p);
       }
       if (!slow.empty()) {
-        failures.push_back({"LinkTooSlow", plural(slow.size(), "GPU pair") + " (" + pairList(slow, 4) +
+        failures.push_back({"LinkTooSlow", counted(slow.size(), "GPU pair") + " (" + pairList(slow, 4) +
                                                ") are joined by links slower than " + toString(*r_.minLink) +
                                                " (" + slow.front()->link + ")"});
       }
@@ -277,7 +274,7 @@ class Judge {
         }
       }
       if (!low.empty()) {
-        failures.push_back({"BandwidthTooLow", plural(low.size(), "GPU pair") + " copy slower than the " +
+        failures.push_back({"BandwidthTooLow", counted(low.size(), "GPU pair") + " copy slower than the " +
                                                    gbps(*r_.minBandwidthGBps) + " required (slowest: " +
                                                    pairName(*worst) + " at " + gbps(*worst->bandwidthGBps) + ")"});
       } else if (!unmeasured.empty()) {

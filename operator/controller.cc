@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "api/names.h"
+#include "api/shm_volume.h"
 #include "base/json_util.h"
 #include "cli/logging.h"
 #include "judging/policy_status.h"
@@ -49,6 +51,32 @@ void compactPod(json& pod) {
   }
   if (const json& na = member(member(spec, "affinity"), "nodeAffinity"); !na.is_null()) {
     kept["spec"]["affinity"]["nodeAffinity"] = na;
+  }
+  // Each container's /dev/shm mount and its volume: a ShmExhausted Event names the
+  // /dev/shm the container had (podshaper's, or one of the user's with its size).
+  for (const char* list : {"containers", "initContainers"}) {
+    const json& containers = member(spec, list);
+    if (!containers.is_array()) continue;
+    for (const json& c : containers) {
+      auto mount = shmMountOf(c);
+      if (!mount) continue;
+      json shmMount = json::object();
+      shmMount["name"] = *mount;
+      shmMount["mountPath"] = std::string(names::kShmMountPath);
+      json keptContainer = json::object();
+      keptContainer["name"] = member(c, "name");
+      keptContainer["volumeMounts"] = json::array();
+      keptContainer["volumeMounts"].push_back(std::move(shmMount));
+      kept["spec"][list].push_back(std::move(keptContainer));
+      const json& volumes = member(spec, "volumes");
+      const ShmVolumeInfo volume = shmVolumeInfo(pod, *mount);
+      if (volume.kind == ShmVolumeInfo::Kind::kMissing) continue;
+      json& keptVolumes = kept["spec"]["volumes"];
+      if (!keptVolumes.is_array() || std::none_of(keptVolumes.begin(), keptVolumes.end(),
+                                                  [&](const json& v) { return hasText(member(v, "name"), *mount); })) {
+        keptVolumes.push_back(volumes[volume.index]);
+      }
+    }
   }
   const json& status = member(pod, "status");
   if (status.contains("phase")) kept["status"]["phase"] = status["phase"];

@@ -84,6 +84,18 @@ Handler setQuantity(Field& field, const std::string& key) {
   };
 }
 
+// true or false, as YAML 1.2 writes them (not yes/no/on/off: a typo must not read as a choice).
+Handler setBool(bool& field, const std::string& key) {
+  return [&field, key](const YAML::Node& n) -> Result<void> {
+    auto v = scalar(n, key);
+    if (!v) return v.error();
+    if (*v == "true") field = true;
+    else if (*v == "false") field = false;
+    else return keyError(key, "\"" + *v + "\" is not one of true, false");
+    return {};
+  };
+}
+
 // A key podshaper no longer reads: an error that names what replaced it.
 Handler replaced(const std::string& key) {
   return [key](const YAML::Node&) -> Result<void> {
@@ -159,6 +171,7 @@ std::string Config::hash() const {
     << ";memlock=" << memlock.text();
   // Settings added since keep the hash of a config that leaves them at their default.
   if (gpuDeviceClass != kDefaultGpuDeviceClass) f << ";gpuDeviceClass=" << gpuDeviceClass;
+  if (adoptOwnShmVolume) f << ";shm.adoptOwnVolume=true";
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(f.h));
   last = *this;
@@ -195,7 +208,11 @@ Result<Config> parseConfig(std::string_view yamlText) {
       {"maxShmPercentOfNodeMemory",
        setCount(config.maxShmPercentOfNodeMemory, "limits.maxShmPercentOfNodeMemory", 1, 100)},
   };
+  std::map<std::string, Handler> shm{
+      {"adoptOwnVolume", setBool(config.adoptOwnShmVolume, "shm.adoptOwnVolume")},
+  };
   std::map<std::string, Handler> top{
+      {"shm", [&](const YAML::Node& n) { return forEachKey(n, "shm", shm); }},
       {"defaults", [&](const YAML::Node& n) { return forEachKey(n, "defaults", defaults); }},
       {"limits", [&](const YAML::Node& n) { return forEachKey(n, "limits", limits); }},
       {"ncclShmPerCommunicator",

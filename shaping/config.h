@@ -42,6 +42,10 @@ struct Config {
   // The DeviceClass whose devices are GPUs, for pods that ask GPUs through resource
   // claims (Dynamic Resource Allocation); NVIDIA's DRA driver names it gpu.nvidia.com.
   std::string gpuDeviceClass = std::string(kDefaultGpuDeviceClass);
+  // shm.adoptOwnVolume: a GPU container's own memory-backed emptyDir at /dev/shm with no
+  // sizeLimit, or one below the need, gets the need as its sizeLimit and the memory for it
+  // (docs/webhook.md "A /dev/shm of the user's"). Off: a user's volume is kept as written.
+  bool adoptOwnShmVolume = false;
 
   // Stable hash of the effective settings, shown in podshaper.io/shaped-by. The last
   // config hashed is remembered per thread: a webhook's every admission hashes the same one.

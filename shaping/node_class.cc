@@ -7,6 +7,7 @@
 
 #include "api/names.h"
 #include "base/quantity.h"
+#include "base/text.h"
 #include "shaping/memlock_pod.h"
 
 namespace podshaper {
@@ -77,8 +78,8 @@ std::string sizesInWords(const std::vector<NodeKind>& kinds) {
   std::string out = "the cluster's GPU nodes have ";
   bool first = true;
   for (const auto& [gpus, count] : bySize) {
-    out += (first ? "" : " or ") + std::to_string(gpus) + (first ? " GPUs" : "") + " (" + std::to_string(count) +
-           (count == 1 ? " node)" : " nodes)");
+    out += (first ? "" : " or ") + (first ? counted(gpus, "GPU") : std::to_string(gpus)) + " (" +
+           counted(count, "node") + ")";
     first = false;
   }
   return out;
@@ -142,15 +143,15 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
     // A shared pod: the smallest of the nodes that hold it.
     nc.gpus = nodeExclusive ? *podGpus : smallestWaiting;
     nc.source = nodeExclusive ? "the size it asks; nodes of that size exist" : "the nodes that hold it";
-    nc.warnings.push_back("no node with " + std::string(nodeExclusive ? "" : "at least ") + std::to_string(*podGpus) +
-                          " GPUs can take the pod now: " + nodesAndWhy(waitingFor, config.memlock) +
+    nc.warnings.push_back("no node with " + std::string(nodeExclusive ? "" : "at least ") + counted(*podGpus, "GPU") +
+                          " can take the pod now: " + nodesAndWhy(waitingFor, config.memlock) +
                           ": it waits Pending until one can (kubectl describe pod tells why it waits)");
   } else if (classes.empty()) {
     nc.gpus = config.gpusPerNode;
     nc.source = "from config defaults.gpusPerNode";
     nc.warnings.push_back("no " + std::string(byLabels ? "validated " : "") +
-                          "GPU node found: assuming " + std::to_string(nc.gpus) +
-                          " GPUs per node from config defaults.gpusPerNode");
+                          "GPU node found: assuming " + counted(nc.gpus, "GPU") +
+                          " per node from config defaults.gpusPerNode");
   } else {
     // The class the pod fits exactly, else the smallest that holds it; the largest for All.
     auto fit = podGpus ? classes.lower_bound(*podGpus) : classes.end();

@@ -5,6 +5,7 @@
 
 #include "api/names.h"
 #include "base/json_util.h"
+#include "base/text.h"
 #include "shaping/memlock_pod.h"
 #include "shaping/request_limits.h"
 
@@ -116,27 +117,30 @@ const std::vector<std::vector<JsonText>>& nodeRequirements(const NodeAsked& aske
   return alternatives;
 }
 
+// The pod's GPUs as it asks them: "8 nvidia.com/gpu", or "1 GPU" through resource claims.
+std::string asked(const PodInputs& in) {
+  return in.gpusFromClaims ? counted(in.podGpus, "GPU") : std::to_string(in.podGpus) + " " + in.gpuWords;
+}
+
 }  // namespace
 
 Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
                             std::vector<std::string>& warnings) {
   const uint64_t G = nodeClass.gpus;
   if (!in.nodeExclusive && !in.allGpus && nodeClass.largestNode && in.podGpus > *nodeClass.largestNode) {
-    return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords + " but no node has that many: " +
-                     nodeClass.sizes + ": split the job into pods of at most " +
-                     std::to_string(*nodeClass.largestNode) + " GPUs each");
+    return makeError("the pod asks " + asked(in) + " but no node has that many: " + nodeClass.sizes +
+                     ": split the job into pods of at most " + counted(*nodeClass.largestNode, "GPU") + " each");
   }
   if (!in.nodeExclusive || in.podGpus == G) return GpuFit::kAsAsked;
   if (in.podGpus > G) {
-    return makeError("the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
-                     " but nodes of its class have " + std::to_string(G) + " (" + nodeClass.source + ")" +
-                     (nodeClass.sizes.empty() ? "" : "; " + nodeClass.sizes) + ": split the job into pods of " +
-                     std::to_string(G) + " GPUs each");
+    return makeError("the pod asks " + asked(in) + " but nodes of its class have " + std::to_string(G) + " (" +
+                     nodeClass.source + ")" + (nodeClass.sizes.empty() ? "" : "; " + nodeClass.sizes) +
+                     ": split the job into pods of " + counted(G, "GPU") + " each");
   }
-  std::string asks = "the pod asks " + std::to_string(in.podGpus) + " " + in.gpuWords +
+  std::string asks = "the pod asks " + asked(in) +
                      " but node-exclusive pods own whole " + std::to_string(G) + "-GPU nodes (" + nodeClass.source +
                      ")";
-  const std::string request = "request " + std::to_string(G) + " GPUs" +
+  const std::string request = "request " + counted(G, "GPU") +
                               (in.gpusFromClaims ? " in all (exactly.count in its resource claims)" : "");
   switch (config.partialNode) {
     case PartialNodePolicy::kDeny:
@@ -156,8 +160,8 @@ Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Con
       // The extra GPUs go to the first GPU container; its ranks follow.
       GpuContainer& first = in.gpuContainers.front();
       first.gpus += G - in.podGpus;
-      warnings.push_back(asks + "; raised container \"" + first.name + "\" to " + std::to_string(first.gpus) +
-                         " GPUs (config partialNode: expand)");
+      warnings.push_back(asks + "; raised container \"" + first.name + "\" to " + counted(first.gpus, "GPU") +
+                         " (config partialNode: expand)");
       in.podGpus = G;
       return GpuFit::kExpanded;
     }

@@ -1,6 +1,7 @@
 #include "shaping/pod_inputs.h"
 
 #include "api/names.h"
+#include "api/shm_volume.h"
 #include "base/json_util.h"
 #include "base/checked.h"
 #include "base/quantity.h"
@@ -60,20 +61,6 @@ Result<uint64_t> containerGpus(const json& container, const std::string& name) {
   return uint64_t{0};
 }
 
-// The container's own volume at /dev/shm, the path compared as the runtime resolves it
-// ("/dev//shm" and "/dev/shm/." are /dev/shm too).
-std::optional<std::string> ownShmVolume(const json& container) {
-  const json* mounts = memberPtr(container, "volumeMounts");
-  if (mounts == nullptr || !mounts->is_array()) return std::nullopt;
-  for (const auto& m : *mounts) {
-    const json& path = member(m, "mountPath");
-    if (path.is_string() && cleanPath(path.get_ref<const std::string&>()) == names::kShmMountPath) {
-      return stringMember(m, "name");
-    }
-  }
-  return std::nullopt;
-}
-
 // A securityContext field of the container, else of the pod (the container's wins).
 const json* securityField(const json* podSecurity, const json& container, std::string_view key) {
   const json* own = memberPtr(container, "securityContext");
@@ -81,7 +68,8 @@ const json* securityField(const json* podSecurity, const json& container, std::s
   return podSecurity ? memberPtr(*podSecurity, key) : nullptr;
 }
 
-Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings) {
+// With 0 workers a batch is only checked: the dtype's default is moot, and not warned.
+Result<BatchSize> readBatch(const json& pod, uint64_t workers, std::vector<std::string>& warnings) {
   auto bytes = annotation(pod, names::kBatchBytes);
   auto shape = annotation(pod, names::kBatchShape);
   auto dtype = annotation(pod, names::kBatchDtype);
@@ -102,7 +90,7 @@ Result<BatchSize> readBatch(const json& pod, std::vector<std::string>& warnings)
   }
   if (shape) {
     std::string d = dtype.value_or("float32");
-    if (!dtype) warnings.push_back(std::string(names::kBatchDtype) + " not set: using float32");
+    if (!dtype && workers > 0) warnings.push_back(std::string(names::kBatchDtype) + " not set: using float32");
     auto value = shapeBytes(*shape, d);
     if (!value) {
       bool dtypeWrong = !dtypeBytes(d).ok();
@@ -153,7 +141,7 @@ Result<void> readGpuContainers(const json& spec, const json& containers, const P
     in.span = in.gpuContainers.empty() ? readJobSpan(c, name) : combineJobSpans(in.span, readJobSpan(c, name));
     in.ncclEnv = combineNcclEnvs(in.ncclEnv, readNcclEnv(c, name));
     in.gpuContainers.push_back(GpuContainer{
-        i, name, *own, fromClaims->all, ownShmVolume(c),
+        i, name, *own, fromClaims->all, shmMountOf(c),
         user && user->is_number_integer() ? std::optional<int64_t>(user->get<int64_t>()) : std::nullopt,
         nonRoot && nonRoot->is_boolean() && nonRoot->get<bool>()});
     in.podGpus = *podGpus;
@@ -178,9 +166,11 @@ Result<void> readDataLoaderCounts(const json& pod, const Config& config, PodInpu
                                  "set it to the DataLoader's num_workers, e.g. \"8\"", w);
   if (!workers) return workers.error();
   in.workers = *workers;
+  // No workers, no prefetch: a default for it changes nothing, so it is not warned of.
+  std::vector<std::string> moot;
   auto prefetch = countAnnotation(pod, names::kPrefetchFactor, config.prefetchFactor,
                                   "config defaults.prefetchFactor", 1,
-                                  "set it to the DataLoader's prefetch_factor, e.g. \"2\"", w);
+                                  "set it to the DataLoader's prefetch_factor, e.g. \"2\"", in.workers == 0 ? moot : w);
   if (!prefetch) return prefetch.error();
   in.prefetchFactor = *prefetch;
   if (auto ranks = annotation(pod, names::kRanksPerPod)) {
@@ -255,7 +245,7 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
   if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {
     in.batch = BatchSize{0, "not needed with 0 workers"};
   } else {
-    auto batch = readBatch(pod, in.warnings);
+    auto batch = readBatch(pod, in.workers, in.warnings);
     if (!batch) return batch.error();
     in.batch = *batch;
   }

@@ -7,6 +7,7 @@
 #include "base/json_edit.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
+#include "base/text.h"
 #include "shaping/memlock_pod.h"
 #include "shaping/node_class.h"
 #include "shaping/placement.h"
@@ -60,14 +61,15 @@ bool alreadyShaped(const json& pod) { return annotation(pod, names::kShapedBy).h
 
 // What every GPU container of one pod gets, decided before the containers are shaped.
 struct PodShape {
-  const json& pod;
   const PodInputs& in;
   const Config& config;
-  uint64_t shm = 0, ranks = 0;
+  uint64_t ranks = 0;
   // podshaper's /dev/shm volume and the GPUs of the containers that mount it: the pod's
   // size when every GPU container does, else their share of it (docs/webhook.md
   // "Several GPU containers").
   ShmVolume volume;
+  // The user's own /dev/shm volumes, kept or adopted (config shm.adoptOwnVolume).
+  const std::vector<OwnShm>& owns;
   GpuFit fit = GpuFit::kAsAsked;
   Privileges privileges = Privileges::kLeftOut;
 };
@@ -78,12 +80,9 @@ struct ContainerAt {
   std::size_t index;
 };
 
-// The /dev/shm mount, and the container's memory raised by its share of the
-// memory-backed emptyDir (which counts against the limit), rounded up to MiB.
-Result<void> mountShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p) {
-  static const JsonText kMount(jsonObject("name", names::kShmVolume, "mountPath", names::kShmMountPath));
-  edit.append({"spec", "containers", at.index, "volumeMounts"}, kMount);
-  const uint64_t share = shareOf(p.volume.bytes, c.gpus, p.volume.gpus);
+// The container's memory raised by its share of a memory-backed emptyDir podshaper sized
+// (its pages count against the limit), rounded up to MiB.
+Result<void> raiseForShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, uint64_t share) {
   const json& resources = member(at.container, "resources");
   for (const char* field : {"limits", "requests"}) {
     const json& limits = member(resources, field);
@@ -95,6 +94,23 @@ Result<void> mountShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer&
   }
   // An empty resources is left out, as the API server would store it.
   if (resources.is_object() && resources.empty()) edit.erase({"spec", "containers", at.index, "resources"});
+  return {};
+}
+
+// The /dev/shm mount of podshaper's volume, and the memory for the container's share.
+Result<void> mountShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p) {
+  static const JsonText kMount(jsonObject("name", names::kShmVolume, "mountPath", names::kShmMountPath));
+  edit.append({"spec", "containers", at.index, "volumeMounts"}, kMount);
+  return raiseForShm(edit, at, c, shareOf(p.volume.bytes, c.gpus, p.volume.gpus));
+}
+
+// A volume of the user's: kept as written, or adopted, its containers' memory raised as
+// for podshaper's own volume (by their share of the sizeLimit set, all of it).
+Result<void> keepOwnShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p) {
+  for (const OwnShm& own : p.owns) {
+    if (own.volume.name != *c.ownShmVolume || !own.adopted) continue;
+    return raiseForShm(edit, at, c, shareOf(own.needBytes, c.gpus, own.gpus));
+  }
   return {};
 }
 
@@ -136,7 +152,8 @@ Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const Pod
   }
   ShmMount mount = ShmMount::kItsOwn;
   if (c.ownShmVolume) {
-    checkOwnShm(p.pod, c, shareOf(p.shm, c.gpus, p.in.podGpus), warnings);
+    auto kept = keepOwnShm(edit, at, c, p);
+    if (!kept) return kept.error();
   } else {
     auto mounted = mountShm(edit, at, c, p);
     if (!mounted) return mounted.error();
@@ -238,7 +255,8 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
     return deny("volume-name", "spec.volumes has a volume named \"" + std::string(names::kShmVolume) +
                          "\", the name of the /dev/shm volume podshaper adds: rename it");
   }
-  const PodShape shapeOf{pod, in, config, plan->shmBytes, ranks, volume, *fit, *privileges};
+  const std::vector<OwnShm> owns = ownShmVolumes(pod, in, *plan, config);
+  const PodShape shapeOf{in, config, ranks, volume, owns, *fit, *privileges};
   const std::string shmText = formatBytes(static_cast<int64_t>(volume.bytes));
   // From here on the pod is changed where it lies, each change written down as the patch.
   const std::size_t annotationsBefore = annotationsBytes(pod);
@@ -248,6 +266,13 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
     auto mount = shapeContainer(edit, c, shapeOf, warnings);
     if (!mount) return deny("container", mount.error().message);
     needVolume = needVolume || *mount == ShmMount::kPodsVolume;
+  }
+  for (const OwnShm& own : owns) {
+    warnOwnShm(pod, own, warnings);
+    if (own.adopted) {
+      edit.set({"spec", "volumes", own.volume.index, "emptyDir", "sizeLimit"},
+               formatBytes(static_cast<int64_t>(own.needBytes)));
+    }
   }
   if (needVolume) {
     edit.append({"spec", "volumes"},
@@ -259,12 +284,26 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
     return deny("placement", placed.error().message);
   }
 
-  edit.set({"metadata", "annotations", names::kShmSize}, shmText);
-  edit.set({"metadata", "annotations", names::kShmFormula},
-           volume.partial ? plan->formula + "; podshaper's /dev/shm serves the containers holding " +
-                                std::to_string(volume.gpus) + " of the pod's " + std::to_string(in.podGpus) +
-                                " GPUs (the others mount their own): " + shmText
-                          : plan->formula);
+  // shm-size is the /dev/shm the pod will have: podshaper's volume's, else a kept
+  // volume's sizeLimit; none for a volume without one, the host's, or one of several.
+  std::optional<std::string> shmSize;
+  std::string formula = plan->formula;
+  if (owns.empty()) {
+    shmSize = shmText;
+  } else {
+    formula += " needed";
+    if (volume.gpus > 0) {
+      shmSize = shmText;
+      formula += "; podshaper's /dev/shm serves the containers holding " + std::to_string(volume.gpus) +
+                 " of the pod's " + counted(in.podGpus, "GPU") + ": " + shmText;
+    } else if (owns.size() == 1) {
+      shmSize = owns.front().size();
+    }
+    for (const OwnShm& own : owns) formula += "; " + ownShmWords(own, in);
+  }
+  if (shmSize) edit.set({"metadata", "annotations", names::kShmSize}, *shmSize);
+  else edit.erase({"metadata", "annotations", names::kShmSize});
+  edit.set({"metadata", "annotations", names::kShmFormula}, formula);
   edit.set({"metadata", "annotations", names::kShapedBy}, ctx.shaperVersion + " config=" + config.hash());
   for (auto& w : warnings) {
     if (w.starts_with("podshaper: ")) w.erase(0, std::string_view("podshaper: ").size());

@@ -6,6 +6,7 @@
 #include "base/checked.h"
 #include "base/json_util.h"
 #include "base/quantity.h"
+#include "base/text.h"
 #include "shaping/nccl.h"
 
 namespace podshaper {
@@ -71,18 +72,166 @@ const json* volumeNamed(const json& pod, std::string_view name) {
   return nullptr;
 }
 
-void checkOwnShm(const json& pod, const GpuContainer& c, uint64_t shareBytes, std::vector<std::string>& warnings) {
-  if (const json* v = volumeNamed(pod, *c.ownShmVolume)) {
-    const json& sizeLimit = member(member(*v, "emptyDir"), "sizeLimit");
-    if (!sizeLimit.is_string()) return;
-    auto limit = parseQuantity(sizeLimit.get_ref<const std::string&>());
-    if (limit && static_cast<uint64_t>(*limit) < shareBytes) {
-      warnings.push_back("container \"" + c.name + "\" keeps its own /dev/shm volume \"" +
-                         *c.ownShmVolume + "\" of " + formatBytes(*limit) + ", smaller than the " +
-                         formatBytes(static_cast<int64_t>(shareBytes)) +
-                         " its ranks need; DataLoader workers may die with a bus error");
+std::optional<std::string> OwnShm::size() const {
+  if (adopted) return formatBytes(static_cast<int64_t>(needBytes));
+  return volume.sizeAnnotation();
+}
+
+namespace {
+
+// Whether only GPU containers mount the volume, and only at /dev/shm: one that a sidecar or
+// an init container also uses is the user's to size.
+bool onlyGpuShm(const json& pod, const std::string& name, const PodInputs& in) {
+  const json& spec = member(pod, "spec");
+  for (const char* list : {"containers", "initContainers", "ephemeralContainers"}) {
+    const json& containers = member(spec, list);
+    if (!containers.is_array()) continue;
+    for (std::size_t i = 0; i < containers.size(); ++i) {
+      const json& mounts = member(containers[i], "volumeMounts");
+      if (!mounts.is_array()) continue;
+      for (const json& m : mounts) {
+        if (!hasText(member(m, "name"), name)) continue;
+        const bool gpu = std::string_view(list) == "containers" &&
+                         std::any_of(in.gpuContainers.begin(), in.gpuContainers.end(),
+                                     [&](const GpuContainer& c) { return c.index == i; });
+        const json& path = member(m, "mountPath");
+        if (!gpu || !path.is_string() || cleanPath(path.get_ref<const std::string&>()) != names::kShmMountPath) {
+          return false;
+        }
+      }
     }
   }
+  return true;
+}
+
+std::string containersWords(const OwnShm& own) {
+  std::vector<std::string> quoted;
+  for (const GpuContainer* c : own.containers) quoted.push_back(inQuotes(c->name));
+  std::string out = quoted.size() == 1 ? "container " : "containers ";
+  for (std::size_t i = 0; i < quoted.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == quoted.size() ? " and " : ", ") + quoted[i];
+  }
+  return out;
+}
+
+// A container's memory limit, if it has one podshaper can read.
+std::optional<int64_t> memoryLimit(const json& pod, const GpuContainer& c) {
+  const json& containers = member(member(pod, "spec"), "containers");
+  if (!containers.is_array() || c.index >= containers.size()) return std::nullopt;
+  const json& memory = member(member(member(containers[c.index], "resources"), "limits"), "memory");
+  if (!memory.is_string() && !memory.is_number()) return std::nullopt;
+  auto bytes = parseQuantity(memory.is_string() ? memory.get<std::string>() : memory.dump());
+  if (!bytes) return std::nullopt;
+  return *bytes;
+}
+
+}  // namespace
+
+std::vector<OwnShm> ownShmVolumes(const json& pod, const PodInputs& in, const ShmPlan& plan, const Config& config) {
+  std::vector<OwnShm> out;
+  for (const GpuContainer& c : in.gpuContainers) {
+    if (!c.ownShmVolume) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const OwnShm& o) { return o.volume.name == *c.ownShmVolume; });
+    if (it == out.end()) {
+      out.push_back(OwnShm{shmVolumeInfo(pod, *c.ownShmVolume), {}, 0, 0, false});
+      it = out.end() - 1;
+    }
+    it->containers.push_back(&c);
+    it->gpus += c.gpus;
+  }
+  for (OwnShm& own : out) {
+    own.needBytes = own.gpus == in.podGpus ? plan.shmBytes
+                                           : std::max(kMinShmBytes, shareOf(plan.shmBytes, own.gpus, in.podGpus));
+    // Never lowered: only a memory-backed emptyDir without a sizeLimit, or with one below
+    // the need, and only one that no other container (or path) shares.
+    own.adopted = config.adoptOwnShmVolume && own.volume.kind == ShmVolumeInfo::Kind::kMemory &&
+                  (!own.volume.sizeLimit ||
+                   (own.volume.sizeBytes && static_cast<uint64_t>(*own.volume.sizeBytes) < own.needBytes)) &&
+                  onlyGpuShm(pod, own.volume.name, in);
+  }
+  return out;
+}
+
+void warnOwnShm(const json& pod, const OwnShm& own, std::vector<std::string>& warnings) {
+  using Kind = ShmVolumeInfo::Kind;
+  const ShmVolumeInfo& v = own.volume;
+  const std::string need = formatBytes(static_cast<int64_t>(own.needBytes));
+  const std::string who = containersWords(own);
+  const std::string keeps =
+      who + (own.containers.size() == 1 ? " keeps its own /dev/shm, " : " keep their own /dev/shm, ") + v.words();
+  const std::string theirRanks = own.containers.size() == 1 ? "its ranks" : "their ranks";
+  const std::string orDrop = "or drop the /dev/shm mount and podshaper mounts a /dev/shm of " + need +
+                             " and raises the memory for it";
+  if (own.adopted) {
+    warnings.push_back(who + ": the pod's own /dev/shm, " + v.words() + ", adopted (config shm.adoptOwnVolume): " +
+                       "sizeLimit set to " + need + ", what " + theirRanks + " need, and the memory raised for it");
+    return;
+  }
+  switch (v.kind) {
+    case Kind::kMemory:
+      if (!v.sizeLimit) {
+        // The kubelet sizes such a volume to the pod's memory limit, and its pages count
+        // against the limit of the container that writes them.
+        const bool one = own.containers.size() == 1;
+        std::string taken = one ? "" : theirRanks + " need " + need + " there; ";
+        for (std::size_t i = 0; i < own.containers.size(); ++i) {
+          const GpuContainer& c = *own.containers[i];
+          const uint64_t share = one ? own.needBytes : shareOf(own.needBytes, c.gpus, own.gpus);
+          const std::string shareText = formatBytes(static_cast<int64_t>(share));
+          const std::string what = one ? "the " + shareText + " its ranks need"
+                                       : "the " + shareText + " of container " + inQuotes(c.name);
+          auto limit = memoryLimit(pod, c);
+          taken += i == 0 ? "" : "; ";
+          if (!limit) {
+            taken += what + " would come from the node's memory: " + (one ? "the container" : inQuotes(c.name)) +
+                     " has no memory limit";
+          } else if (share >= static_cast<uint64_t>(*limit)) {
+            taken += what + " would take more than the container's " + formatBytes(*limit) +
+                     " memory limit, which podshaper did not raise: it would be OOM-killed";
+          } else {
+            taken += what + " would take " + shareText + " of the container's " + formatBytes(*limit) +
+                     " memory limit, which podshaper did not raise";
+          }
+        }
+        warnings.push_back(keeps + ": " + taken + "; give the volume a sizeLimit of at least " + need +
+                           " and the memory for it, " + orDrop);
+      } else if (v.sizeBytes && static_cast<uint64_t>(*v.sizeBytes) < own.needBytes) {
+        warnings.push_back(keeps + ", smaller than the " + need + " " + theirRanks +
+                           " need: DataLoader workers may die with a bus error and NCCL fail to make its segments; "
+                           "raise the volume's sizeLimit to at least " + need + ", " + orDrop);
+      }
+      return;
+    case Kind::kDisk:
+      warnings.push_back(keeps + ": DataLoader batches and NCCL's segments go through the node's disk, slower than "
+                         "memory" +
+                         (v.sizeBytes && static_cast<uint64_t>(*v.sizeBytes) < own.needBytes
+                              ? ", and its sizeLimit is below the " + need + " " + theirRanks + " need"
+                              : std::string()) +
+                         "; set medium: Memory with a sizeLimit of at least " + need + ", " + orDrop);
+      return;
+    case Kind::kHostPath:
+      warnings.push_back(keeps + ": shared with every pod on the node that mounts it, not counted against the pod's "
+                         "memory, and not cleared when the pod ends (a crashed run's segments stay); podshaper cannot "
+                         "size it: the " + need + " " + theirRanks + " need must be free there, " + orDrop);
+      return;
+    case Kind::kOther:
+      warnings.push_back(keeps + ", not a memory-backed emptyDir: podshaper cannot size it, and the " + need + " " +
+                         theirRanks + " need must fit there; " + orDrop);
+      return;
+    case Kind::kMissing: return;  // the API server refuses a mount of no volume
+  }
+}
+
+std::string ownShmWords(const OwnShm& own, const PodInputs& in) {
+  std::string out = own.gpus == in.podGpus ? std::string()
+                                           : containersWords(own) + " (" + counted(own.gpus, "GPU") + ", " +
+                                                 formatBytes(static_cast<int64_t>(own.needBytes)) + " of the need): ";
+  out += "/dev/shm is the pod's own ";
+  out += own.volume.words();
+  out += own.adopted ? ", adopted: sizeLimit set to " + formatBytes(static_cast<int64_t>(own.needBytes)) +
+                           " (config shm.adoptOwnVolume)"
+                     : std::string(", kept as written");
+  return out;
 }
 
 }  // namespace podshaper

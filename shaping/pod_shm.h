@@ -4,12 +4,14 @@
 // inputs with NCCL's reserve, the cap against the node's memory, and how it is shared
 // between the GPU containers that mount podshaper's volume and those that keep their own.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "api/shm_volume.h"
 #include "base/result.h"
 #include "shaping/config.h"
 #include "shaping/node_class.h"
@@ -41,8 +43,27 @@ ShmVolume shmVolumeFor(const PodInputs& in, const ShmPlan& plan);
 // The pod's volume of that name, or null.
 const nlohmann::json* volumeNamed(const nlohmann::json& pod, std::string_view name);
 
-// A user's own /dev/shm volume is kept; say so if it is smaller than the container's share.
-void checkOwnShm(const nlohmann::json& pod, const GpuContainer& c, uint64_t shareBytes,
-                 std::vector<std::string>& warnings);
+// A volume of the user's at /dev/shm and the GPU containers that mount it there: kept as
+// written, or adopted (config shm.adoptOwnVolume). docs/webhook.md "A /dev/shm of the user's".
+struct OwnShm {
+  ShmVolumeInfo volume;  // as the user wrote it
+  std::vector<const GpuContainer*> containers;
+  uint64_t gpus = 0;       // theirs
+  uint64_t needBytes = 0;  // their share of the pod's /dev/shm, in whole MiB, at least 64Mi
+  // Adopted: its sizeLimit becomes needBytes and its containers' memory is raised for it.
+  bool adopted = false;
+  // The /dev/shm its containers will have: the sizeLimit set or kept, if it has one.
+  std::optional<std::string> size() const;
+};
+
+// The user's /dev/shm volumes of the pod's GPU containers, in the order they are first mounted.
+std::vector<OwnShm> ownShmVolumes(const nlohmann::json& pod, const PodInputs& in, const ShmPlan& plan,
+                                  const Config& config);
+
+// What a kept volume earns: too small, no sizeLimit, the host's, on disk; or adopted.
+void warnOwnShm(const nlohmann::json& pod, const OwnShm& own, std::vector<std::string>& warnings);
+
+// The volume in the shm-formula annotation: "/dev/shm is the pod's own emptyDir ..., kept as written".
+std::string ownShmWords(const OwnShm& own, const PodInputs& in);
 
 }  // namespace podshaper

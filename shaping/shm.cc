@@ -52,8 +52,6 @@ std::string dtypeNames() {
 
 std::string bytesText(uint64_t b) { return formatBytes(static_cast<int64_t>(b)); }
 
-std::string counted(uint64_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
-
 }  // namespace
 
 Result<uint64_t> dtypeBytes(std::string_view dtype) {

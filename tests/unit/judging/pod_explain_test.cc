@@ -425,6 +425,62 @@ TEST(PodExplainTerminations, ARestartedRunSaysEarlierRunsFilledIt) {
   EXPECT_FALSE(first[0].restarted);
 }
 
+// The pod as the operator keeps it: its container's /dev/shm mount and that volume.
+json withShmVolume(json pod, json volume) {
+  pod["spec"]["containers"] = json::array(
+      {{{"name", "trainer"}, {"volumeMounts", json::array({{{"name", volume["name"]}, {"mountPath", "/dev/shm"}}})}}});
+  pod["spec"]["volumes"] = json::array({std::move(volume)});
+  return pod;
+}
+
+TEST(PodExplainTerminations, AVolumeOfThePodsOwnIsNamedWithItsSizeAndWhatToChange) {
+  json pod = withShmVolume(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", kDataLoaderTail}}),
+                           {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}});
+  pod["metadata"]["annotations"]["podshaper.io/shm-size"] = "1Gi";
+  auto f = judgeTerminations(pod);
+  ASSERT_EQ(f.size(), 1u);
+  const std::string& m = f[0].event.message;
+  EXPECT_NE(m.find("/dev/shm is the pod's own emptyDir \"dshm\" (medium Memory, sizeLimit 1Gi), not podshaper's. Raise "
+                   "the volume's sizeLimit (and the container's memory for it) to at least what the pod needs, or drop "
+                   "the container's /dev/shm mount so that podshaper mounts one of that size."),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("sized by podshaper"), std::string::npos) << m;
+  EXPECT_NE(m.find("podshaper.io/dataloader-workers"), std::string::npos) << m;  // and the annotations
+  EXPECT_NE(m.find("The size: "), std::string::npos) << m;
+}
+
+TEST(PodExplainTerminations, AVolumeWithoutShmSizeIsStillDescribed) {
+  json ended = endedPod({{"exitCode", 1}, {"message", kNcclTail}}, 2, "lastState");
+  ended["metadata"]["annotations"].erase("podshaper.io/shm-size");
+  auto none = judgeTerminations(withShmVolume(ended, {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}}));
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_NE(none[0].event.message.find("/dev/shm is the pod's own emptyDir \"dshm\" (medium Memory, no sizeLimit: up "
+                                       "to the pod's memory limit), not podshaper's. The volume has no sizeLimit: its "
+                                       "pages count against the container's memory limit;"),
+            std::string::npos)
+      << none[0].event.message;
+  EXPECT_NE(none[0].event.message.find("started with less than its size"), std::string::npos);
+  auto host = judgeTerminations(withShmVolume(ended, {{"name", "h"}, {"hostPath", {{"path", "/dev/shm"}}}}));
+  ASSERT_EQ(host.size(), 1u);
+  const std::string& m = host[0].event.message;
+  EXPECT_NE(m.find("/dev/shm is the pod's own hostPath \"h\" (the host's /dev/shm), not podshaper's. The host's "
+                   "/dev/shm is shared with every pod on the node"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("/dev/shm is the host's and keeps what earlier runs left"), std::string::npos) << m;
+  // Neither a volume nor shm-size: not recorded.
+  auto unknown = judgeTerminations(ended);
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_NE(unknown[0].event.message.find("Its /dev/shm size is not recorded."), std::string::npos);
+  // podshaper's own volume is told by shm-size, as before.
+  json shaped = withShmVolume(endedPod({{"exitCode", 1}, {"message", kNcclTail}}),
+                              {{"name", "podshaper-dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "161Mi"}}}});
+  auto ours = judgeTerminations(shaped);
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_NE(ours[0].event.message.find("/dev/shm was 161Mi, sized by podshaper"), std::string::npos);
+}
+
 TEST(PodExplainTerminations, ALongLineIsCut) {
   const std::string longLine = "ERROR: bus error encountered in worker " + std::string(500, 'x');
   auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"message", longLine}}));

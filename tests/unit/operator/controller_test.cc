@@ -186,5 +186,36 @@ TEST_F(ControllerTest, AShapedPodThatRanOutOfShmIsToldOnItsOwnQueue) {
   EXPECT_EQ(served.events()[0]["involvedObject"]["name"], "train-0");
 }
 
+TEST_F(ControllerTest, TheShmExhaustedEventNamesAVolumeOfThePodsOwn) {
+  // The informer keeps a shaped pod compacted: its container's /dev/shm mount and that
+  // volume stay, so that the Event says which /dev/shm ran out.
+  json cs = {{"name", "trainer"}, {"restartCount", 0}};
+  cs["state"]["terminated"] = {{"exitCode", 1},
+                               {"message", "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-4PshbB "
+                                           "(size 34210176), error: No space left on device (28)"}};
+  json pod = {{"metadata",
+               {{"name", "train-0"},
+                {"namespace", "ml"},
+                {"labels", {{std::string(names::kShapedLabel), "true"}}},
+                {"annotations", {{std::string(names::kShmFormula), "... = 2223Mi needed"}}}}},
+              {"spec",
+               {{"nodeName", "gpu-0"},
+                {"containers",
+                 {{{"name", "trainer"},
+                   {"image", "pytorch"},
+                   {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}, {{"name", "dshm"}, {"mountPath", "/dev/shm"}}}}}}},
+                {"volumes",
+                 {{{"name", "data"}, {"persistentVolumeClaim", {{"claimName", "data"}}}},
+                  {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}}}}}},
+              {"status", {{"phase", "Failed"}, {"containerStatuses", {cs}}}}};
+  served.server.put(podPath("ml", "train-0"), pod);
+  start();
+  ASSERT_TRUE(eventually([this] { return countOf("event Warning ShmExhausted on Pod in ml") == 1; }));
+  const std::string message = served.events()[0]["message"];
+  EXPECT_NE(message.find("/dev/shm is the pod's own emptyDir \"dshm\" (medium Memory, sizeLimit 1Gi), not podshaper's"),
+            std::string::npos)
+      << message;
+}
+
 }  // namespace
 }  // namespace podshaper::op

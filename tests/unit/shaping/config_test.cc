@@ -21,6 +21,7 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_EQ(c->podSecurity, PodSecurityAction::kDeny);
   EXPECT_FALSE(c->nodeMemory.has_value());
   EXPECT_EQ(c->memlock, MemlockLimit{});  // unlimited
+  EXPECT_FALSE(c->adoptOwnShmVolume);
 }
 
 TEST(Config, ReadsEveryKey) {
@@ -41,6 +42,8 @@ limits:
 partialNode: expand
 podSecurity: warn
 memlock: 4Mi
+shm:
+  adoptOwnVolume: true
 )");
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->workers, 8u);
@@ -56,6 +59,8 @@ memlock: 4Mi
   EXPECT_EQ(c->partialNode, PartialNodePolicy::kExpand);
   EXPECT_EQ(c->podSecurity, PodSecurityAction::kWarn);
   EXPECT_EQ(c->memlock.bytes, 4194304u);
+  EXPECT_TRUE(c->adoptOwnShmVolume);
+  EXPECT_FALSE(parseConfig("shm:\n  adoptOwnVolume: false\n")->adoptOwnShmVolume);
   EXPECT_EQ(parseConfig("memlock: unlimited\n")->memlock, MemlockLimit{});
   EXPECT_EQ(parseConfig("memlock: 64Gi\n")->memlock.bytes, 64ULL << 30);
 }
@@ -77,6 +82,8 @@ TEST(Config, HashChangesWithSettings) {
   // A setting added later keeps the hash of configs that leave it at its default.
   EXPECT_EQ(a.hash(), parseConfig("gpuDeviceClass: gpu.nvidia.com\n")->hash());
   EXPECT_NE(a.hash(), parseConfig("gpuDeviceClass: gpu.example.com\n")->hash());
+  EXPECT_EQ(a.hash(), parseConfig("shm:\n  adoptOwnVolume: false\n")->hash());
+  EXPECT_NE(a.hash(), parseConfig("shm:\n  adoptOwnVolume: true\n")->hash());
   EXPECT_EQ(parseConfig("gpuDeviceClass: gpu.example.com\n")->gpuDeviceClass, "gpu.example.com");
 }
 
@@ -121,6 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"memlock: [4Mi]\n", "memlock: expected a single value"},
         BadConfig{"gpuDeviceClass: GPU.nvidia.com\n", "gpuDeviceClass: \"GPU.nvidia.com\" is not a DeviceClass name"},
         BadConfig{"gpuDeviceClass: \"\"\n", "gpuDeviceClass: \"\" is not a DeviceClass name"},
+        BadConfig{"shm:\n  adoptOwnVolume: yes\n", "shm.adoptOwnVolume: \"yes\" is not one of true, false"},
+        BadConfig{"shm:\n  adopt: true\n", "shm.adopt: unknown key (known here: adoptOwnVolume)"},
         BadConfig{"defaults: 3\n", "defaults: expected a mapping"},
         BadConfig{"- a\n- b\n", "(top level): expected a mapping"},
         BadConfig{"defaults: {workers: 4\n", "not valid YAML"},

@@ -324,8 +324,10 @@ TEST(Hostile, ContainersSharingTheVolumeAndOneWithItsOwnAgree) {
   EXPECT_TRUE(has(out.pod["metadata"]["annotations"]["podshaper.io/shm-formula"],
                   "podshaper's /dev/shm serves the containers holding 4 of the pod's 8 GPUs"));
   // The other's own volume is held to its own half, not the pod's whole.
-  EXPECT_TRUE(warned(out, "container \"second\" keeps its own /dev/shm volume \"mine\" of 1Gi, smaller than the "
-                          "4116Mi its ranks need"));
+  EXPECT_TRUE(warned(out, "container \"second\" keeps its own /dev/shm, emptyDir \"mine\" (medium Memory, sizeLimit "
+                          "1Gi), smaller than the 4116Mi its ranks need"));
+  EXPECT_TRUE(has(out.pod["metadata"]["annotations"]["podshaper.io/shm-formula"],
+                  "; container \"second\" (4 GPUs, 4116Mi of the need): /dev/shm is the pod's own emptyDir \"mine\""));
 }
 
 // --- words, never a library's

@@ -245,6 +245,10 @@ TEST(PodClaims, APartialNodeIsDeniedWithTheClaimToChange) {
             "podshaper: the pod asks 4 GPUs but node-exclusive pods own whole 8-GPU nodes (from the cluster's "
             "validated nodes): request 8 GPUs in all (exactly.count in its resource claims) (one rank per GPU), or "
             "set podshaper.io/placement: shared to share the node");
+  // One GPU is "1 GPU".
+  auto one = shapeWithClaims(draPod("one"), &cluster, {claimTemplate("one", json::array({exactly("gpu", 1)}))});
+  ASSERT_FALSE(one.allowed);
+  EXPECT_NE(one.message.find("podshaper: the pod asks 1 GPU but node-exclusive pods"), std::string::npos) << one.message;
 }
 
 TEST(PodClaims, ExpandDoesNotRewriteAClaimItWarns) {

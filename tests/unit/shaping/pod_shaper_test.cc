@@ -167,7 +167,8 @@ TEST(PodShaper, UsersOwnShmMountIsKeptWithAWarningWhenSmall) {
   EXPECT_EQ(out.pod["spec"]["volumes"].size(), 1u);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["volumeMounts"].size(), 1u);
   EXPECT_EQ(out.pod["spec"]["containers"][0]["resources"]["limits"]["memory"], "100Gi");
-  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm volume \"shm\" of 1Gi, smaller than the 8231Mi"));
+  EXPECT_TRUE(hasWarning(out, "keeps its own /dev/shm, emptyDir \"shm\" (medium Memory, sizeLimit 1Gi), smaller than the "
+                              "8231Mi"));
   // Large enough: no warning.
   pod.at("/spec/volumes/0/emptyDir/sizeLimit", "64Gi");
   EXPECT_FALSE(hasWarning(shapeNoCluster(pod), "own /dev/shm"));
@@ -844,6 +845,46 @@ TEST(PodShaper, DefaultsAreSaidInWarnings) {
   EXPECT_TRUE(hasWarning(out, "podshaper.io/batch-dtype not set: using float32"));
   EXPECT_TRUE(hasWarning(out, "podshaper.io/ranks-per-pod not set: using 8"));
   EXPECT_TRUE(hasWarning(out, "podshaper.io/placement not set: using node-exclusive"));
+}
+
+TEST(PodShaper, ADefaultThatWorkersZeroMakesMootIsNotWarned) {
+  // No workers: no prefetch, and a batch's dtype sizes nothing in /dev/shm.
+  for (const char* from : {"annotation", "config"}) {
+    SCOPED_TRACE(from);
+    TrainingPod pod;
+    pod.withoutAnnotation("podshaper.io/prefetch-factor").withoutAnnotation("podshaper.io/batch-dtype");
+    Config config;
+    if (std::string(from) == "annotation") pod.annotate("podshaper.io/dataloader-workers", "0");
+    else config.workers = 0, pod.withoutAnnotation("podshaper.io/dataloader-workers");
+    auto out = shapeNoCluster(pod, config);
+    ASSERT_TRUE(out.allowed) << out.message;
+    EXPECT_FALSE(hasWarning(out, "prefetch-factor")) << json(out.warnings);
+    EXPECT_FALSE(hasWarning(out, "batch-dtype")) << json(out.warnings);
+    const std::string kept = out.pod["metadata"]["annotations"]["podshaper.io/warnings"];
+    EXPECT_EQ(kept.find("prefetch-factor"), std::string::npos) << kept;
+    EXPECT_EQ(kept.find("batch-dtype"), std::string::npos) << kept;
+  }
+  // With workers they are said.
+  auto out = shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "1")
+                                .withoutAnnotation("podshaper.io/prefetch-factor")
+                                .withoutAnnotation("podshaper.io/batch-dtype"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/prefetch-factor not set: using 2"));
+  EXPECT_TRUE(hasWarning(out, "podshaper.io/batch-dtype not set: using float32"));
+}
+
+TEST(PodShaper, OneGpuIsOneGpuInWords) {
+  Config config;
+  config.gpusPerNode = 1;
+  auto out = shapeNoCluster(TrainingPod().withGpus(2), config);
+  EXPECT_FALSE(out.allowed);
+  EXPECT_NE(out.message.find("split the job into pods of 1 GPU each"), std::string::npos) << out.message;
+  EXPECT_EQ(out.message.find("1 GPUs"), std::string::npos) << out.message;
+  config.gpusPerNode = 2;
+  config.partialNode = PartialNodePolicy::kDeny;
+  auto one = shapeNoCluster(TrainingPod().withGpus(1), config);
+  EXPECT_NE(one.message.find("the pod asks 1 nvidia.com/gpu but node-exclusive pods own whole 2-GPU nodes"),
+            std::string::npos)
+      << one.message;
 }
 
 struct BadInput {
