@@ -230,48 +230,109 @@ std::optional<std::string> numberText(const json& value, const std::string& poin
   return same ? std::optional<std::string>(text->second) : std::nullopt;
 }
 
-void emit(YAML::Emitter& out, const json& value, const std::string& pointer, const Layout& layout) {
+// Lines of text, as a block scalar: ending in a newline, starting with neither a space nor
+// an empty line (which would need an indentation indicator) and holding no control
+// character but the newlines.
+bool isLiteral(const std::string& s) {
+  if (s.empty() || s.back() != '\n' || s.front() == ' ' || s.front() == '\n') return false;
+  return std::none_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\n') || u == 0x7f;
+  });
+}
+
+// `s` as a literal block scalar, its lines `indent` in: "|", or "|+" to keep more than one
+// final newline.
+std::string literal(const std::string& s, std::size_t indent) {
+  std::string out = s.size() >= 2 && s[s.size() - 2] == '\n' ? "|+" : "|";
+  std::size_t start = 0;
+  while (start < s.size()) {
+    const std::size_t end = s.find('\n', start);
+    out += "\n";
+    if (end > start) out += std::string(indent, ' ') + s.substr(start, end - start);
+    start = end + 1;
+  }
+  return out;
+}
+
+// A scalar as YAML writes it: a block scalar for lines of text, else as yaml-cpp writes
+// it (quoted and escaped where it must be).
+std::string scalarText(const json& value, const std::string& pointer, const Layout& layout, std::size_t indent) {
+  YAML::Emitter out;
   switch (value.type()) {
-    case json::value_t::object:
-      if (value.empty()) {
-        out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
-        return;
-      }
-      out << YAML::BeginMap;
-      for (const auto& key : keysOf(value, pointer, layout)) {
-        out << YAML::Key;
-        if (readsAsOtherType(key)) out << YAML::DoubleQuoted;
-        out << key << YAML::Value;
-        emit(out, value[key], pointer + "/" + token(key), layout);
-      }
-      out << YAML::EndMap;
-      return;
-    case json::value_t::array:
-      if (value.empty()) {
-        out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
-        return;
-      }
-      out << YAML::BeginSeq;
-      for (std::size_t i = 0; i < value.size(); ++i) emit(out, value[i], pointer + "/" + std::to_string(i), layout);
-      out << YAML::EndSeq;
-      return;
     case json::value_t::string: {
       const auto& s = value.get_ref<const std::string&>();
-      if (s.find('\n') != std::string::npos && s.find_first_of("\t\r") == std::string::npos && s.back() == '\n') {
-        out << YAML::Literal << s;
-      } else {
-        if (readsAsOtherType(s)) out << YAML::DoubleQuoted;
-        out << s;
-      }
-      return;
+      if (isLiteral(s)) return literal(s, indent);
+      if (readsAsOtherType(s)) out << YAML::DoubleQuoted;
+      out << s;
+      break;
     }
     case json::value_t::null:
       out << YAML::Null;
-      return;
+      break;
     default:
       // Numbers and booleans: as written, else as JSON writes them.
-      out << numberText(value, pointer, layout).value_or(value.dump());
-      return;
+      return numberText(value, pointer, layout).value_or(value.dump());
+  }
+  return out.c_str();
+}
+
+// A key as Kubernetes names them (nvidia.com/gpu, app.kubernetes.io/name) is written plain;
+// any other double-quoted, never as a block scalar.
+std::string keyText(const std::string& key) {
+  const bool plain = !key.empty() && (std::isalnum(static_cast<unsigned char>(key[0])) || key[0] == '_') &&
+                     std::all_of(key.begin(), key.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-';
+                     }) &&
+                     !readsAsOtherType(key);
+  if (plain) return key;
+  YAML::Emitter out;
+  out << YAML::DoubleQuoted << key;
+  return out.c_str();
+}
+
+bool isEmptyCollection(const json& value) { return value.is_structured() && value.empty(); }
+
+// Block style as kubectl writes it: a mapping's members two spaces in, a sequence's items
+// at its key's column ("- " then the item), empty collections in flow style.
+void emit(std::string& out, const json& value, const std::string& pointer, const Layout& layout, std::size_t indent,
+          bool inlineFirst) {
+  const std::string pad(indent, ' ');
+  if (value.is_object() && !value.empty()) {
+    bool first = true;
+    for (const auto& key : keysOf(value, pointer, layout)) {
+      const json& child = value[key];
+      const std::string at = pointer + "/" + token(key);
+      if (!(first && inlineFirst)) out += pad;
+      first = false;
+      out += keyText(key) + ":";
+      if (child.is_object() && !child.empty()) {
+        out += "\n";
+        emit(out, child, at, layout, indent + 2, false);
+      } else if (child.is_array() && !child.empty()) {
+        out += "\n";
+        emit(out, child, at, layout, indent, false);
+      } else {
+        out += " " + (isEmptyCollection(child) ? std::string(child.is_object() ? "{}" : "[]")
+                                               : scalarText(child, at, layout, indent + 2)) + "\n";
+      }
+    }
+  } else if (value.is_array() && !value.empty()) {
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const json& item = value[i];
+      const std::string at = pointer + "/" + std::to_string(i);
+      if (!(i == 0 && inlineFirst)) out += pad;
+      out += "- ";
+      if (item.is_structured() && !item.empty()) {
+        emit(out, item, at, layout, indent + 2, true);
+      } else {
+        out += (isEmptyCollection(item) ? std::string(item.is_object() ? "{}" : "[]")
+                                        : scalarText(item, at, layout, indent + 2)) + "\n";
+      }
+    }
+  } else {
+    out += pad + (isEmptyCollection(value) ? std::string(value.is_object() ? "{}" : "[]")
+                                           : scalarText(value, pointer, layout, indent + 2)) + "\n";
   }
 }
 
@@ -478,11 +539,9 @@ Result<std::vector<json>> readDocuments(std::string_view text) {
 }
 
 std::string toYaml(const json& value, const Layout& layout) {
-  YAML::Emitter out;
-  out.SetIndent(2);
-  out.SetSeqFormat(YAML::Block);
-  emit(out, value, "", layout);
-  return std::string(out.c_str()) + "\n";
+  std::string out;
+  emit(out, value, "", layout, 0, false);
+  return out;
 }
 
 std::string toJson(const json& value, const Layout& layout) {

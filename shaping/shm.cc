@@ -97,15 +97,15 @@ Result<ShmPlan> planShm(const ShmInputs& in, std::string_view ranksFrom) {
   // Past 64 bits: every input with its value, so the one that is wrong shows (a GPU count
   // as much as a batch size).
   auto overflow = [&in, ranksFrom]() -> Error {
-    std::string inputs = std::to_string(in.ranks) + " ranks" + (ranksFrom.empty() ? "" : " (" + std::string(ranksFrom) + ")");
+    std::string inputs = counted(in.ranks, "rank") + (ranksFrom.empty() ? "" : " (" + std::string(ranksFrom) + ")");
     if (in.workers > 0) {
       inputs += " × ((" + std::to_string(in.workers) + " workers × prefetch " + std::to_string(in.prefetchFactor) +
                 " + 2) × " + std::to_string(in.batch.bytes) + " B (" + in.batch.source + ") + 1Mi) + " +
                 std::to_string(in.headroomPercent) + "% headroom";
     }
     if (in.nccl.transport != NcclTransport::kNone) {
-      inputs += ", + NCCL reserve " + std::to_string(in.ranks) + " ranks × " + std::to_string(in.nccl.communicators) +
-                " communicators (" + in.nccl.communicatorsFrom + ") × " + std::to_string(in.nccl.perCommunicatorBytes) +
+      inputs += ", + NCCL reserve " + counted(in.ranks, "rank") + " × " + counted(in.nccl.communicators, "communicator") +
+                " (" + in.nccl.communicatorsFrom + ") × " + std::to_string(in.nccl.perCommunicatorBytes) +
                 " B";
     }
     return makeError("the /dev/shm size overflows 64 bits: " + inputs +
@@ -147,7 +147,7 @@ Result<ShmPlan> planShm(const ShmInputs& in, std::string_view ranksFrom) {
 
   std::string f;
   f.reserve(512);  // a formula is 300-450 bytes
-  appendAll(f, in.ranks, " ranks × ");
+  appendAll(f, in.ranks, in.ranks == 1 ? " rank × " : " ranks × ");
   if (in.workers == 0) {
     f += "0 workers (the DataLoader makes its batches in the training process, none in /dev/shm) = 0 B";
   } else {

@@ -107,7 +107,9 @@ std::string describe(const json& object, const std::string& namespaceName, const
   if (name.empty() && !stringMember(meta, "generateName").empty()) {
     name = stringMember(meta, "generateName") + "* (generateName)";
   }
-  std::string text = kindWords(object) + " " + namespaceName + "/" + name;
+  // A cluster-scoped kind (ClusterTrainingRuntime) has no namespace to name.
+  const bool clusterScoped = stringMember(object, "kind").starts_with("Cluster");
+  std::string text = kindWords(object) + " " + (clusterScoped ? "" : namespaceName + "/") + name;
   return where.empty() ? text : text + " " + where;
 }
 
@@ -144,14 +146,9 @@ class Review {
   void object(json& object) {
     const std::string ns = namespaceOf(object, flags_);
     if (isTrainJob(object)) return trainJob(object, ns);
-    const bool runtime = isRuntimeKind(object);
+    if (isRuntimeKind(object)) return trainingRuntime(object, ns);
     WorkloadReview review = reviewWorkload(object, config_, context(ns));
     report(review, describe(object, ns));
-    if (runtime && !review.templates.empty()) {
-      std::cerr << "Note: " << describe(object, ns) << ": printed as written: the Trainer controller makes each "
-                << "TrainJob's pods from it with that TrainJob's overrides, and podshaper shapes them then\n";
-      return;
-    }
     object = std::move(review.object);
   }
 
@@ -190,6 +187,19 @@ class Review {
         denied_ = true;
       }
     }
+  }
+
+  // A training runtime makes pods only through the TrainJobs that name it, with their
+  // overrides: it is reviewed through them, and printed as written.
+  void trainingRuntime(const json& runtime, const std::string& ns) {
+    ++templates_;
+    for (const json* o : all_) {
+      auto ref = isTrainJob(*o) ? runtimeRefOf(*o) : std::nullopt;
+      if (ref && isRuntime(runtime, *ref, namespaceOf(*o, flags_))) return;  // told with that TrainJob
+    }
+    std::cerr << "Note: " << describe(runtime, ns) << ": its pods are made for the TrainJobs that name it, with "
+              << "their overrides (numNodes, resourcesPerNode): add such a TrainJob to the input to review them; "
+              << "printed as written\n";
   }
 
   // A TrainJob: its pods come from its runtime, reviewed with its overrides when the
@@ -239,6 +249,33 @@ class Review {
   std::size_t templates_ = 0;
 };
 
+// The comments (and "---") a YAML document's text starts with, kept above it when it is
+// written anew.
+std::string leadingComments(const std::string& text) {
+  std::size_t end = 0;
+  while (end < text.size()) {
+    std::size_t next = text.find('\n', end);
+    next = next == std::string::npos ? text.size() : next + 1;
+    std::string_view line(text.data() + end, next - end);
+    const auto first = line.find_first_not_of(" \t\r\n");
+    const bool marker = line.starts_with("---") && (first == std::string_view::npos || line.size() == 4 ||
+                                                    line.find_first_not_of(" \t\r\n", 3) == std::string_view::npos ||
+                                                    line[line.find_first_not_of(" \t", 3)] == '#');
+    if (!marker && first != std::string_view::npos && line[first] != '#') break;
+    end = next;
+  }
+  return text.substr(0, end);
+}
+
+// YAML documents as one stream, "---" between them where a document's own text has none.
+std::string joinYaml(const std::vector<std::string>& documents) {
+  std::string out;
+  for (std::size_t i = 0; i < documents.size(); ++i) {
+    out += (i == 0 || documents[i].starts_with("---") ? "" : "---\n") + documents[i];
+  }
+  return out;
+}
+
 std::string indented(const std::string& text, std::size_t by) {
   std::string out;
   std::size_t start = 0;
@@ -283,23 +320,21 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
   std::size_t index = 0;
   std::vector<std::string> printed;  // each document as printed
   for (const Input& in : *inputs) {
+    const bool jsonIn = cli::isJsonText(in.text);
+    const bool json = output == "json" || (output == "diff" && jsonIn);
+    std::vector<std::string> file;  // this file's documents as printed
     for (const cli::Document& doc : in.documents) {
-      const bool asRead = doc.value == read[index++] && !doc.text.empty();
-      const bool json = output == "json" || (output == "diff" && cli::isJsonText(in.text));
-      printed.push_back(asRead && (json == cli::isJsonText(in.text)) ? doc.text
-                        : json ? cli::toJson(doc.value, doc.layout)
-                               : cli::toYaml(doc.value, doc.layout));
-      if (output == "diff") {
-        std::cout << cli::unifiedDiff(doc.text.empty() ? cli::toYaml(read[index - 1], doc.layout) : doc.text,
-                                      printed.back(), in.name + " (" + describe(read[index - 1], namespaceOf(read[index - 1], flags)) + ")",
-                                      in.name + " (shaped by podshaper)");
-      }
+      const bool asRead = doc.value == read[index++] && !doc.text.empty() && json == jsonIn;
+      file.push_back(asRead ? doc.text
+                     : json ? cli::toJson(doc.value, doc.layout)
+                            : leadingComments(doc.text) + cli::toYaml(doc.value, doc.layout));
     }
+    // -o diff: each file against what it would be, so that `patch` applies it.
+    if (output == "diff") std::cout << cli::unifiedDiff(in.text, joinYaml(file), in.name, in.name + " (shaped by podshaper)");
+    printed.insert(printed.end(), file.begin(), file.end());
   }
   if (output == "yaml") {
-    for (std::size_t i = 0; i < printed.size(); ++i) {
-      std::cout << (i == 0 || printed[i].starts_with("---") ? "" : "---\n") << printed[i];
-    }
+    std::cout << joinYaml(printed);
   } else if (output == "json") {
     if (printed.size() == 1) {
       std::cout << printed.front();

@@ -155,7 +155,7 @@ check "... it says a DataLoader worker ran out of /dev/shm, and the size it had 
   grep -aq "Container \"trainer\" ran out of /dev/shm: a PyTorch DataLoader worker could not put its batch there.*/dev/shm was $shm_u," "$tmp/undersized.describe"
 check "... and names the annotations to change" \
   grep -aq 'annotations podshaper.io/dataloader-workers, podshaper.io/prefetch-factor and podshaper.io/batch-bytes (or podshaper.io/batch-shape and podshaper.io/batch-dtype) to what its DataLoader runs' "$tmp/undersized.describe"
-check "... and the formula's inputs (4x3x224x224 float32)" grep -aq 'The size: 1 ranks × ((2 workers × prefetch 4.*4x3x224x224 float32' "$tmp/undersized.describe"
+check "... and the formula's inputs (4x3x224x224 float32)" grep -aq 'The size: 1 rank × ((2 workers × prefetch 4.*4x3x224x224 float32' "$tmp/undersized.describe"
 # (kubectl describe prints a value of several lines under its key, each cut to 138 characters)
 check "kubectl describe pod: the admission warnings are on the pod (podshaper.io/warnings)" \
   bash -c "grep -a -A3 'podshaper.io/warnings:' '$tmp/undersized.describe' | grep -q 'podshaper.io/nccl-communicators not set'"

@@ -4,7 +4,8 @@
 # with its expected stdout, stderr and exit code (cases/<case>/{stdout,stderr,exit}).
 # PODSHAPER_UPDATE_GOLDEN=1 rewrites the expectations; review the diff.
 set -uo pipefail
-bin=$1
+bin=$(realpath "$1")
+[[ -x $bin ]] || { echo "FAIL: $1 is not a program"; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 failed=0 count=0

@@ -106,6 +106,34 @@ TEST(ReadDocuments, DeepNestingIsRefused) {
   EXPECT_FALSE(readDocuments("{\"a\": " + deep + "}").ok());
 }
 
+TEST(ToYaml, AsKubectlWritesIt) {
+  json value = json::parse(R"({"kind": "Pod", "metadata": {"labels": {"a.io/b": "true"}}, "spec": {"containers": [
+    {"name": "c", "args": ["x", "8"], "env": [], "ports": [{"containerPort": 80}]}], "nested": [[1, 2], []],
+    "text": "one\ntwo\n", "empty": {}}})");
+  EXPECT_EQ(toYaml(value), R"(kind: Pod
+metadata:
+  labels:
+    a.io/b: "true"
+spec:
+  containers:
+  - args:
+    - x
+    - "8"
+    env: []
+    name: c
+    ports:
+    - containerPort: 80
+  empty: {}
+  nested:
+  - - 1
+    - 2
+  - []
+  text: |
+    one
+    two
+)");
+}
+
 TEST(ToYaml, ReadsBackAsTheSameJson) {
   json value = {{"strings", {"true", "8", "1e3", "null", "", "~", "18Mi", "a: b", "- x", "#c", "two\nlines\n", "tab\there"}},
                 {"numbers", {8, -3, 1.5, 0}},
@@ -114,7 +142,9 @@ TEST(ToYaml, ReadsBackAsTheSameJson) {
                 {"empty", json::object()},
                 {"none", json::array()},
                 {"podshaper.io/shm-size", "8231Mi"},
-                {"8", "key that reads as a number"}};
+                {"8", "key that reads as a number"},
+                {"a: b", {{"- x", 1}, {"two\nlines\n", 2}, {"", 3}}},
+                {"list", {{{"k", "two\nlines\n"}, {"m", {1, "x"}}}, json::array({json::array({1}), json::object()})}}};
   std::string yaml = toYaml(value);
   auto back = readDocuments(yaml);
   ASSERT_TRUE(back.ok()) << yaml;
@@ -144,14 +174,14 @@ TEST(Layout, KeysAndNumbersPrintedAsWritten) {
   const Document& doc = docs->front();
   EXPECT_EQ(toYaml(doc.value, doc.layout),
             "zeta: 1\nalpha:\n  big: 123456789012345678901234567890\n  hex: 0x1f\n  exp: 1e3\n  plain: 2.5\n"
-            "  list:\n    - 8.0\n    - 3\nmiddle: x\n");
+            "  list:\n  - 8.0\n  - 3\nmiddle: x\n");
   // A key podshaper adds comes after those read; a number it changed is written anew.
   json changed = doc.value;
   changed["alpha"]["added"] = true;
   changed["alpha"]["exp"] = 7;
   EXPECT_EQ(toYaml(changed, doc.layout),
             "zeta: 1\nalpha:\n  big: 123456789012345678901234567890\n  hex: 0x1f\n  exp: 7\n  plain: 2.5\n"
-            "  list:\n    - 8.0\n    - 3\n  added: true\nmiddle: x\n");
+            "  list:\n  - 8.0\n  - 3\n  added: true\nmiddle: x\n");
   EXPECT_EQ(toYaml(doc.value), toYaml(json::parse(doc.value.dump()))) << "no layout: keys sorted";
 }
 
