@@ -137,6 +137,7 @@ struct Converter {
         return json(node.Scalar());  // a local tag (!foo): its text
       }
       case YAML::NodeType::Sequence: {
+        if (layout && node.Style() == YAML::EmitterStyle::Flow) layout->flow.insert(pointer);
         json out = json::array();
         for (const auto& item : node) {
           auto value = convert(item, depth + 1, pointer + "/" + std::to_string(out.size()));
@@ -156,7 +157,10 @@ struct Converter {
           if (!out.contains(key)) order.push_back(key);
           out[key] = std::move(*value);
         }
-        if (layout) layout->keyOrder[pointer] = std::move(order);
+        if (layout) {
+          layout->keyOrder[pointer] = std::move(order);
+          if (node.Style() == YAML::EmitterStyle::Flow) layout->flow.insert(pointer);
+        }
         return out;
       }
     }
@@ -293,6 +297,39 @@ std::string keyText(const std::string& key) {
 
 bool isEmptyCollection(const json& value) { return value.is_structured() && value.empty(); }
 
+// A collection in flow style, as the input wrote it ({a: b}, [x, y]): yaml-cpp quotes what
+// flow style needs quoted (",", "[", "{").
+void emitFlow(YAML::Emitter& out, const json& value, const std::string& pointer, const Layout& layout) {
+  if (value.is_object()) {
+    out << YAML::Flow << YAML::BeginMap;
+    for (const auto& key : keysOf(value, pointer, layout)) {
+      out << YAML::Key;
+      if (readsAsOtherType(key)) out << YAML::DoubleQuoted;
+      out << key << YAML::Value;
+      emitFlow(out, value[key], pointer + "/" + token(key), layout);
+    }
+    out << YAML::EndMap;
+  } else if (value.is_array()) {
+    out << YAML::Flow << YAML::BeginSeq;
+    for (std::size_t i = 0; i < value.size(); ++i) emitFlow(out, value[i], pointer + "/" + std::to_string(i), layout);
+    out << YAML::EndSeq;
+  } else if (value.is_string()) {
+    const auto& s = value.get_ref<const std::string&>();
+    if (readsAsOtherType(s) || s.find('\n') != std::string::npos) out << YAML::DoubleQuoted;
+    out << s;
+  } else if (value.is_null()) {
+    out << YAML::Null;
+  } else {
+    out << numberText(value, pointer, layout).value_or(value.dump());
+  }
+}
+
+std::string flowText(const json& value, const std::string& pointer, const Layout& layout) {
+  YAML::Emitter out;
+  emitFlow(out, value, pointer, layout);
+  return out.c_str();
+}
+
 // Block style as kubectl writes it: a mapping's members two spaces in, a sequence's items
 // at its key's column ("- " then the item), empty collections in flow style.
 void emit(std::string& out, const json& value, const std::string& pointer, const Layout& layout, std::size_t indent,
@@ -306,7 +343,9 @@ void emit(std::string& out, const json& value, const std::string& pointer, const
       if (!(first && inlineFirst)) out += pad;
       first = false;
       out += keyText(key) + ":";
-      if (child.is_object() && !child.empty()) {
+      if (!child.empty() && layout.flow.contains(at)) {
+        out += " " + flowText(child, at, layout) + "\n";
+      } else if (child.is_object() && !child.empty()) {
         out += "\n";
         emit(out, child, at, layout, indent + 2, false);
       } else if (child.is_array() && !child.empty()) {
@@ -323,7 +362,9 @@ void emit(std::string& out, const json& value, const std::string& pointer, const
       const std::string at = pointer + "/" + std::to_string(i);
       if (!(i == 0 && inlineFirst)) out += pad;
       out += "- ";
-      if (item.is_structured() && !item.empty()) {
+      if (item.is_structured() && !item.empty() && layout.flow.contains(at)) {
+        out += flowText(item, at, layout) + "\n";
+      } else if (item.is_structured() && !item.empty()) {
         emit(out, item, at, layout, indent + 2, true);
       } else {
         out += (isEmptyCollection(item) ? std::string(item.is_object() ? "{}" : "[]")
@@ -480,6 +521,10 @@ Layout Layout::under(const std::string& pointer) const {
   };
   take(keyOrder, out.keyOrder);
   take(numberText, out.numberText);
+  for (auto it = flow.lower_bound(pointer); it != flow.end() && it->starts_with(pointer); ++it) {
+    const std::string rest = it->substr(pointer.size());
+    if (rest.empty() || rest.front() == '/') out.flow.insert(rest);
+  }
   return out;
 }
 
@@ -539,6 +584,7 @@ Result<std::vector<json>> readDocuments(std::string_view text) {
 }
 
 std::string toYaml(const json& value, const Layout& layout) {
+  if (value.is_structured() && !value.empty() && layout.flow.contains("")) return flowText(value, "", layout) + "\n";
   std::string out;
   emit(out, value, "", layout, 0, false);
   return out;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,11 +17,13 @@ namespace podshaper::cli {
 bool isJsonText(std::string_view text);
 
 // How a document was written, beyond its value, so that what is printed back reads as the
-// input did: each object's keys in their order, and each number whose text JSON's writer
-// would not give back ("1e3", "0x1f", "8.0", a 30-digit integer), by JSON pointer.
+// input did: each object's keys in their order, each number whose text JSON's writer
+// would not give back ("1e3", "0x1f", "8.0", a 30-digit integer), and the YAML collections
+// written in flow style ({a: b}, [x, y]), by JSON pointer.
 struct Layout {
   std::map<std::string, std::vector<std::string>> keyOrder;
   std::map<std::string, std::string> numberText;
+  std::set<std::string> flow;
   // The part under `pointer` ("/request/object"), its pointers made relative to it.
   Layout under(const std::string& pointer) const;
 };

@@ -174,15 +174,29 @@ TEST(Layout, KeysAndNumbersPrintedAsWritten) {
   const Document& doc = docs->front();
   EXPECT_EQ(toYaml(doc.value, doc.layout),
             "zeta: 1\nalpha:\n  big: 123456789012345678901234567890\n  hex: 0x1f\n  exp: 1e3\n  plain: 2.5\n"
-            "  list:\n  - 8.0\n  - 3\nmiddle: x\n");
+            "  list: [8.0, 3]\nmiddle: x\n");
   // A key podshaper adds comes after those read; a number it changed is written anew.
   json changed = doc.value;
   changed["alpha"]["added"] = true;
   changed["alpha"]["exp"] = 7;
   EXPECT_EQ(toYaml(changed, doc.layout),
             "zeta: 1\nalpha:\n  big: 123456789012345678901234567890\n  hex: 0x1f\n  exp: 7\n  plain: 2.5\n"
-            "  list:\n  - 8.0\n  - 3\n  added: true\nmiddle: x\n");
+            "  list: [8.0, 3]\n  added: true\nmiddle: x\n");
   EXPECT_EQ(toYaml(doc.value), toYaml(json::parse(doc.value.dump()))) << "no layout: keys sorted";
+}
+
+TEST(Layout, FlowStyleKept) {
+  auto docs = readDocumentsAsWritten("metadata: {name: x, labels: {a: \"true\"}}\nspec:\n  args: [--n, \"8\", a b]\n  list:\n  - {k: v}\n");
+  ASSERT_TRUE(docs.ok());
+  json changed = docs->front().value;
+  changed["metadata"]["labels"]["podshaper.io/shaped"] = "true";
+  changed["spec"]["args"].push_back("x, y");
+  EXPECT_EQ(toYaml(changed, docs->front().layout),
+            "metadata: {name: x, labels: {a: \"true\", podshaper.io/shaped: \"true\"}}\n"
+            "spec:\n  args: [--n, \"8\", a b, \"x, y\"]\n  list:\n  - {k: v}\n");
+  auto back = readDocuments(toYaml(changed, docs->front().layout));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->front(), changed);
 }
 
 TEST(Layout, JsonKeepsItsOrderAndNumbersToo) {
