@@ -19,6 +19,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int kMaxDepth = 128;
+constexpr std::string_view kBom = "\xEF\xBB\xBF";  // a byte order mark some editors write first
 constexpr std::size_t kMaxValues = 1'000'000;
 
 // YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), by hand:
@@ -149,13 +150,28 @@ struct Converter {
       case YAML::NodeType::Map: {
         json out = json::object();
         std::vector<std::string> order;
+        std::vector<json> merged;  // what "<<" keys bring (YAML's merge key, which kubectl reads)
         for (const auto& entry : node) {
           if (!entry.first.IsScalar()) return makeError(where(entry.first.Mark()) + "a key that is not a string");
           const std::string& key = entry.first.Scalar();
           auto value = convert(entry.second, depth + 1, pointer + "/" + token(key));
           if (!value) return value;
+          if (key == "<<" && entry.first.Tag() == "?" && (value->is_object() || value->is_array())) {
+            for (json& m : value->is_array() ? *value : json::array({std::move(*value)})) {
+              if (!m.is_object()) return makeError(where(entry.second.Mark()) + "a merge key (<<) of something not a mapping");
+              merged.push_back(std::move(m));
+            }
+            continue;
+          }
           if (!out.contains(key)) order.push_back(key);
           out[key] = std::move(*value);
+        }
+        for (json& m : merged) {
+          for (auto& [key, value] : m.items()) {
+            if (out.contains(key)) continue;  // the mapping's own keys win, then the first merged
+            order.push_back(key);
+            out[key] = std::move(value);
+          }
         }
         if (layout) {
           layout->keyOrder[pointer] = std::move(order);
@@ -195,16 +211,26 @@ std::vector<Piece> piecesOf(std::string_view text) {
     start = end;
     ++line;
   }
-  for (auto& p : pieces) {
-    if (!p.text.empty() && p.text.back() != '\n') p.text += '\n';
-  }
   return pieces;
 }
 
+// Whether a string written plain would be read back as something else: by YAML 1.2's core
+// schema (podshaper's reader), or by YAML 1.1, which kubectl reads (yes/no/on/off/y/n as
+// booleans; 0b101, 0777, 1_000, 60:30 and dates as numbers or times): anything that
+// starts like a number and holds only what numbers are written with is quoted.
 bool readsAsOtherType(const std::string& s) {
   if (s.empty()) return true;
   if (!plainScalar(s).is_string()) return true;
-  return false;
+  if (oneOf(s, {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF", "=",
+                "<<"})) {
+    return true;
+  }
+  const bool numberLike = std::string_view("+-.0123456789").find(s[0]) != std::string_view::npos &&
+                          allOf(s, [](int c) {
+                            return std::isxdigit(c) != 0 || std::string_view("xXoObB_:.+-eE ").find(static_cast<char>(c)) !=
+                                                                std::string_view::npos;
+                          });
+  return numberLike;
 }
 
 // The keys of the object at `pointer`: in the layout's order where it knows them, then the
@@ -239,6 +265,10 @@ std::optional<std::string> numberText(const json& value, const std::string& poin
 // character but the newlines.
 bool isLiteral(const std::string& s) {
   if (s.empty() || s.back() != '\n' || s.front() == ' ' || s.front() == '\n') return false;
+  // NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR break lines for YAML 1.1; a BOM is not text.
+  for (std::string_view breaks : {"\xC2\x85", "\xE2\x80\xA8", "\xE2\x80\xA9", "\xEF\xBB\xBF"}) {
+    if (s.find(breaks) != std::string::npos) return false;
+  }
   return std::none_of(s.begin(), s.end(), [](char c) {
     const auto u = static_cast<unsigned char>(c);
     return (u < 0x20 && c != '\n') || u == 0x7f;
@@ -529,6 +559,7 @@ Layout Layout::under(const std::string& pointer) const {
 }
 
 bool isJsonText(std::string_view text) {
+  if (text.starts_with(kBom)) text.remove_prefix(kBom.size());
   const std::size_t first = text.find_first_not_of(" \t\r\n");
   return first != std::string_view::npos && text[first] == '{';
 }
@@ -541,6 +572,7 @@ Layout jsonLayout(std::string_view text) {
 }
 
 Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
+  if (text.starts_with(kBom)) text.remove_prefix(kBom.size());
   if (isJsonText(text)) {
     auto parsed = parseJson(text, kMaxDepth);
     if (!parsed) return makeError((parsed.error().tooDeep ? "JSON " : "") + parsed.error().message);
@@ -551,6 +583,7 @@ Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
   }
   std::vector<Document> docs;
   Converter converter;
+  std::string carried;  // pieces with no document (comments, "...", a directive): kept with the next
   for (Piece& piece : piecesOf(text)) {
     converter.lineOffset = piece.firstLine;
     std::vector<YAML::Node> nodes;
@@ -560,7 +593,13 @@ Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
       return makeError(converter.where(e.mark) + "not valid YAML: " + e.msg);
     }
     // One document a piece, but for a "---" inside a flow scalar, which is read as a whole.
-    const bool whole = nodes.size() == 1;
+    const bool whole = nodes.size() == 1 && !nodes.front().IsNull();
+    if (whole) {
+      piece.text = std::move(carried) + piece.text;
+      carried.clear();
+    } else if (std::none_of(nodes.begin(), nodes.end(), [](const YAML::Node& n) { return !n.IsNull(); })) {
+      carried += piece.text;
+    }
     for (const auto& node : nodes) {
       if (node.IsNull()) continue;
       Document doc;
@@ -572,6 +611,7 @@ Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
       docs.push_back(std::move(doc));
     }
   }
+  if (!docs.empty() && !docs.back().text.empty()) docs.back().text += carried;  // what follows the last
   return docs;
 }
 
@@ -583,8 +623,9 @@ Result<std::vector<json>> readDocuments(std::string_view text) {
   return values;
 }
 
+// A document is written in block style even where its input was flow: text starting with
+// "{" is read as JSON (isJsonText).
 std::string toYaml(const json& value, const Layout& layout) {
-  if (value.is_structured() && !value.empty() && layout.flow.contains("")) return flowText(value, "", layout) + "\n";
   std::string out;
   emit(out, value, "", layout, 0, false);
   return out;

@@ -12,6 +12,8 @@ packages=(
   libboost-dev libboost-system-dev libgoogle-perftools-dev
   libgtest-dev libgmock-dev googletest
   openssl curl ca-certificates python3 python3-yaml
+  # review -o diff's test applies the diff
+  patch
   # the /dev/shm formula against a real DataLoader (tests/shm)
   python3-torch
   # the real test node (scripts/node.sh): runc, the CNI plugins, ip, iptables (its one Service rule)

@@ -30,6 +30,9 @@ struct ClusterView {
   // nodeKinds(nodes), as buildClusterView leaves it; empty in a view built by hand, whose
   // kinds are found when they are read (kindsOf).
   std::vector<NodeKind> kinds;
+  // False where only the Namespaces are known (`review -f` given Namespaces and no Node):
+  // the node class then comes from config, as with no view at all.
+  bool nodesKnown = true;
 
   // True once the operator has judged any node (it writes podshaper.io/topology-validated).
   bool hasPodshaperLabels() const;

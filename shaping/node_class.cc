@@ -90,7 +90,7 @@ std::string sizesInWords(const std::vector<NodeKind>& kinds) {
 NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
                            const Config& config, const ClusterView* cluster) {
   NodeClass nc;
-  if (cluster == nullptr) {
+  if (cluster == nullptr || !cluster->nodesKnown) {
     nc.gpus = requestedGpus.value_or(config.gpusPerNode);
     nc.memoryBytes = config.nodeMemory;
     nc.source = requestedGpus ? "from the pod's nodeSelector " + std::string(names::kGpuCount)

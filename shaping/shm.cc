@@ -99,7 +99,7 @@ Result<ShmPlan> planShm(const ShmInputs& in, std::string_view ranksFrom) {
   auto overflow = [&in, ranksFrom]() -> Error {
     std::string inputs = counted(in.ranks, "rank") + (ranksFrom.empty() ? "" : " (" + std::string(ranksFrom) + ")");
     if (in.workers > 0) {
-      inputs += " × ((" + std::to_string(in.workers) + " workers × prefetch " + std::to_string(in.prefetchFactor) +
+      inputs += " × ((" + counted(in.workers, "worker") + " × prefetch " + std::to_string(in.prefetchFactor) +
                 " + 2) × " + std::to_string(in.batch.bytes) + " B (" + in.batch.source + ") + 1Mi) + " +
                 std::to_string(in.headroomPercent) + "% headroom";
     }
@@ -151,7 +151,7 @@ Result<ShmPlan> planShm(const ShmInputs& in, std::string_view ranksFrom) {
   if (in.workers == 0) {
     f += "0 workers (the DataLoader makes its batches in the training process, none in /dev/shm) = 0 B";
   } else {
-    appendAll(f, "((", in.workers, " workers × prefetch ", in.prefetchFactor,
+    appendAll(f, "((", in.workers, in.workers == 1 ? " worker × prefetch " : " workers × prefetch ", in.prefetchFactor,
               " + 2 held: the batch being handed over and the one in the training step) × ", in.batch.bytes, " B (",
               in.batch.source, ") + ", bytesText(kDataLoaderExtraBytes), " for the DataLoader's semaphores) = ",
               plan.payloadBytes, " B; +", in.headroomPercent, "% headroom = ", plan.withHeadroomBytes, " B");

@@ -71,35 +71,73 @@ bool isRuntime(const json& object, const RuntimeRef& ref, const std::string& ns)
 TrainJobRuntime runtimeForTrainJob(const json& runtime, const json& trainJob) {
   TrainJobRuntime out{runtime, {}, {}};
   const json& trainer = member(member(trainJob, "spec"), "trainer");
+  const json& mlPolicy = member(member(runtime, "spec"), "mlPolicy");
   json* step = trainerStep(out.runtime);
   if (step == nullptr || !member(member(member(member(*step, "template"), "spec"), "template"), "spec").is_object()) {
     if (trainer.is_object() && !trainer.empty()) out.notApplied.push_back("spec.trainer (the runtime has no trainer step)");
     return out;
   }
   const std::string stepName = "replicated job " + json(stringMember(*step, "name")).dump();
-  if (const json& numNodes = member(trainer, "numNodes"); numNodes.is_number_integer()) {
-    (*step)["template"]["spec"]["parallelism"] = numNodes;
-    (*step)["template"]["spec"]["completions"] = numNodes;
-    out.applied.push_back("numNodes " + numNodes.dump() + " (" + stepName + ")");
+  // The nodes: the TrainJob's, else the runtime's mlPolicy's.
+  std::optional<json> numNodes;
+  if (const json& n = member(trainer, "numNodes"); n.is_number_integer()) {
+    numNodes = n;
+    out.applied.push_back("numNodes " + n.dump() + " (" + stepName + ")");
+  } else if (!n.is_null()) {
+    out.notApplied.push_back("spec.trainer.numNodes " + n.dump() + " (not an integer)");
+  } else if (const json& m = member(mlPolicy, "numNodes"); m.is_number_integer()) {
+    numNodes = m;
+    out.applied.push_back("the runtime's mlPolicy.numNodes " + m.dump() + " (" + stepName + ")");
+  }
+  if (numNodes) {
+    (*step)["template"]["spec"]["parallelism"] = *numNodes;
+    (*step)["template"]["spec"]["completions"] = *numNodes;
   }
   json* container = trainerContainer(*step);
-  if (container != nullptr) {
-    const std::string containerName = "container " + json(stringMember(*container, "name")).dump();
-    if (const json& resources = member(trainer, "resourcesPerNode"); resources.is_object()) {
-      (*container)["resources"] = resources;
-      out.applied.push_back("resourcesPerNode (" + containerName + ")");
+  if (container == nullptr) {
+    if (trainer.is_object() && !trainer.empty()) out.notApplied.push_back("spec.trainer (the trainer step has no container)");
+    return out;
+  }
+  const std::string containerName = "container " + json(stringMember(*container, "name")).dump();
+  if (const json& resources = member(trainer, "resourcesPerNode"); resources.is_object()) {
+    (*container)["resources"] = resources;
+    out.applied.push_back("resourcesPerNode (" + containerName + ")");
+  } else if (!resources.is_null()) {
+    out.notApplied.push_back("spec.trainer.resourcesPerNode (not an object)");
+  }
+  for (const char* field : {"image", "command", "args"}) {
+    if (trainer.contains(field)) {
+      (*container)[field] = trainer[field];
+      out.applied.push_back(std::string(field) + " (" + containerName + ")");
     }
-    if (const json& procs = member(trainer, "numProcPerNode"); !procs.is_null()) {
-      setEnv(*container, "PET_NPROC_PER_NODE", procs.is_string() ? procs : json(procs.dump()));
-      out.applied.push_back("numProcPerNode " + (procs.is_string() ? procs.get<std::string>() : procs.dump()) +
-                            " (" + containerName + ")");
+  }
+  for (const json& e : member(trainer, "env")) {
+    const std::string name = stringMember(e, "name");
+    if (!name.empty() && e.contains("value")) {
+      setEnv(*container, name, e["value"]);
+    } else {
+      out.notApplied.push_back("spec.trainer.env " + (name.empty() ? std::string("entry") : json(name).dump()) +
+                               " (no value: valueFrom is read in the cluster)");
     }
-    for (const json& e : member(trainer, "env")) {
-      if (!stringMember(e, "name").empty() && e.contains("value")) setEnv(*container, stringMember(e, "name"), e["value"]);
+  }
+  // The torch plugin's torchrun settings: PET_NNODES and PET_NPROC_PER_NODE ("auto": the GPUs).
+  if (const json& torch = member(mlPolicy, "torch"); torch.is_object()) {
+    setEnv(*container, "PET_NNODES", numNodes ? numNodes->dump() : std::string("1"));
+    json procs = member(trainer, "numProcPerNode");
+    if (procs.is_null()) procs = member(torch, "numProcPerNode");
+    if (hasText(procs, "auto")) {
+      const json& gpus = member(member(member(*container, "resources"), "limits"), "nvidia.com/gpu");
+      procs = gpus.is_null() ? json() : json(gpus.is_string() ? gpus.get<std::string>() : gpus.dump());
     }
-    for (const char* field : {"image", "command", "args"}) {
-      if (trainer.contains(field)) (*container)[field] = trainer[field];
+    if (!procs.is_null()) {
+      const std::string text = procs.is_string() ? procs.get<std::string>() : procs.dump();
+      setEnv(*container, "PET_NPROC_PER_NODE", text);
+      out.applied.push_back("numProcPerNode " + text + " (" + containerName + ")");
     }
+  } else if (const json& procs = member(trainer, "numProcPerNode"); !procs.is_null()) {
+    const std::string text = procs.is_string() ? procs.get<std::string>() : procs.dump();
+    setEnv(*container, "PET_NPROC_PER_NODE", text);
+    out.applied.push_back("numProcPerNode " + text + " (" + containerName + ")");
   }
   for (const char* field : {"podTemplateOverrides", "podSpecOverrides"}) {
     if (member(trainJob, "spec").contains(field)) out.notApplied.push_back("spec." + std::string(field));

@@ -31,10 +31,12 @@ bool isRuntime(const nlohmann::json& object, const RuntimeRef& ref, const std::s
 
 // The runtime as the Trainer controller makes the TrainJob's JobSet from it: on the trainer
 // step (the replicated job labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer,
-// else the one named "node"), trainer.numNodes as the Job's parallelism and completions,
-// and on its trainer container ("node", else the first) resourcesPerNode as its resources,
-// numProcPerNode as PET_NPROC_PER_NODE and env added. `applied` says each override in
-// words; `notApplied` the overrides podshaper does not model (podTemplateOverrides).
+// else the one named "node"), trainer.numNodes (else the runtime's mlPolicy.numNodes) as
+// the Job's parallelism and completions, and on its trainer container ("node", else the
+// first) resourcesPerNode as its resources, image, command, args and env; with the torch
+// policy, torchrun's PET_NNODES and PET_NPROC_PER_NODE ("auto": the container's GPUs).
+// `applied` says each override in words; `notApplied` those podshaper does not model
+// (podTemplateOverrides, env from valueFrom) or could not read.
 struct TrainJobRuntime {
   nlohmann::json runtime;
   std::vector<std::string> applied, notApplied;

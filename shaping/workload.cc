@@ -32,6 +32,7 @@ WorkloadReview reviewWorkload(const json& object, const Config& config, const Ad
   for (const auto& at : podTemplates(object)) {
     TemplateReview t;
     t.where = at.where;
+    t.pointer = at.pointer;
     const json& podTemplate = object.at(at.pointer);
     if (!optedIn(podTemplate)) {
       t.called = false;

@@ -13,6 +13,7 @@ namespace podshaper {
 
 struct TemplateReview {
   std::string where;       // "" for a Pod, else the template's path ("spec.template")
+  nlohmann::json::json_pointer pointer;  // the template in the object
   bool called = true;      // false: not labelled podshaper.io/inject=true, so the API server never calls podshaper
   bool allowed = true;
   std::string message;     // why, when denied

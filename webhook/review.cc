@@ -26,15 +26,29 @@ nlohmann::json shapedPod(const std::string& input, const nlohmann::json& respons
 
 // `kubectl get namespaces,nodes,resourceclaimtemplates,resourceclaims -A -o json`: a List
 // whose items are Namespaces and Nodes, and any ResourceClaimTemplates and ResourceClaims.
+// JSON or YAML; a NodeList's items, which the API server writes without their kind, too.
 Result<ClusterObjects> loadCluster(const std::string& path) {
   auto text = cli::readFile(path);
   if (!text) return makeError("--cluster: " + text.error().message);
-  nlohmann::json list = nlohmann::json::parse(*text, nullptr, false);
-  if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
-    return makeError("--cluster " + path + ": expected a List, as from kubectl get namespaces,nodes -o json");
-  }
+  auto documents = cli::readDocuments(*text);
+  if (!documents) return makeError("--cluster " + path + ": " + documents.error().message);
   ClusterObjects cluster;
-  for (const auto& item : list["items"]) cluster.take(item);
+  bool lists = false;
+  for (const auto& list : *documents) {
+    if (!member(list, "items").is_array()) continue;
+    lists = true;
+    const std::string kind = stringMember(list, "kind");
+    for (const auto& item : list["items"]) {
+      if (item.is_object() && !item.contains("kind") && kind.ends_with("List") && kind != "List") {
+        nlohmann::json typed = item;
+        typed["kind"] = kind.substr(0, kind.size() - 4);
+        cluster.take(typed);
+      } else {
+        cluster.take(item);
+      }
+    }
+  }
+  if (!lists) return makeError("--cluster " + path + ": expected a List, as from kubectl get namespaces,nodes -o json");
   return cluster;
 }
 

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,7 @@ Result<std::vector<Input>> readInputs(const std::vector<std::string>& paths) {
     if (auto read = readInput(path, inputs); !read) return read.error();
   }
   for (Input& in : inputs) {
+    if (in.text.starts_with("\xEF\xBB\xBF")) in.text.erase(0, 3);  // a byte order mark, not text
     auto documents = cli::readDocumentsAsWritten(in.text);
     if (!documents) return makeError(in.name + ": " + documents.error().message);
     in.documents = std::move(*documents);
@@ -73,15 +75,27 @@ Result<std::vector<Input>> readInputs(const std::vector<std::string>& paths) {
   return inputs;
 }
 
-// The objects of a document: a List's items, else the document.
+// The objects of a document: a list's items (a List, a NodeList, any kind ending in List,
+// as kubectl and the API server write them), else the document.
 std::vector<json*> objectsOf(json& document) {
   std::vector<json*> objects;
-  if (stringMember(document, "kind") == "List" && member(document, "items").is_array()) {
+  const std::string kind = stringMember(document, "kind");
+  if (kind.ends_with("List") && member(document, "items").is_array()) {
     for (json& item : document["items"]) objects.push_back(&item);
   } else {
     objects.push_back(&document);
   }
   return objects;
+}
+
+// A list's item as ClusterObjects reads it: the API server leaves out an item's kind in a
+// NodeList; the list's kind says it.
+json withKind(const json& item, const json& document) {
+  const std::string kind = stringMember(document, "kind");
+  if (!item.is_object() || item.contains("kind") || kind == "List" || !kind.ends_with("List")) return item;
+  json out = item;
+  out["kind"] = kind.substr(0, kind.size() - 4);
+  return out;
 }
 
 // The kind as a user tells it apart: with its group where Kubernetes has a kind of that
@@ -97,7 +111,7 @@ std::string kindWords(const json& object) {
   const auto slash = apiVersion.find('/');
   const std::string group = slash == std::string::npos ? "" : apiVersion.substr(0, slash);
   auto builtIn = kBuiltIn.find(kind);
-  return builtIn != kBuiltIn.end() && builtIn->second != group ? kind + "." + group : kind;
+  return builtIn != kBuiltIn.end() && !group.empty() && builtIn->second != group ? kind + "." + group : kind;
 }
 
 // "JobSet ml/train", "JobSet ml/ag-2-* (generateName)" as a user finds it in the file.
@@ -107,8 +121,12 @@ std::string describe(const json& object, const std::string& namespaceName, const
   if (name.empty() && !stringMember(meta, "generateName").empty()) {
     name = stringMember(meta, "generateName") + "* (generateName)";
   }
-  // A cluster-scoped kind (ClusterTrainingRuntime) has no namespace to name.
-  const bool clusterScoped = stringMember(object, "kind").starts_with("Cluster");
+  if (name.empty()) name = "(no name)";
+  // A cluster-scoped kind has no namespace to name.
+  static const std::set<std::string, std::less<>> kClusterScoped = {
+      "ClusterTrainingRuntime", "ClusterQueue", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+      "DeviceClass", "Namespace", "Node", "PriorityClass", "ResourceFlavor", "StorageClass"};
+  const bool clusterScoped = kClusterScoped.contains(stringMember(object, "kind"));
   std::string text = kindWords(object) + " " + (clusterScoped ? "" : namespaceName + "/") + name;
   return where.empty() ? text : text + " " + where;
 }
@@ -121,7 +139,7 @@ std::string namespaceOf(const json& object, const cli::Flags& flags) {
 
 // What to do after a denial that review's own input decides.
 std::string offlineAdvice(const TemplateReview& t, bool nodesKnown) {
-  if (t.cause == "node-size" && !nodesKnown) {
+  if (t.cause == "node-size" && !nodesKnown && t.message.find("defaults.gpusPerNode") != std::string::npos) {
     return "; review was given no Node, so the node size came from its config: pass the cluster's Nodes with "
            "--cluster (kubectl get namespaces,nodes -o json > cluster.json) or in -f's input, or set "
            "defaults.gpusPerNode in --config";
@@ -138,7 +156,10 @@ class Review {
          const std::vector<json*>& all)
       : flags_(flags), config_(config), all_(all) {
     nodesKnown_ = clusterGiven || !cluster.nodes.empty();
-    if (nodesKnown_) view_ = buildClusterView(cluster.namespaces, cluster.nodes);
+    if (nodesKnown_ || !cluster.namespaces.empty()) {
+      view_ = buildClusterView(cluster.namespaces, cluster.nodes);
+      view_->nodesKnown = nodesKnown_;  // Namespaces alone: their labels, and the node size from config
+    }
     claims_ = claimLookupOver(cluster.claims);
   }
 
@@ -236,7 +257,18 @@ class Review {
                 << "without it\n";
     }
     --templates_;
-    report(reviewWorkload(effective.runtime, config_, context(ns)), what + " from " + runtimeWords);
+    WorkloadReview review = reviewWorkload(effective.runtime, config_, context(ns));
+    report(review, what + " from " + runtimeWords);
+    // The runtime is printed as written: what its pods would get is told here.
+    for (const auto& t : review.templates) {
+      if (!t.called || !t.allowed) continue;
+      const json& shaped = review.object.at(t.pointer);
+      const std::string size = stringMember(member(member(shaped, "metadata"), "annotations"), names::kShmSize);
+      const std::string formula = stringMember(member(member(shaped, "metadata"), "annotations"), names::kShmFormula);
+      std::cerr << "Note: " << what << " from " << runtimeWords << " " << t.where << ": its pods get "
+                << (size.empty() ? std::string("the /dev/shm the template mounts") : "a /dev/shm of " + size)
+                << (formula.empty() ? "" : " (" + formula + ")") << "\n";
+    }
   }
 
   const cli::Flags& flags_;
@@ -267,10 +299,22 @@ std::string leadingComments(const std::string& text) {
   return text.substr(0, end);
 }
 
+// `written` with the input's line ends: CRLF where the input has them.
+std::string crlfAsIn(const std::string& input, const std::string& written) {
+  if (input.find("\r\n") == std::string::npos) return written;
+  std::string out;
+  for (char c : written) {
+    if (c == '\n') out += '\r';
+    out += c;
+  }
+  return out;
+}
+
 // YAML documents as one stream, "---" between them where a document's own text has none.
 std::string joinYaml(const std::vector<std::string>& documents) {
   std::string out;
   for (std::size_t i = 0; i < documents.size(); ++i) {
+    if (!out.empty() && out.back() != '\n') out += '\n';
     out += (i == 0 || documents[i].starts_with("---") ? "" : "---\n") + documents[i];
   }
   return out;
@@ -300,18 +344,27 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
   // Every object of every document, the cluster's among them.
   std::vector<json*> all;
   std::vector<json> read;  // each document's value as read
+  std::vector<json*> workloads;
   for (Input& in : *inputs) {
+    std::size_t n = 0;
     for (cli::Document& doc : in.documents) {
+      ++n;
       read.push_back(doc.value);
       for (json* o : objectsOf(doc.value)) {
+        if (!o->is_object()) {
+          return reviewFailed(in.name + ": document " + std::to_string(n) + " is not a Kubernetes object (" +
+                              (o->is_array() ? "a list" : "a " + std::string(o->type_name())) + ")");
+        }
         if (stringMember(*o, "kind") == "AdmissionReview") return reviewFailed("an AdmissionReview is read without -f, on stdin");
         all.push_back(o);
+        // A claim that names no namespace is in the one its pods are (-n's), as kubectl would create it.
+        json object = withKind(*o, doc.value);
+        if (stringMember(member(object, "metadata"), "namespace").empty() && stringMember(object, "kind").starts_with("ResourceClaim")) {
+          object["metadata"]["namespace"] = namespaceOf(object, flags);
+        }
+        if (!cluster.take(object)) workloads.push_back(o);
       }
     }
-  }
-  std::vector<json*> workloads;
-  for (json* o : all) {
-    if (!cluster.take(*o)) workloads.push_back(o);
   }
   Review review(flags, config, std::move(cluster), clusterGiven, all);
   for (json* o : workloads) review.object(*o);
@@ -326,11 +379,11 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
     for (const cli::Document& doc : in.documents) {
       const bool asRead = doc.value == read[index++] && !doc.text.empty() && json == jsonIn;
       file.push_back(asRead ? doc.text
-                     : json ? cli::toJson(doc.value, doc.layout)
-                            : leadingComments(doc.text) + cli::toYaml(doc.value, doc.layout));
+                     : json ? crlfAsIn(in.text, cli::toJson(doc.value, doc.layout))
+                            : leadingComments(doc.text) + crlfAsIn(in.text, cli::toYaml(doc.value, doc.layout)));
     }
     // -o diff: each file against what it would be, so that `patch` applies it.
-    if (output == "diff") std::cout << cli::unifiedDiff(in.text, joinYaml(file), in.name, in.name + " (shaped by podshaper)");
+    if (output == "diff") std::cout << cli::unifiedDiff(in.text, joinYaml(file), in.name + "\t(as written)", in.name + "\t(shaped by podshaper)");
     printed.insert(printed.end(), file.begin(), file.end());
   }
   if (output == "yaml") {

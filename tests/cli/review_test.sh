@@ -142,8 +142,9 @@ check "-f DIR with no manifest exits 2, saying so" test "$rc $(grep -c 'no .yaml
 check "an object podshaper leaves alone is printed as read" cmp -s "$tmp/cm.yaml" "$tmp/out"
 "$bin" review -f "$tmp/workloads.yaml" -o diff >"$tmp/out" 2>/dev/null; rc=$?
 check "-o diff: a unified diff of what podshaper changes, exit 0" test $rc -eq 0
-check "-o diff: its header names the file" test "$(head -n 2 "$tmp/out")" = "--- $tmp/workloads.yaml
-+++ $tmp/workloads.yaml (shaped by podshaper)"
+check "-o diff: its header names the file (a tab after the name, as diff -u writes it)" \
+  test "$(head -n 2 "$tmp/out")" = "--- $tmp/workloads.yaml"$'\t'"(as written)
++++ $tmp/workloads.yaml"$'\t'"(shaped by podshaper)"
 check "-o diff: it applies to the input" bash -c "cp '$tmp/workloads.yaml' '$tmp/patched.yaml' && patch -s '$tmp/patched.yaml' < '$tmp/out' && '$bin' review -f '$tmp/workloads.yaml' 2>/dev/null | cmp -s - '$tmp/patched.yaml'"
 set +e; "$bin" review -f "$tmp/cm.yaml" -o wide >/dev/null 2>"$tmp/err"; rc=$?; set -e
 check "-o of another kind exits 2" test "$rc $(grep -c 'yaml, json or diff' "$tmp/err")" = "2 1"
@@ -180,6 +181,98 @@ check "-f without Nodes: a 1-GPU pod is denied for config's 8-GPU nodes" test $r
 check "... saying where the size came from and how to give the real nodes" \
   contains "$(cat "$tmp/err")" "review was given no Node, so the node size came from its config: pass the cluster's Nodes with --cluster"
 check "... and the pod's GPU in the singular" contains "$(cat "$tmp/err")" "the pod asks 1 nvidia.com/gpu "
+
+# What a review -f prints must read as it did for kubectl (YAML 1.1) and keep the file as written.
+cat > "$tmp/yaml11.yaml" <<'YAML'
+# header comment
+apiVersion: v1
+kind: Pod
+metadata:
+  name: yaml11
+  labels: {podshaper.io/inject: "true", enabled: "yes", legacy: "on"}
+  annotations: {podshaper.io/batch-bytes: 8Mi, mode: "0777", count: "1_000", when: "2024-01-01"}
+spec:
+  containers:
+  - name: c
+    image: x
+    env: [{name: DEBUG, value: "no"}, {name: RATIO, value: "60:30"}]
+    resources:
+      limits: {nvidia.com/gpu: 8}
+      requests: &req {cpu: "2", memory: 1Gi}
+  - name: sidecar
+    image: y
+    resources:
+      requests:
+        <<: *req
+        cpu: "1"
+YAML
+"$bin" review -f "$tmp/yaml11.yaml" > "$tmp/out.yaml" 2>/dev/null
+check "strings YAML 1.1 reads as booleans, numbers or times stay quoted" python3 -c '
+import sys, yaml  # PyYAML reads YAML 1.1, as kubectl does
+p = yaml.safe_load(open(sys.argv[1]))
+assert p["metadata"]["labels"]["enabled"] == "yes" and p["metadata"]["labels"]["legacy"] == "on", p["metadata"]["labels"]
+a = p["metadata"]["annotations"]
+assert a["mode"] == "0777" and a["count"] == "1_000" and a["when"] == "2024-01-01", a
+assert [e["value"] for e in p["spec"]["containers"][0]["env"][:2]] == ["no", "60:30"], p["spec"]["containers"][0]["env"]
+' "$tmp/out.yaml"
+check "a merge key (<<) is merged, as kubectl merges it" python3 -c '
+import sys, yaml
+p = yaml.safe_load(open(sys.argv[1]))
+r = p["spec"]["containers"][1]["resources"]["requests"]
+assert r == {"cpu": "1", "memory": "1Gi"}, r' "$tmp/out.yaml"
+check "a changed document keeps the comment above it" test "$(head -n 1 "$tmp/out.yaml")" = "# header comment"
+
+printf '# a header\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n# between\n...\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}' > "$tmp/asis.yaml"
+"$bin" review -f "$tmp/asis.yaml" > "$tmp/out" 2>/dev/null
+check "a file podshaper leaves alone comes out byte for byte (comments, ..., no final newline)" cmp -s "$tmp/asis.yaml" "$tmp/out"
+check "... and -o diff prints nothing for it" test -z "$("$bin" review -f "$tmp/asis.yaml" -o diff 2>/dev/null)"
+sed 's/$/\r/' "$tmp/workloads.yaml" > "$tmp/crlf.yaml"
+"$bin" review -f "$tmp/crlf.yaml" > "$tmp/out" 2>/dev/null
+check "a CRLF file comes out with CRLF line ends only" test "$(grep -c $'\r$' "$tmp/out")" = "$(wc -l < "$tmp/out")"
+bin_abs=$(realpath "$bin")
+mkdir -p "$tmp/with space"; cp "$tmp/workloads.yaml" "$tmp/with space/my pod.yaml"
+(cd "$tmp/with space" && "$bin_abs" review -f "my pod.yaml" -o diff > ../space.diff 2>/dev/null && cp "my pod.yaml" orig.yaml && patch -s -p0 < ../space.diff && "$bin_abs" review -f orig.yaml 2>/dev/null | cmp -s - "my pod.yaml")
+check "-o diff applies with patch -p0, the file named in it (a space in its name)" test $? -eq 0
+printf '[1, 2]\n' > "$tmp/array.json"; printf 'just text\n' > "$tmp/scalar.yaml"
+for f in array.json scalar.yaml; do
+  set +e; "$bin" review -f "$tmp/$f" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
+  check "-f $f: a document that is not an object exits 2, saying so" test "$rc $(grep -c 'is not a Kubernetes object' "$tmp/err")" = "2 1"
+done
+printf '\xef\xbb\xbf' | cat - "$tmp/dra-pod.json" > "$tmp/bom.json"
+"$bin" review -f "$tmp/bom.json" -f "$tmp/dra-cluster.json" > "$tmp/out" 2>/dev/null
+check "a byte order mark before JSON: read as JSON, printed as JSON" \
+  python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["kind"] == "List"' "$tmp/out"
+
+# The cluster's objects as kubectl and the API server list them: a NodeList's items carry no
+# kind; --cluster takes YAML too; a Namespace alone is read for its labels.
+python3 - "$tmp/dra-cluster.json" "$tmp/nodelist.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+nodes = [dict((k, v) for k, v in i.items() if k != "kind") for i in c["items"] if i["kind"] == "Node"]
+json.dump({"apiVersion": "v1", "kind": "NodeList", "items": nodes}, open(sys.argv[2], "w"))
+PY
+set +e; "$bin" review -f "$tmp/one-gpu.yaml" -f "$tmp/nodelist.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "-f: a NodeList's items are read as Nodes (no 'given no Node')" test "$rc $(grep -c 'given no Node' "$tmp/err")" = "1 0"
+python3 -c 'import json,sys,yaml; print(yaml.safe_dump(json.load(open(sys.argv[1]))))' "$tmp/dra-cluster.json" > "$tmp/cluster.yaml"
+"$bin" review --cluster "$tmp/cluster.yaml" --output pod < "$cases/dra-template-8-gpus/review.json" > "$tmp/from-yaml.json" 2>/dev/null
+check "--cluster takes YAML" cmp -s "$tmp/from-yaml.json" "$tmp/in-cluster.json"
+cat > "$tmp/opted-out.yaml" <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata: {name: batch, labels: {podshaper.io/inject: disabled}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: batch, labels: {podshaper.io/inject: "true"}, annotations: {podshaper.io/batch-bytes: 8Mi}}
+spec:
+  containers:
+  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 8}}}
+YAML
+"$bin" review -f "$tmp/opted-out.yaml" > "$tmp/out" 2>/dev/null
+check "a Namespace in the input that opts out, without Nodes: its pod is left as written" cmp -s "$tmp/opted-out.yaml" "$tmp/out"
+sed 's/namespace: dra-demo/namespace: ml/' "$root/tests/review/corpus/dra-pod.yaml" | grep -v 'namespace: ml' > "$tmp/dra-no-ns.yaml"
+set +e; "$bin" review -f "$tmp/dra-no-ns.yaml" -f "$root/tests/review/corpus/nodes.yaml" -n team >/dev/null 2>"$tmp/err"; rc=$?; set -e
+check "a ResourceClaimTemplate naming no namespace is in -n's, as its pod" test $rc -eq 0
 
 for input in 'not json' '{"kind":"Pod","apiVersion":"v1"}' '' '[1,2]'; do
   set +e; "$bin" review <<<"$input" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e

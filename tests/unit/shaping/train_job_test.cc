@@ -75,6 +75,35 @@ TEST(TrainJob, SaysWhatItCannotApply) {
   EXPECT_NE(out.notApplied.front().find("no trainer step"), std::string::npos);
 }
 
+TEST(TrainJob, TheTorchPolicysTorchrunSettings) {
+  json r = runtime();
+  r["spec"]["mlPolicy"] = {{"numNodes", 3}, {"torch", {{"numProcPerNode", "auto"}}}};
+  // numNodes from the runtime's policy; "auto": the GPUs of the trainer container.
+  TrainJobRuntime out = runtimeForTrainJob(r, trainJob({{"resourcesPerNode", {{"limits", {{"nvidia.com/gpu", 4}}}}}}));
+  const json& step = out.runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"];
+  EXPECT_EQ(step["parallelism"], 3);
+  EXPECT_EQ(step["template"]["spec"]["containers"][1]["env"],
+            json::parse(R"([{"name": "A", "value": "1"}, {"name": "PET_NNODES", "value": "3"},
+                            {"name": "PET_NPROC_PER_NODE", "value": "4"}])"));
+  // The TrainJob's numNodes wins; one node is what torchrun is told as PET_NNODES.
+  out = runtimeForTrainJob(r, trainJob({{"numNodes", 1}, {"numProcPerNode", 2}}));
+  const json& one = out.runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"];
+  EXPECT_EQ(one["completions"], 1);
+  EXPECT_EQ(one["template"]["spec"]["containers"][1]["env"][1], json::parse(R"({"name": "PET_NNODES", "value": "1"})"));
+  EXPECT_EQ(one["template"]["spec"]["containers"][1]["env"][2], json::parse(R"({"name": "PET_NPROC_PER_NODE", "value": "2"})"));
+}
+
+TEST(TrainJob, WhatItCannotReadIsSaid) {
+  TrainJobRuntime out = runtimeForTrainJob(
+      runtime(), trainJob({{"numNodes", "2"},
+                           {"resourcesPerNode", "8 GPUs"},
+                           {"env", json::array({{{"name", "TOKEN"}, {"valueFrom", {{"secretKeyRef", {{"name", "s"}}}}}}})}}));
+  ASSERT_EQ(out.notApplied.size(), 3u);
+  EXPECT_NE(out.notApplied[0].find("numNodes \"2\" (not an integer)"), std::string::npos) << out.notApplied[0];
+  EXPECT_NE(out.notApplied[1].find("resourcesPerNode (not an object)"), std::string::npos) << out.notApplied[1];
+  EXPECT_NE(out.notApplied[2].find("\"TOKEN\" (no value"), std::string::npos) << out.notApplied[2];
+}
+
 TEST(TrainJob, FindsAStepNamedNodeWithoutTheLabel) {
   json r = runtime();
   auto& jobs = r["spec"]["template"]["spec"]["replicatedJobs"];
