@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <optional>
+#include <sstream>
 #include <string_view>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "base/json_parse.h"
@@ -539,6 +541,36 @@ std::optional<int> firstLineNotUtf8(std::string_view text) {
   return line;
 }
 
+// yaml-cpp 0.7's LoadAll never ends on some invalid streams ("{a: b}, c"): its parser makes
+// an empty document at the same place again and again, and the list of them grows until
+// memory runs out. The documents are walked first, and where one starts where the one
+// before did, that place is returned.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  YAML::Mark start = YAML::Mark::null_mark();
+};
+
+std::optional<YAML::Mark> endlessAt(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  int before = -1;
+  while (parser.HandleNextDocument(starts)) {
+    if (starts.start.pos == before) return starts.start;
+    before = starts.start.pos;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Layout Layout::under(const std::string& pointer) const {
@@ -588,6 +620,10 @@ Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
     converter.lineOffset = piece.firstLine;
     std::vector<YAML::Node> nodes;
     try {
+      if (auto stuck = endlessAt(piece.text)) {
+        return makeError(converter.where(*stuck) + "not valid YAML: text after the end of a document (a flow "
+                         "collection followed by more on its line?)");
+      }
       nodes = YAML::LoadAll(piece.text);
     } catch (const YAML::Exception& e) {
       return makeError(converter.where(e.mark) + "not valid YAML: " + e.msg);

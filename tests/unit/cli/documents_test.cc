@@ -85,6 +85,16 @@ TEST(ReadDocuments, BadInputIsAClearError) {
   EXPECT_NE(key.error().message.find("not a string"), std::string::npos);
 }
 
+TEST(ReadDocuments, AStreamYamlCppWouldReadForeverIsRefused) {
+  // yaml-cpp 0.7's LoadAll makes empty documents at the ", b" until memory runs out.
+  for (const char* text : {"# c\n{a: x}, b\n", "kind: Pod\n---\n[1, 2], 3\n", "---\n{a: b}, {c: d}\n"}) {
+    auto docs = readDocuments(text);
+    ASSERT_FALSE(docs.ok()) << text;
+    EXPECT_NE(docs.error().message.find("not valid YAML: text after the end of a document"), std::string::npos)
+        << docs.error().message;
+  }
+}
+
 TEST(ReadDocuments, AliasesThatExpandBeyondReasonAreRefused) {
   // A "billion laughs": each level ten aliases of the one before.
   std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
