@@ -160,7 +160,9 @@ struct Converter {
           if (!value) return value;
           if (key == "<<" && entry.first.Tag() == "?" && (value->is_object() || value->is_array())) {
             for (json& m : value->is_array() ? *value : json::array({std::move(*value)})) {
-              if (!m.is_object()) return makeError(where(entry.second.Mark()) + "a merge key (<<) of something not a mapping");
+              if (!m.is_object()) {
+                return makeError(where(entry.second.Mark()) + "a merge key (<<) of something not a mapping");
+              }
               merged.push_back(std::move(m));
             }
             continue;
@@ -229,8 +231,8 @@ bool readsAsOtherType(const std::string& s) {
   }
   const bool numberLike = std::string_view("+-.0123456789").find(s[0]) != std::string_view::npos &&
                           allOf(s, [](int c) {
-                            return std::isxdigit(c) != 0 || std::string_view("xXoObB_:.+-eE ").find(static_cast<char>(c)) !=
-                                                                std::string_view::npos;
+                            return std::isxdigit(c) != 0 ||
+                                   std::string_view("xXoObB_:.+-eE ").find(static_cast<char>(c)) != std::string_view::npos;
                           });
   return numberLike;
 }
@@ -260,6 +262,13 @@ std::optional<std::string> numberText(const json& value, const std::string& poin
   bool same = end == begin + text->second.size() ? read == value.get<double>()
                                                  : plainScalar(text->second) == value;  // 0x1f, 0o17
   return same ? std::optional<std::string>(text->second) : std::nullopt;
+}
+
+// What yaml-cpp would write plain and YAML would not read back: a carriage return (a line
+// break to YAML), space or tab at either end (trimmed from a plain scalar).
+bool needsQuotes(const std::string& s) {
+  auto blank = [](char c) { return c == ' ' || c == '\t'; };
+  return s.find('\r') != std::string::npos || (!s.empty() && (blank(s.front()) || blank(s.back())));
 }
 
 // Lines of text, as a block scalar: ending in a newline, starting with neither a space nor
@@ -299,7 +308,7 @@ std::string scalarText(const json& value, const std::string& pointer, const Layo
     case json::value_t::string: {
       const auto& s = value.get_ref<const std::string&>();
       if (isLiteral(s)) return literal(s, indent);
-      if (readsAsOtherType(s)) out << YAML::DoubleQuoted;
+      if (readsAsOtherType(s) || needsQuotes(s)) out << YAML::DoubleQuoted;
       out << s;
       break;
     }
@@ -318,7 +327,8 @@ std::string scalarText(const json& value, const std::string& pointer, const Layo
 std::string keyText(const std::string& key) {
   const bool plain = !key.empty() && (std::isalnum(static_cast<unsigned char>(key[0])) || key[0] == '_') &&
                      std::all_of(key.begin(), key.end(), [](char c) {
-                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-';
+                       return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./-").find(c) !=
+                                                                                   std::string_view::npos;
                      }) &&
                      !readsAsOtherType(key);
   if (plain) return key;
@@ -347,7 +357,7 @@ void emitFlow(YAML::Emitter& out, const json& value, const std::string& pointer,
     out << YAML::EndSeq;
   } else if (value.is_string()) {
     const auto& s = value.get_ref<const std::string&>();
-    if (readsAsOtherType(s) || s.find('\n') != std::string::npos) out << YAML::DoubleQuoted;
+    if (readsAsOtherType(s) || needsQuotes(s) || s.find('\n') != std::string::npos) out << YAML::DoubleQuoted;
     out << s;
   } else if (value.is_null()) {
     out << YAML::Null;
@@ -612,6 +622,18 @@ Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
   }
   if (auto bad = firstLineNotUtf8(text)) {
     return makeError("line " + std::to_string(*bad) + ": not UTF-8 (YAML is UTF-8 text)");
+  }
+  // YAML is printable text: a control character (a NUL among them, which also makes
+  // yaml-cpp read the bytes as UTF-16 or UTF-32) is refused, not read as something else.
+  if (auto c = std::find_if(text.begin(), text.end(), [](char ch) {
+        const auto u = static_cast<unsigned char>(ch);
+        return (u < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || u == 0x7f;
+      });
+      c != text.end()) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    const auto u = static_cast<unsigned char>(*c);
+    return makeError("line " + std::to_string(1 + std::count(text.begin(), c, '\n')) + ": a control character (0x" +
+                     kHex[u >> 4] + kHex[u & 15] + "): YAML is printable text");
   }
   std::vector<Document> docs;
   Converter converter;

@@ -104,7 +104,8 @@ Result<ShmPlan> planShm(const ShmInputs& in, std::string_view ranksFrom) {
                 std::to_string(in.headroomPercent) + "% headroom";
     }
     if (in.nccl.transport != NcclTransport::kNone) {
-      inputs += ", + NCCL reserve " + counted(in.ranks, "rank") + " × " + counted(in.nccl.communicators, "communicator") +
+      inputs += ", + NCCL reserve " + counted(in.ranks, "rank") + " × " +
+                counted(in.nccl.communicators, "communicator") +
                 " (" + in.nccl.communicatorsFrom + ") × " + std::to_string(in.nccl.perCommunicatorBytes) +
                 " B";
     }

@@ -74,7 +74,9 @@ TrainJobRuntime runtimeForTrainJob(const json& runtime, const json& trainJob) {
   const json& mlPolicy = member(member(runtime, "spec"), "mlPolicy");
   json* step = trainerStep(out.runtime);
   if (step == nullptr || !member(member(member(member(*step, "template"), "spec"), "template"), "spec").is_object()) {
-    if (trainer.is_object() && !trainer.empty()) out.notApplied.push_back("spec.trainer (the runtime has no trainer step)");
+    if (trainer.is_object() && !trainer.empty()) {
+      out.notApplied.push_back("spec.trainer (the runtime has no trainer step)");
+    }
     return out;
   }
   const std::string stepName = "replicated job " + json(stringMember(*step, "name")).dump();
@@ -95,7 +97,9 @@ TrainJobRuntime runtimeForTrainJob(const json& runtime, const json& trainJob) {
   }
   json* container = trainerContainer(*step);
   if (container == nullptr) {
-    if (trainer.is_object() && !trainer.empty()) out.notApplied.push_back("spec.trainer (the trainer step has no container)");
+    if (trainer.is_object() && !trainer.empty()) {
+      out.notApplied.push_back("spec.trainer (the trainer step has no container)");
+    }
     return out;
   }
   const std::string containerName = "container " + json(stringMember(*container, "name")).dump();

@@ -36,7 +36,8 @@ struct Input {
 // FILE, every .yaml, .yml and .json of DIR (not below it, as kubectl -f without -R), or stdin.
 Result<void> readInput(const std::string& path, std::vector<Input>& inputs) {
   if (path == "-") {
-    inputs.push_back({"stdin", std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()), {}});
+    std::string text(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>{});
+    inputs.push_back({"stdin", std::move(text), {}});
   } else if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
     std::vector<std::string> files;
     for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
@@ -241,7 +242,8 @@ class Review {
     }
     if (runtime == nullptr) {
       std::cerr << "Note: " << what << ": its pods come from " << runtimeWords << " (spec.runtimeRef), which is not "
-                << "in the input: add it (kubectl get " << (ref->kind == "TrainingRuntime" ? "trainingruntime -n " + ns : "clustertrainingruntime")
+                << "in the input: add it (kubectl get "
+                << (ref->kind == "TrainingRuntime" ? "trainingruntime -n " + ns : "clustertrainingruntime")
                 << " " << ref->name << " -o yaml) to review them. podshaper is called for them when the runtime's pod "
                 << "template (spec.template.spec.replicatedJobs[].template.spec.template) is labelled "
                 << names::kInjectLabel << ": \"true\"; podshaper's annotations go in that template's metadata too\n";
@@ -315,7 +317,9 @@ std::string joinYaml(const std::vector<std::string>& documents) {
   std::string out;
   for (std::size_t i = 0; i < documents.size(); ++i) {
     if (!out.empty() && out.back() != '\n') out += '\n';
-    out += (i == 0 || documents[i].starts_with("---") ? "" : "---\n") + documents[i];
+    // A document's own text may start with its "---", or a directive ("%YAML") before it.
+    const bool marked = documents[i].starts_with("---") || documents[i].starts_with("%");
+    out += (i == 0 || marked ? "" : "---\n") + documents[i];
   }
   return out;
 }
@@ -339,7 +343,9 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
   auto inputs = readInputs(flags.getAll("filename"));
   if (!inputs) return reviewFailed(inputs.error().message);
   const std::string output = flags.get("output", cli::isJsonText(inputs->front().text) ? "json" : "yaml");
-  if (output != "yaml" && output != "json" && output != "diff") return reviewFailed("-f: --output must be yaml, json or diff");
+  if (output != "yaml" && output != "json" && output != "diff") {
+    return reviewFailed("-f: --output must be yaml, json or diff");
+  }
 
   // Every object of every document, the cluster's among them.
   std::vector<json*> all;
@@ -355,11 +361,14 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
           return reviewFailed(in.name + ": document " + std::to_string(n) + " is not a Kubernetes object (" +
                               (o->is_array() ? "a list" : "a " + std::string(o->type_name())) + ")");
         }
-        if (stringMember(*o, "kind") == "AdmissionReview") return reviewFailed("an AdmissionReview is read without -f, on stdin");
+        if (stringMember(*o, "kind") == "AdmissionReview") {
+          return reviewFailed("an AdmissionReview is read without -f, on stdin");
+        }
         all.push_back(o);
         // A claim that names no namespace is in the one its pods are (-n's), as kubectl would create it.
         json object = withKind(*o, doc.value);
-        if (stringMember(member(object, "metadata"), "namespace").empty() && stringMember(object, "kind").starts_with("ResourceClaim")) {
+        if (stringMember(member(object, "metadata"), "namespace").empty() &&
+            stringMember(object, "kind").starts_with("ResourceClaim")) {
           object["metadata"]["namespace"] = namespaceOf(object, flags);
         }
         if (!cluster.take(object)) workloads.push_back(o);
@@ -383,7 +392,10 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
                             : leadingComments(doc.text) + crlfAsIn(in.text, cli::toYaml(doc.value, doc.layout)));
     }
     // -o diff: each file against what it would be, so that `patch` applies it.
-    if (output == "diff") std::cout << cli::unifiedDiff(in.text, joinYaml(file), in.name + "\t(as written)", in.name + "\t(shaped by podshaper)");
+    if (output == "diff") {
+      std::cout << cli::unifiedDiff(in.text, joinYaml(file), in.name + "\t(as written)",
+                                    in.name + "\t(shaped by podshaper)");
+    }
     printed.insert(printed.end(), file.begin(), file.end());
   }
   if (output == "yaml") {

@@ -85,6 +85,14 @@ TEST(ReadDocuments, BadInputIsAClearError) {
   EXPECT_NE(key.error().message.find("not a string"), std::string::npos);
 }
 
+TEST(ReadDocuments, ControlCharactersAreRefused) {
+  // A NUL also makes yaml-cpp take the bytes for UTF-32.
+  auto nul = readDocuments(std::string("a: 1\nb: \x04\0\0\0x\n", 14));
+  ASSERT_FALSE(nul.ok());
+  EXPECT_EQ(nul.error().message, "line 2: a control character (0x04): YAML is printable text");
+  EXPECT_TRUE(readDocuments("a: \"tab\there\"\r\n").ok());
+}
+
 TEST(ReadDocuments, AStreamYamlCppWouldReadForeverIsRefused) {
   // yaml-cpp 0.7's LoadAll makes empty documents at the ", b" until memory runs out.
   for (const char* text : {"# c\n{a: x}, b\n", "kind: Pod\n---\n[1, 2], 3\n", "---\n{a: b}, {c: d}\n"}) {
@@ -145,7 +153,8 @@ spec:
 }
 
 TEST(ToYaml, ReadsBackAsTheSameJson) {
-  json value = {{"strings", {"true", "8", "1e3", "null", "", "~", "18Mi", "a: b", "- x", "#c", "two\nlines\n", "tab\there"}},
+  json value = {{"strings", {"true", "8", "1e3", "null", "", "~", "18Mi", "a: b", "- x", "#c", "two\nlines\n", "tab\there", "ends in a carriage return\r",
+                              " leading space", "trailing tab\t", "yes", "0777", "1_000", "60:30", "2024-01-01"}},
                 {"numbers", {8, -3, 1.5, 0}},
                 {"booleans", {true, false}},
                 {"nothing", nullptr},
