@@ -49,8 +49,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     FUZZ_CHECK(!parsed.is_discarded() && parsed == doc.value, show(doc.value) + " -> " + jsonText);
     if (!doc.text.empty()) {
       // As review prints it in a stream: "---" before a document that has none.
-      auto again = podshaper::cli::readDocuments(doc.text.starts_with("---") || doc.text.starts_with("%") ? doc.text
-                                                                                         : "---\n" + doc.text);
+      auto again = podshaper::cli::readDocuments(
+          doc.text.starts_with("---") || doc.text.starts_with("%") || podshaper::cli::isJsonText(text)
+              ? doc.text
+              : "---\n" + doc.text);
       FUZZ_CHECK(again.ok() && again->size() == 1 && again->front() == doc.value, doc.text);
     }
   }
