@@ -274,6 +274,17 @@ sed 's/namespace: dra-demo/namespace: ml/' "$root/tests/review/corpus/dra-pod.ya
 set +e; "$bin" review -f "$tmp/dra-no-ns.yaml" -f "$root/tests/review/corpus/nodes.yaml" -n team >/dev/null 2>"$tmp/err"; rc=$?; set -e
 check "a ResourceClaimTemplate naming no namespace is in -n's, as its pod" test $rc -eq 0
 
+python3 - "$cases/seed-no-cluster-nccl-reserve/review.json" "$tmp/numbers.json" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+# Numbers JSON readers would write otherwise, put in as text: a 30-digit integer and 1e2.
+text = text.replace('"spec": {', '"spec": {"priority": 123456789012345678901234567890, "activeDeadlineSeconds": 1e2, ', 1)
+open(sys.argv[2], "w").write(text)
+PY
+"$bin" review --output pod < "$tmp/numbers.json" > "$tmp/out" 2>/dev/null
+check "--output pod prints numbers as the pod wrote them" \
+  test "$(grep -c -e '"priority": 123456789012345678901234567890,' -e '"activeDeadlineSeconds": 1e2' "$tmp/out")" = 2
+
 for input in 'not json' '{"kind":"Pod","apiVersion":"v1"}' '' '[1,2]'; do
   set +e; "$bin" review <<<"$input" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
   check "non-AdmissionReview '$input' exits 2" test $rc -eq 2
