@@ -384,7 +384,10 @@ void emit(std::string& out, const json& value, const std::string& pointer, const
       const std::string at = pointer + "/" + token(key);
       if (!(first && inlineFirst)) out += pad;
       first = false;
-      out += keyText(key) + ":";
+      // A key of more than 1024 characters cannot be implicit: "? key", then ": value".
+      const std::string keyWritten = keyText(key);
+      const bool explicitKey = keyWritten.size() > 1000;
+      out += explicitKey ? "? " + keyWritten + "\n" + pad + ":" : keyWritten + ":";
       if (!child.empty() && layout.flow.contains(at)) {
         out += " " + flowText(child, at, layout) + "\n";
       } else if (child.is_object() && !child.empty()) {
@@ -392,7 +395,7 @@ void emit(std::string& out, const json& value, const std::string& pointer, const
         emit(out, child, at, layout, indent + 2, false);
       } else if (child.is_array() && !child.empty()) {
         out += "\n";
-        emit(out, child, at, layout, indent, false);
+        emit(out, child, at, layout, explicitKey ? indent + 2 : indent, false);
       } else {
         out += " " + (isEmptyCollection(child) ? std::string(child.is_object() ? "{}" : "[]")
                                                : scalarText(child, at, layout, indent + 2)) + "\n";

@@ -162,6 +162,8 @@ TEST(ToYaml, ReadsBackAsTheSameJson) {
                 {"none", json::array()},
                 {"podshaper.io/shm-size", "8231Mi"},
                 {"8", "key that reads as a number"},
+                {std::string(1500, 'k'), {{"a", 1}}},
+                {std::string(1100, 'l') + ": x", {1, 2}},
                 {"a: b", {{"- x", 1}, {"two\nlines\n", 2}, {"", 3}}},
                 {"list", {{{"k", "two\nlines\n"}, {"m", {1, "x"}}}, json::array({json::array({1}), json::object()})}}};
   std::string yaml = toYaml(value);
