@@ -91,6 +91,10 @@ TEST(ReadDocuments, ControlCharactersAreRefused) {
   ASSERT_FALSE(nul.ok());
   EXPECT_EQ(nul.error().message, "line 2: a control character (0x04): YAML is printable text");
   EXPECT_TRUE(readDocuments("a: \"tab\there\"\r\n").ok());
+  EXPECT_TRUE(readDocuments("\xEF\xBB\xBF" "a: 1\n").ok()) << "a byte order mark first is not text";
+  auto bom = readDocuments("\xEF\xBB\xBF" "a: 1\n---\n\xEF\xBB\xBF" "b: 2\n");
+  ASSERT_FALSE(bom.ok());
+  EXPECT_EQ(bom.error().message, "line 3: a byte order mark inside the text (one is read only as its first bytes)");
 }
 
 TEST(ReadDocuments, AStreamYamlCppWouldReadForeverIsRefused) {
