@@ -265,10 +265,12 @@ std::optional<std::string> numberText(const json& value, const std::string& poin
 }
 
 // What yaml-cpp would write plain and YAML would not read back: a carriage return (a line
-// break to YAML), space or tab at either end (trimmed from a plain scalar).
+// break to YAML), space or tab at either end (trimmed from a plain scalar), "---" or "..."
+// first.
 bool needsQuotes(const std::string& s) {
   auto blank = [](char c) { return c == ' ' || c == '\t'; };
-  return s.find('\r') != std::string::npos || (!s.empty() && (blank(s.front()) || blank(s.back())));
+  return s.find('\r') != std::string::npos || (!s.empty() && (blank(s.front()) || blank(s.back()))) ||
+         s.starts_with("---") || s.starts_with("...");  // a document marker where it starts a line
 }
 
 // Lines of text, as a block scalar: ending in a newline, starting with neither a space nor
