@@ -273,6 +273,45 @@ bool needsQuotes(const std::string& s) {
          s.starts_with("---") || s.starts_with("...");  // a document marker where it starts a line
 }
 
+// DEL (0x7f), which yaml-cpp writes as it is even in double quotes, and YAML does not read.
+bool hasDelete(const std::string& s) { return s.find('\x7f') != std::string::npos; }
+
+// Whether a key or string in `value` holds a DEL: written in block style then (yaml-cpp's
+// flow writer cannot escape it).
+bool holdsDelete(const json& value) {
+  if (value.is_string()) return hasDelete(value.get_ref<const std::string&>());
+  if (value.is_object()) {
+    for (const auto& [key, child] : value.items()) {
+      if (hasDelete(key) || holdsDelete(child)) return true;
+    }
+  } else if (value.is_array()) {
+    for (const auto& child : value) {
+      if (holdsDelete(child)) return true;
+    }
+  }
+  return false;
+}
+
+// `s` double-quoted with every control character and DEL escaped.
+std::string escaped(const std::string& s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 // Lines of text, as a block scalar: ending in a newline, starting with neither a space nor
 // an empty line (which would need an indentation indicator) and holding no control
 // character but the newlines.
@@ -310,6 +349,7 @@ std::string scalarText(const json& value, const std::string& pointer, const Layo
     case json::value_t::string: {
       const auto& s = value.get_ref<const std::string&>();
       if (isLiteral(s)) return literal(s, indent);
+      if (hasDelete(s)) return escaped(s);
       if (readsAsOtherType(s) || needsQuotes(s)) out << YAML::DoubleQuoted;
       out << s;
       break;
@@ -334,6 +374,7 @@ std::string keyText(const std::string& key) {
                      }) &&
                      !readsAsOtherType(key);
   if (plain) return key;
+  if (hasDelete(key)) return escaped(key);
   YAML::Emitter out;
   out << YAML::DoubleQuoted << key;
   return out.c_str();
@@ -390,7 +431,7 @@ void emit(std::string& out, const json& value, const std::string& pointer, const
       const std::string keyWritten = keyText(key);
       const bool explicitKey = keyWritten.size() > 1000;
       out += explicitKey ? "? " + keyWritten + "\n" + pad + ":" : keyWritten + ":";
-      if (!child.empty() && layout.flow.contains(at)) {
+      if (!child.empty() && layout.flow.contains(at) && !holdsDelete(child)) {
         out += " " + flowText(child, at, layout) + "\n";
       } else if (child.is_object() && !child.empty()) {
         out += "\n";
@@ -409,7 +450,7 @@ void emit(std::string& out, const json& value, const std::string& pointer, const
       const std::string at = pointer + "/" + std::to_string(i);
       if (!(i == 0 && inlineFirst)) out += pad;
       out += "- ";
-      if (item.is_structured() && !item.empty() && layout.flow.contains(at)) {
+      if (item.is_structured() && !item.empty() && layout.flow.contains(at) && !holdsDelete(item)) {
         out += flowText(item, at, layout) + "\n";
       } else if (item.is_structured() && !item.empty()) {
         emit(out, item, at, layout, indent + 2, true);

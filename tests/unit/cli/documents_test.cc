@@ -158,7 +158,7 @@ spec:
 
 TEST(ToYaml, ReadsBackAsTheSameJson) {
   json value = {{"strings", {"true", "8", "1e3", "null", "", "~", "18Mi", "a: b", "- x", "#c", "two\nlines\n", "tab\there", "ends in a carriage return\r",
-                              " leading space", "trailing tab\t", "--- {c: 1}", "... x", "yes", "0777", "1_000", "60:30", "2024-01-01"}},
+                              " leading space", "trailing tab\t", "--- {c: 1}", "... x", "del\x7f" "and \"quotes\"", "yes", "0777", "1_000", "60:30", "2024-01-01"}},
                 {"numbers", {8, -3, 1.5, 0}},
                 {"booleans", {true, false}},
                 {"nothing", nullptr},
