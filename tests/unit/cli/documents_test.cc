@@ -44,6 +44,7 @@ m: [1, "2", x]
   EXPECT_EQ(doc["h"], 31);
   EXPECT_EQ(doc["i"], -3);
   EXPECT_EQ(doc["j"], 12345678901234567890123.0);  // past 64 bits: a float, its text in the layout
+  EXPECT_TRUE(one("n: " + std::string(100, '9') + "\n")["n"].is_number_float()) << "as JSON reads it, however long";
   EXPECT_EQ(doc["k"], "");
   EXPECT_EQ(doc["l"], "two\nlines\n");
   EXPECT_EQ(doc["m"], json::array({1, "2", "x"}));
