@@ -660,6 +660,10 @@ Layout jsonLayout(std::string_view text) {
 
 Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
   if (text.starts_with(kBom)) text.remove_prefix(kBom.size());
+  if (auto bom = text.find(kBom); bom != std::string_view::npos) {
+    return makeError("line " + std::to_string(1 + std::count(text.begin(), text.begin() + bom, '\n')) +
+                     ": a byte order mark inside the text (one is read only as its first bytes)");
+  }
   if (isJsonText(text)) {
     auto parsed = parseJson(text, kMaxDepth);
     if (!parsed) return makeError((parsed.error().tooDeep ? "JSON " : "") + parsed.error().message);
@@ -667,10 +671,6 @@ Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
   }
   if (auto bad = firstLineNotUtf8(text)) {
     return makeError("line " + std::to_string(*bad) + ": not UTF-8 (YAML is UTF-8 text)");
-  }
-  if (auto bom = text.find(kBom); bom != std::string_view::npos) {
-    return makeError("line " + std::to_string(1 + std::count(text.begin(), text.begin() + bom, '\n')) +
-                     ": a byte order mark inside the text (one is read only as its first bytes)");
   }
   // YAML is printable text: a control character (a NUL among them, which also makes
   // yaml-cpp read the bytes as UTF-16 or UTF-32) is refused, not read as something else.
