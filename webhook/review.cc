@@ -37,16 +37,7 @@ Result<ClusterObjects> loadCluster(const std::string& path) {
   for (const auto& list : *documents) {
     if (!member(list, "items").is_array()) continue;
     lists = true;
-    const std::string kind = stringMember(list, "kind");
-    for (const auto& item : list["items"]) {
-      if (item.is_object() && !item.contains("kind") && kind.ends_with("List") && kind != "List") {
-        nlohmann::json typed = item;
-        typed["kind"] = kind.substr(0, kind.size() - 4);
-        cluster.take(typed);
-      } else {
-        cluster.take(item);
-      }
-    }
+    for (const auto& item : list["items"]) cluster.take(itemWithKind(item, list));
   }
   if (!lists) return makeError("--cluster " + path + ": expected a List, as from kubectl get namespaces,nodes -o json");
   return cluster;
@@ -91,6 +82,14 @@ bool ClusterObjects::take(const nlohmann::json& object) {
   else if (kind == "ResourceClaimTemplate" || kind == "ResourceClaim") claims.push_back(object);
   else if (kind != "DeviceClass") return false;
   return true;
+}
+
+nlohmann::json itemWithKind(const nlohmann::json& item, const nlohmann::json& list) {
+  const std::string kind = stringMember(list, "kind");
+  if (!item.is_object() || item.contains("kind") || kind == "List" || !kind.ends_with("List")) return item;
+  nlohmann::json out = item;
+  out["kind"] = kind.substr(0, kind.size() - 4);
+  return out;
 }
 
 int reviewFailed(const std::string& message) {

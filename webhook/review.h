@@ -25,6 +25,10 @@ struct ClusterObjects {
   bool take(const nlohmann::json& object);
 };
 
+// A list's item with its kind: the API server leaves an item's kind out of a NodeList; the
+// list's kind says it.
+nlohmann::json itemWithKind(const nlohmann::json& item, const nlohmann::json& list);
+
 // -f: the objects of FILE, every .yaml, .yml and .json of DIR, or stdin; exit 0 when each
 // pod would be shaped or left alone, 1 when one would be denied, 2 on input it cannot read.
 int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cluster, bool clusterGiven);

@@ -89,16 +89,6 @@ std::vector<json*> objectsOf(json& document) {
   return objects;
 }
 
-// A list's item as ClusterObjects reads it: the API server leaves out an item's kind in a
-// NodeList; the list's kind says it.
-json withKind(const json& item, const json& document) {
-  const std::string kind = stringMember(document, "kind");
-  if (!item.is_object() || item.contains("kind") || kind == "List" || !kind.ends_with("List")) return item;
-  json out = item;
-  out["kind"] = kind.substr(0, kind.size() - 4);
-  return out;
-}
-
 // The kind as a user tells it apart: with its group where Kubernetes has a kind of that
 // name in another group ("Job.batch.volcano.sh", not "Job").
 std::string kindWords(const json& object) {
@@ -366,7 +356,7 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
         }
         all.push_back(o);
         // A claim that names no namespace is in the one its pods are (-n's), as kubectl would create it.
-        json object = withKind(*o, doc.value);
+        json object = itemWithKind(*o, doc.value);
         if (stringMember(member(object, "metadata"), "namespace").empty() &&
             stringMember(object, "kind").starts_with("ResourceClaim")) {
           object["metadata"]["namespace"] = namespaceOf(object, flags);
