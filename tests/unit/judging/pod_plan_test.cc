@@ -17,14 +17,13 @@ const std::string kKey = "ml/train";
 
 // A shaped node-exclusive pod of 8 GPUs, created `age` seconds before kNow.
 json waitingPod(long long age) {
-  return {{"metadata",
-           {{"name", "train-1"},
-            {"namespace", "ml"},
-            {"uid", "pod-uid"},
-            {"creationTimestamp", formatTime(kNow - age)},
-            {"labels", {{"podshaper.io/placement", "node-exclusive"}}}}},
-          {"spec", {{"nodeSelector", {{"podshaper.io/gpu-count", "8"}}}}},
-          {"status", {{"phase", "Pending"}}}};
+  json pod = json::parse(R"({
+    "metadata": {"name": "train-1", "namespace": "ml", "uid": "pod-uid",
+                 "labels": {"podshaper.io/placement": "node-exclusive"}},
+    "spec": {"nodeSelector": {"podshaper.io/gpu-count": "8"}},
+    "status": {"phase": "Pending"}})");
+  pod["metadata"]["creationTimestamp"] = formatTime(kNow - age);
+  return pod;
 }
 
 NodeFacts gpuNode(const std::string& name, const std::string& gpus) {
