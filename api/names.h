@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "api/node_labels.h"  // the node labels of placement, with their values and encoding
+
 // One name for one thing: every annotation, label, volume and resource name
 // podshaper reads or writes is spelled here and nowhere else.
 namespace podshaper::names {
@@ -40,11 +42,6 @@ inline constexpr std::string_view kPlacementLabel = "podshaper.io/placement";
 // On every pod the webhook shaped ("true"): the operator watches these pods alone, to
 // explain why one waits or why it died (docs/operator.md "Shaped pods explain themselves").
 inline constexpr std::string_view kShapedLabel = "podshaper.io/shaped";
-inline constexpr std::string_view kTopologyValidated = "podshaper.io/topology-validated";
-inline constexpr std::string_view kGpuCount = "podshaper.io/gpu-count";
-inline constexpr std::string_view kInterconnect = "podshaper.io/interconnect";
-inline constexpr std::string_view kP2P = "podshaper.io/p2p";
-inline constexpr std::string_view kMemlock = "podshaper.io/memlock";
 inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
 inline constexpr std::string_view kPodSecurityEnforce = "pod-security.kubernetes.io/enforce";
 
@@ -61,12 +58,6 @@ inline constexpr std::string_view kTopologyTaint = "podshaper.io/topology-not-va
 // Values.
 inline constexpr std::string_view kNodeExclusive = "node-exclusive";
 inline constexpr std::string_view kShared = "shared";
-// podshaper.io/memlock: unlimited, the granted limit in bytes, not-granted (the
-// runtime could not start a container with the memlock asked), unknown.
-inline constexpr std::string_view kMemlockUnlimited = "unlimited";
-inline constexpr std::string_view kMemlockNotGranted = "not-granted";
-// podshaper.io/p2p: every GPU pair of the node has P2P.
-inline constexpr std::string_view kP2PAll = "all";
 
 // Pod spec pieces.
 inline constexpr std::string_view kShmVolume = "podshaper-dshm";

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "api/names.h"
+#include "base/json_util.h"
 #include "base/quantity.h"
 
 namespace podshaper {
@@ -29,17 +30,27 @@ Labels labelsFromJson(const nlohmann::json& object) {
   return labels;
 }
 
-Node nodeFromJson(const nlohmann::json& node) {
+Node nodeFromJson(const nlohmann::json& node, StringPool& pool) {
   Node out;
   if (!node.is_object()) return out;
   out.name = node.value("/metadata/name"_json_pointer, std::string());
   if (const auto uid = "/metadata/uid"_json_pointer; node.contains(uid) && node.at(uid).is_string()) {
     out.uid = node.at(uid).get<std::string>();
   }
-  out.labels = labelsFromJson(node);
+  out.labels = SharedLabels(node, pool);
+  const nlohmann::json& spec = member(node, "spec");
+  for (const nlohmann::json& t : member(spec, "taints")) {
+    out.taints.push_back({stringMember(t, "key"), stringMember(t, "value"), stringMember(t, "effect")});
+  }
+  out.unschedulable = member(spec, "unschedulable") == true;
   out.allocatableGpus = allocatableGpusOf(node);
   out.memoryBytes = quantityAt(node, "/status/capacity/memory"_json_pointer);
   return out;
+}
+
+Node nodeFromJson(const nlohmann::json& node) {
+  StringPool pool;
+  return nodeFromJson(node, pool);
 }
 
 std::optional<uint64_t> allocatableGpusOf(const nlohmann::json& node) {
@@ -54,6 +65,11 @@ SharedLabels::SharedLabels(std::initializer_list<std::pair<std::string, std::str
   StringPool pool;
   for (const auto& [key, value] : labels) labels_.emplace_back(pool.intern(key), pool.intern(value));
   sort();
+}
+
+SharedLabels::SharedLabels(const Labels& labels) {
+  StringPool pool;
+  for (const auto& [key, value] : labels) labels_.emplace_back(pool.intern(key), pool.intern(value));
 }
 
 SharedLabels::SharedLabels(const nlohmann::json& object, StringPool& pool) {
@@ -74,6 +90,26 @@ void SharedLabels::sort() {
   auto last = std::unique(labels_.rbegin(), labels_.rend(),
                           [](const auto& a, const auto& b) { return *a.first == *b.first; });
   labels_.erase(labels_.begin(), last.base());
+}
+
+void SharedLabels::set(std::string_view key, std::string_view value) {
+  labels_.emplace_back(std::make_shared<const std::string>(key), std::make_shared<const std::string>(value));
+  sort();
+}
+
+void SharedLabels::erase(std::string_view key) {
+  std::erase_if(labels_, [&](const Label& l) { return *l.first == key; });
+}
+
+Labels SharedLabels::toMap() const {
+  Labels out;
+  for (const auto& [key, value] : labels_) out.emplace(*key, *value);
+  return out;
+}
+
+bool SharedLabels::operator==(const SharedLabels& other) const {
+  return std::equal(labels_.begin(), labels_.end(), other.labels_.begin(), other.labels_.end(),
+                    [](const Label& a, const Label& b) { return *a.first == *b.first && *a.second == *b.second; });
 }
 
 const std::string* SharedLabels::find(std::string_view key) const {

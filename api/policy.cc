@@ -38,12 +38,14 @@ class PolicyReader {
         const json& e = j["matchExpressions"][i];
         const std::string at = field + ".matchExpressions[" + std::to_string(i) + "]";
         if (!e.is_object() || !e.contains("key") || !e["key"].is_string()) return error(at, "needs a key");
-        LabelSelector::Expression ex;
+        NodeRequirement ex;
         ex.key = e["key"].get<std::string>();
-        ex.op = e.value("operator", json("")).is_string() ? e.value("operator", std::string()) : "";
-        if (ex.op != "In" && ex.op != "NotIn" && ex.op != "Exists" && ex.op != "DoesNotExist") {
-          return error(at + ".operator", "\"" + ex.op + "\": expected In, NotIn, Exists or DoesNotExist");
+        const std::string op = e.value("operator", json("")).is_string() ? e.value("operator", std::string()) : "";
+        const auto parsed = parseMatchOp(op);
+        if (!parsed || *parsed == MatchOp::kGt || *parsed == MatchOp::kLt) {
+          return error(at + ".operator", "\"" + op + "\": expected In, NotIn, Exists or DoesNotExist");
         }
+        ex.op = *parsed;
         if (e.contains("values") && !e["values"].is_null()) {
           if (!e["values"].is_array()) return error(at + ".values", "expected a list of strings");
           for (const auto& v : e["values"]) {
@@ -51,10 +53,9 @@ class PolicyReader {
             ex.values.push_back(v.get<std::string>());
           }
         }
-        if ((ex.op == "In" || ex.op == "NotIn") && ex.values.empty()) return error(at + ".values", ex.op + " needs values");
-        if ((ex.op == "Exists" || ex.op == "DoesNotExist") && !ex.values.empty()) {
-          return error(at + ".values", ex.op + " takes no values");
-        }
+        const bool listed = ex.op == MatchOp::kIn || ex.op == MatchOp::kNotIn;
+        if (listed && ex.values.empty()) return error(at + ".values", op + " needs values");
+        if (!listed && !ex.values.empty()) return error(at + ".values", op + " takes no values");
         s.matchExpressions.push_back(std::move(ex));
       }
     }

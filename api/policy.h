@@ -8,19 +8,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/node_requirement.h"
 #include "base/result.h"
 
 namespace podshaper {
 
 // A metav1.LabelSelector: matchLabels and matchExpressions (In, NotIn, Exists,
-// DoesNotExist). An empty selector selects everything.
+// DoesNotExist), matched as a pod's node affinity is (NodeRequirement). An empty selector
+// selects everything.
 struct LabelSelector {
-  struct Expression {
-    std::string key, op;
-    std::vector<std::string> values;
-  };
   std::map<std::string, std::string> matchLabels;
-  std::vector<Expression> matchExpressions;
+  std::vector<NodeRequirement> matchExpressions;
 
   bool matches(const std::map<std::string, std::string>& labels) const;
   // The same, each label read through valueOf(key): a const std::string*, nullptr when absent.
@@ -31,18 +29,10 @@ struct LabelSelector {
 template <class ValueOf>
 bool LabelSelector::matchesBy(const ValueOf& valueOf) const {
   for (const auto& [k, v] : matchLabels) {
-    const std::string* have = valueOf(k);
-    if (have == nullptr || *have != v) return false;
+    if (!labelIs(k, v).matches(valueOf(k))) return false;
   }
-  for (const auto& e : matchExpressions) {
-    const std::string* have = valueOf(e.key);
-    const bool in = have != nullptr && std::find(e.values.begin(), e.values.end(), *have) != e.values.end();
-    if (e.op == "In" && !in) return false;
-    if (e.op == "NotIn" && in) return false;
-    if (e.op == "Exists" && have == nullptr) return false;
-    if (e.op == "DoesNotExist" && have != nullptr) return false;
-  }
-  return true;
+  return std::all_of(matchExpressions.begin(), matchExpressions.end(),
+                     [&](const NodeRequirement& e) { return e.matches(valueOf(e.key)); });
 }
 
 // Link classes from best to worst, as `nvidia-smi topo -m` names them (NV# is NVLink).

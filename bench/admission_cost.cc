@@ -241,7 +241,7 @@ podshaper::ClusterView cluster() {
   podshaper::Node big = view.nodes.front();
   big.name = "big-64";
   big.allocatableGpus = 64;
-  big.labels[std::string(podshaper::names::kGpuCount)] = "64";
+  big.labels.set(std::string(podshaper::names::kGpuCount), "64");
   view.nodes.push_back(big);
   view.namespaceLabels = {{"ml", {}}};
   return view;

@@ -34,10 +34,10 @@ Node node(const std::string& name, uint64_t gpus, const std::string& p2p, int64_
   n.memoryBytes = memory;
   n.labels = {{std::string(names::kHostnameLabel), name}};
   if (validated) {
-    n.labels[std::string(names::kTopologyValidated)] = "true";
-    n.labels[std::string(names::kGpuCount)] = std::to_string(gpus);
-    n.labels[std::string(names::kP2P)] = p2p;
-    n.labels[std::string(names::kMemlock)] = "unlimited";
+    n.labels.set(std::string(names::kTopologyValidated), "true");
+    n.labels.set(std::string(names::kGpuCount), std::to_string(gpus));
+    n.labels.set(std::string(names::kP2P), p2p);
+    n.labels.set(std::string(names::kMemlock), "unlimited");
   }
   return n;
 }

@@ -16,10 +16,6 @@
 // (judging/policy_status.h). Pure.
 namespace podshaper {
 
-struct Taint {
-  std::string key, value, effect;
-};
-
 struct NodeFacts {
   std::string name;
   std::optional<uint64_t> allocatableGpus;  // as Node::allocatableGpus

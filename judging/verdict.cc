@@ -307,7 +307,7 @@ Verdict judge(const json& spec, const Node* node, const std::vector<Policy>& pol
   std::map<std::string, std::string> selectable;
   if (node != nullptr) {
     for (const auto& [k, value] : node->labels) {
-      if (!k.starts_with(names::kKeyPrefix)) selectable.emplace(k, value);
+      if (!k->starts_with(names::kKeyPrefix)) selectable.emplace(*k, *value);
     }
   }
   const EffectiveRequirements eff = effectiveRequirements(policies, selectable);

@@ -8,21 +8,22 @@
 namespace podshaper {
 
 std::vector<NodeKind> nodeKinds(const std::vector<Node>& nodes) {
-  using Key = std::tuple<Labels, std::optional<uint64_t>, std::optional<int64_t>>;
+  using Key = std::tuple<std::vector<std::pair<std::string_view, std::string>>, std::optional<uint64_t>,
+                         std::optional<int64_t>>;
   std::map<Key, std::size_t> index;
   std::vector<NodeKind> kinds;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& node = nodes[i];
-    Labels placed;
+    std::vector<std::pair<std::string_view, std::string>> placed;
     for (std::string_view key : {names::kTopologyValidated, names::kMemlock, names::kGpuCount, names::kP2P}) {
-      if (auto it = node.labels.find(std::string(key)); it != node.labels.end()) placed.insert(*it);
+      if (const std::string* value = node.label(key)) placed.emplace_back(key, *value);
     }
     Key key{std::move(placed), node.allocatableGpus, node.memoryBytes};
     auto [at, fresh] = index.try_emplace(std::move(key), kinds.size());
     if (fresh) {
       NodeKind kind;
       kind.node.name = node.name;
-      kind.node.labels = std::get<0>(at->first);
+      for (const auto& [key, value] : std::get<0>(at->first)) kind.node.labels.set(key, value);
       kind.node.allocatableGpus = node.allocatableGpus;
       kind.node.memoryBytes = node.memoryBytes;
       kinds.push_back(std::move(kind));
@@ -41,15 +42,15 @@ const std::vector<NodeKind>& kindsOf(const ClusterView& view, std::vector<NodeKi
 bool ClusterView::hasPodshaperLabels() const {
   std::vector<NodeKind> scratch;
   for (const NodeKind& kind : kindsOf(*this, scratch)) {
-    if (kind.node.labels.contains(std::string(names::kTopologyValidated))) return true;
+    if (kind.node.labels.contains(names::kTopologyValidated)) return true;
   }
   return false;
 }
 
-std::optional<Node> placedNode(const nlohmann::json& object) {
-  Node node = nodeFromJson(object);
+std::optional<Node> placedNode(const nlohmann::json& object, StringPool& pool) {
+  Node node = nodeFromJson(object, pool);
   bool podshaperLabelled = std::any_of(node.labels.begin(), node.labels.end(),
-                                       [](const auto& l) { return l.first.starts_with(names::kKeyPrefix); });
+                                       [](const auto& l) { return l.first->starts_with(names::kKeyPrefix); });
   if (node.gpus() == 0 && !podshaperLabelled) return std::nullopt;
   return node;
 }
@@ -76,8 +77,9 @@ ClusterView clusterViewOf(std::map<std::string, Labels> namespaceLabels, std::ve
 ClusterView buildClusterView(const std::vector<nlohmann::json>& namespaces,
                              const std::vector<nlohmann::json>& nodes) {
   std::vector<Node> placed;
+  StringPool pool;
   for (const auto& n : nodes) {
-    if (auto node = placedNode(n)) placed.push_back(std::move(*node));
+    if (auto node = placedNode(n, pool)) placed.push_back(std::move(*node));
   }
   return clusterViewOf(namespaceLabelsOf(namespaces), std::move(placed));
 }

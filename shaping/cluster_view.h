@@ -49,7 +49,7 @@ ClusterView buildClusterView(const std::vector<nlohmann::json>& namespaces,
 // Its parts, for a cache that reads again only the Nodes that changed: what placement
 // reads of a Node (nullopt for a node without GPUs or podshaper's labels), each
 // Namespace's labels by name, and the view of those with its kinds.
-std::optional<Node> placedNode(const nlohmann::json& node);
+std::optional<Node> placedNode(const nlohmann::json& node, StringPool& pool);
 std::map<std::string, Labels> namespaceLabelsOf(const std::vector<nlohmann::json>& namespaces);
 ClusterView clusterViewOf(std::map<std::string, Labels> namespaceLabels, std::vector<Node> nodes);
 

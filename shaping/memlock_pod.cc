@@ -6,7 +6,6 @@
 #include <cctype>
 
 #include "api/names.h"
-#include "base/quantity.h"
 
 namespace podshaper {
 namespace {
@@ -52,21 +51,6 @@ bool appendedOneItem(const std::string& text, std::size_t before) {
 }
 
 }  // namespace
-
-std::vector<nlohmann::json> memlockRequirements(const MemlockLimit& asked) {
-  auto requirement = [](const char* op, const std::string& value) {
-    return nlohmann::json{{"key", names::kMemlock}, {"operator", op}, {"values", nlohmann::json::array({value})}};
-  };
-  std::vector<nlohmann::json> out{requirement("In", std::string(names::kMemlockUnlimited))};
-  if (asked.bytes) out.push_back(requirement("Gt", std::to_string(*asked.bytes - 1)));
-  return out;
-}
-
-bool memlockLabelGrants(std::string_view label, const MemlockLimit& asked) {
-  if (label == names::kMemlockUnlimited) return true;
-  auto granted = parseCount(label);
-  return granted && asked.bytes && *granted >= *asked.bytes;
-}
 
 MemlockAnnotation memlockAnnotation(const nlohmann::json& annotations, const std::string& container,
                                     const MemlockLimit& limit) {

@@ -10,20 +10,9 @@
 
 #include "api/memlock.h"
 
-// What a pod gets for locked memory: the nodes it may land on (by the
-// podshaper.io/memlock label the operator writes) and the NRI ulimit annotation.
+// What a pod's containers get for locked memory: the NRI ulimit annotation. The nodes
+// it may land on for it are api/node_labels.h's.
 namespace podshaper {
-
-// The nodeAffinity expressions on podshaper.io/memlock that admit a node granting
-// `asked`: In [unlimited] for unlimited; for a number of bytes Q, two alternatives,
-// In [unlimited] or Gt [Q-1] (Gt compares the label as an integer). Each goes
-// into its own nodeSelectorTerm (terms are ORed).
-std::vector<nlohmann::json> memlockRequirements(const MemlockLimit& asked);
-
-// Whether a node labelled podshaper.io/memlock=`label` grants `asked`, as
-// memlockRequirements() selects: unlimited grants anything, a number of bytes
-// grants up to itself; not-granted, unknown or another word grants nothing.
-bool memlockLabelGrants(std::string_view label, const MemlockLimit& asked);
 
 // What to do with a container's NRI ulimit-adjuster annotation so that its
 // RLIMIT_MEMLOCK is the limit asked: an annotation to set (key, value), and/or a

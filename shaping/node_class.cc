@@ -8,61 +8,69 @@
 #include "api/names.h"
 #include "base/quantity.h"
 #include "base/text.h"
-#include "shaping/memlock_pod.h"
 
 namespace podshaper {
 namespace {
 
-std::string label(const Node& node, std::string_view key) {
-  auto it = node.labels.find(std::string(key));
-  return it == node.labels.end() ? std::string() : it->second;
-}
+const std::string* labelOf(const Node& node, std::string_view key) { return node.label(key); }
 
 // The node's podshaper.io/gpu-count as the scheduler matches it against the "In [G]"
-// podshaper writes: only a label spelled as the operator writes it ("8", not "08").
-std::optional<uint64_t> gpuCountLabel(const Node& node) {
-  const std::string text = label(node, names::kGpuCount);
-  auto count = parseCount(text);
-  if (!count || *count == 0 || std::to_string(*count) != text) return std::nullopt;
-  return *count;
+// podshaper writes.
+std::optional<uint64_t> gpuCountLabelOf(const Node& node) {
+  const std::string* text = labelOf(node, names::kGpuCount);
+  auto count = text ? gpuCountOf(*text) : std::nullopt;
+  if (!count || *count == 0) return std::nullopt;
+  return count;
 }
+
+// What every shaped pod's node affinity requires of a node whatever its size: validated,
+// granting the memlock asked (api/node_labels.h, as placement writes it).
+struct PlaceableBy {
+  std::vector<std::vector<NodeRequirement>> terms;
+  std::string memlockWords;  // the memlock asked, for people
+
+  explicit PlaceableBy(const MemlockLimit& memlock)
+      : terms(nodeRequirements({memlock, std::nullopt, false})), memlockWords(memlock.words()) {}
+  bool takes(const Node& node) const {
+    return matchesAnyTerm(terms, [&](const std::string& key) { return labelOf(node, key); });
+  }
+};
 
 // The GPU count a node offers to placement: the operator's label once it has
 // judged the node (none when the node affinity keeps the pod off it: not
 // validated, or not granting the memlock asked), else the allocatable count.
-std::optional<uint64_t> nodeGpus(const Node& node, bool byLabels, const MemlockLimit& memlock) {
+std::optional<uint64_t> nodeGpus(const Node& node, bool byLabels, const PlaceableBy& placeable) {
   if (!byLabels) return node.gpus() > 0 ? std::optional<uint64_t>(node.gpus()) : std::nullopt;
-  if (label(node, names::kTopologyValidated) != "true") return std::nullopt;
-  if (!memlockLabelGrants(label(node, names::kMemlock), memlock)) return std::nullopt;
-  return gpuCountLabel(node);
+  if (!placeable.takes(node)) return std::nullopt;
+  return gpuCountLabelOf(node);
 }
 
 // The GPUs a node has, validated or not: the operator's label, else the allocatable count.
 uint64_t nodeSize(const Node& node) {
-  if (auto count = gpuCountLabel(node)) return *count;
+  if (auto count = gpuCountLabelOf(node)) return *count;
   return node.gpus();
 }
 
 // Why a node does not take podshaper's pods now, from its labels.
-std::string whyNotPlaceable(const Node& node, const MemlockLimit& memlock) {
-  const std::string validated = label(node, names::kTopologyValidated);
-  if (validated.empty()) return "not judged by podshaper-operator yet";
-  if (validated != "true") return "not validated (kubectl describe gtr " + node.name + ")";
-  const std::string granted = label(node, names::kMemlock);
-  if (!memlockLabelGrants(granted, memlock)) {
-    return "grants memlock " + (granted.empty() ? std::string("unknown") : granted) + ", not the " + memlock.words() +
+std::string whyNotPlaceable(const Node& node, const PlaceableBy& placeable) {
+  const std::string* validated = labelOf(node, names::kTopologyValidated);
+  if (validated == nullptr) return std::string(kNotJudgedWords);
+  if (*validated != "true") return "not validated (kubectl describe gtr " + node.name + ")";
+  if (!placeable.takes(node)) {
+    const std::string* granted = labelOf(node, names::kMemlock);
+    return "grants memlock " + (granted ? *granted : std::string("unknown")) + ", not the " + placeable.memlockWords +
            " asked";
   }
   return "no GPU count label";
 }
 
 // "node-a (why), node-b (why) and 3 more"
-std::string nodesAndWhy(const std::vector<const Node*>& nodes, const MemlockLimit& memlock) {
+std::string nodesAndWhy(const std::vector<const Node*>& nodes, const PlaceableBy& placeable) {
   std::string out;
   const std::size_t shown = std::min<std::size_t>(nodes.size(), 3);
   for (std::size_t i = 0; i < shown; ++i) {
     if (i > 0) out += ", ";
-    out += nodes[i]->name + " (" + whyNotPlaceable(*nodes[i], memlock) + ")";
+    out += nodes[i]->name + " (" + whyNotPlaceable(*nodes[i], placeable) + ")";
   }
   if (nodes.size() > shown) out += " and " + std::to_string(nodes.size() - shown) + " more";
   return out;
@@ -110,9 +118,10 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   // 12,500 nodes as at 4.
   std::vector<NodeKind> scratch;
   const std::vector<NodeKind>& kinds = kindsOf(*cluster, scratch);
+  const PlaceableBy placeable(config.memlock);
   std::set<uint64_t> classes;
   for (const auto& kind : kinds) {
-    if (auto g = nodeGpus(kind.node, byLabels, config.memlock)) classes.insert(*g);
+    if (auto g = nodeGpus(kind.node, byLabels, placeable)) classes.insert(*g);
   }
 
   // Nodes of the size a node-exclusive pod asks (at least the GPUs a shared pod asks)
@@ -144,7 +153,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
     nc.gpus = nodeExclusive ? *podGpus : smallestWaiting;
     nc.source = nodeExclusive ? "the size it asks; nodes of that size exist" : "the nodes that hold it";
     nc.warnings.push_back("no node with " + std::string(nodeExclusive ? "" : "at least ") + counted(*podGpus, "GPU") +
-                          " can take the pod now: " + nodesAndWhy(waitingFor, config.memlock) +
+                          " can take the pod now: " + nodesAndWhy(waitingFor, placeable) +
                           ": it waits Pending until one can (kubectl describe pod tells why it waits)");
   } else if (classes.empty()) {
     nc.gpus = config.gpusPerNode;
@@ -171,13 +180,15 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   bool allP2P = true;
   auto fits = [&](uint64_t g) { return nodeExclusive ? g == nc.gpus : g >= podGpus.value_or(nc.gpus); };
   for (const auto& kind : kinds) {
-    auto g = nodeGpus(kind.node, byLabels, config.memlock);
+    auto g = nodeGpus(kind.node, byLabels, placeable);
     if (!g || !fits(*g)) continue;
     anyTarget = true;
     if (kind.node.memoryBytes && (!nc.memoryBytes || *kind.node.memoryBytes < *nc.memoryBytes)) {
       nc.memoryBytes = kind.node.memoryBytes;
     }
-    if (label(kind.node, names::kP2P) != names::kP2PAll) allP2P = false;
+    if (const std::string* p2p = labelOf(kind.node, names::kP2P); p2p == nullptr || *p2p != names::kP2PAll) {
+      allP2P = false;
+    }
   }
   if (!anyTarget) {
     for (const auto& kind : kinds) {

@@ -6,17 +6,12 @@
 #include "api/names.h"
 #include "base/json_util.h"
 #include "base/text.h"
-#include "shaping/memlock_pod.h"
 #include "shaping/request_limits.h"
 
 namespace podshaper {
 namespace {
 
 using json = nlohmann::json;
-
-json requirement(std::string_view label, std::string value) {
-  return {{"key", label}, {"operator", "In"}, {"values", json::array({std::move(value)})}};
-}
 
 // Adds our required node-label requirements to every nodeSelectorTerm (terms are
 // ORed, expressions within one ANDed), or makes the first term. `alternatives`
@@ -74,7 +69,7 @@ void requireOnePodPerNode(JsonEdit& edit) {
   edit.set({"metadata", "labels", names::kPlacementLabel}, names::kNodeExclusive);
   static const JsonText term(json{
       {"labelSelector",
-       {{"matchExpressions", json::array({requirement(names::kPlacementLabel, std::string(names::kNodeExclusive))})}}},
+       {{"matchExpressions", json::array({labelIs(names::kPlacementLabel, std::string(names::kNodeExclusive)).toJson()})}}},
       {"topologyKey", names::kHostnameLabel},
       // Without it the term would only see pods of this pod's own namespace.
       {"namespaceSelector", json::object()}});
@@ -86,34 +81,20 @@ void requireOnePodPerNode(JsonEdit& edit) {
   }
 }
 
-// What a pod's node must be labelled with, by what decides it.
-struct NodeAsked {
-  MemlockLimit memlock;
-  std::optional<uint64_t> exclusiveGpus;  // a node-exclusive pod's node size
-  bool p2p = false;
-  bool operator==(const NodeAsked&) const = default;
-};
-
-// A node that grants the memlock asked: unlimited, or (for a number of bytes) unlimited
-// or at least that many, one nodeSelectorTerm each. The last answer is kept per thread, with
-// each requirement's JSON text: the pods one webhook answers ask the same few things, and
-// these are a dozen JSON values.
-const std::vector<std::vector<JsonText>>& nodeRequirements(const NodeAsked& asked) {
-  thread_local std::optional<NodeAsked> last;
+// The node requirements of `ask` (api/node_labels.h) with their JSON text. The last answer
+// is kept per thread: the pods one webhook answers ask the same few things, and these are a
+// dozen JSON values.
+const std::vector<std::vector<JsonText>>& nodeRequirementsText(const NodeAsk& ask) {
+  thread_local std::optional<NodeAsk> last;
   thread_local std::vector<std::vector<JsonText>> alternatives;
-  if (last == asked) return alternatives;
+  if (last == ask) return alternatives;
   alternatives.clear();
-  for (json& memlock : memlockRequirements(asked.memlock)) {
+  for (const auto& term : nodeRequirements(ask)) {
     std::vector<JsonText> requirements;
-    requirements.emplace_back(requirement(names::kTopologyValidated, "true"));
-    requirements.emplace_back(std::move(memlock));
-    if (asked.exclusiveGpus) {
-      requirements.emplace_back(requirement(names::kGpuCount, std::to_string(*asked.exclusiveGpus)));
-    }
-    if (asked.p2p) requirements.emplace_back(requirement(names::kP2P, std::string(names::kP2PAll)));
+    for (const NodeRequirement& r : term) requirements.emplace_back(r.toJson());
     alternatives.push_back(std::move(requirements));
   }
-  last = asked;
+  last = ask;
   return alternatives;
 }
 
@@ -174,8 +155,8 @@ Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& node
   if (in.nodeExclusive) requireOnePodPerNode(edit);
   if (!nodeClass.placeByLabels) return {};
   if (auto sized = checkNodeAffinitySize(edit.document()); !sized) return sized;
-  requireNodeLabels(edit, nodeRequirements({config.memlock,
-                                          in.nodeExclusive ? std::optional(nodeClass.gpus) : std::nullopt, needsP2P}));
+  requireNodeLabels(edit, nodeRequirementsText({config.memlock,
+                                              in.nodeExclusive ? std::optional(nodeClass.gpus) : std::nullopt, needsP2P}));
   return {};
 }
 

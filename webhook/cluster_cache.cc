@@ -219,7 +219,7 @@ void ClusterCache::rebuildLoop() {
       }
       for (const std::string& name : changed) {
         auto object = nodes_.get(name);
-        auto node = object ? placedNode(*object) : std::nullopt;
+        auto node = object ? placedNode(*object, labelStrings_) : std::nullopt;
         if (node) {
           placedNodes_[name] = std::move(*node);
         } else {

@@ -60,6 +60,7 @@ class ClusterCache {
   // The Nodes placement reads, by name (the rebuild thread's only): read again from the
   // watch's store only where it changed, not 12,500 each time one does.
   std::map<std::string, Node> placedNodes_;
+  StringPool labelStrings_;  // their labels' strings, shared between them (the rebuild thread's only)
   std::shared_ptr<const ClusterView> view_;
   std::thread rebuilder_;
 };

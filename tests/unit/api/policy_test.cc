@@ -86,13 +86,13 @@ bool selects(const LabelSelector& s, std::initializer_list<std::pair<std::string
 TEST(Policy, SelectorOperators) {
   LabelSelector s;
   s.matchLabels = {{"zone", "a"}};
-  s.matchExpressions = {{"gpu", "In", {"h100", "h200"}}, {"retired", "DoesNotExist", {}}};
+  s.matchExpressions = {{"gpu", MatchOp::kIn, {"h100", "h200"}}, {"retired", MatchOp::kDoesNotExist, {}}};
   EXPECT_TRUE(selects(s, {{"zone", "a"}, {"gpu", "h200"}}));
   EXPECT_FALSE(selects(s, {{"zone", "b"}, {"gpu", "h200"}}));
   EXPECT_FALSE(selects(s, {{"zone", "a"}, {"gpu", "a100"}}));
   EXPECT_FALSE(selects(s, {{"zone", "a"}, {"gpu", "h100"}, {"retired", ""}}));
   LabelSelector n;
-  n.matchExpressions = {{"gpu", "NotIn", {"l40s"}}, {"zone", "Exists", {}}};
+  n.matchExpressions = {{"gpu", MatchOp::kNotIn, {"l40s"}}, {"zone", MatchOp::kExists, {}}};
   EXPECT_TRUE(selects(n, {{"zone", "a"}}));
   EXPECT_FALSE(selects(n, {{"zone", "a"}, {"gpu", "l40s"}}));
   EXPECT_FALSE(selects(n, {}));

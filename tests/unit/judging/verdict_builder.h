@@ -78,7 +78,7 @@ class TopologyBuilder {
 };
 
 inline Node gpuNode(uint64_t gpus, std::map<std::string, std::string> labels = {}) {
-  return Node{.name = "gpu-0", .uid = "uid-0", .labels = std::move(labels), .allocatableGpus = gpus};
+  return Node{.name = "gpu-0", .uid = "uid-0", .labels = SharedLabels(labels), .allocatableGpus = gpus};
 }
 
 inline Policy defaultPolicy() {

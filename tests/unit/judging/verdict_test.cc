@@ -313,7 +313,8 @@ TEST(Verdict, NodeFromANode) {
   Node f = nodeFromJson(node);
   EXPECT_EQ(f.name, "n");
   EXPECT_EQ(f.uid, "u");
-  EXPECT_EQ(f.labels["a"], "b");
+  ASSERT_NE(f.label("a"), nullptr);
+  EXPECT_EQ(*f.label("a"), "b");
   EXPECT_EQ(f.allocatableGpus, 8u);
   EXPECT_FALSE(nodeFromJson({{"metadata", {{"name", "cpu"}}}}).allocatableGpus);
 }

@@ -47,8 +47,8 @@ TEST(ClusterView, NoLabelsUntilTheOperatorJudges) {
 TEST(ClusterView, NodesAlikeInWhatPlacementReadsAreOneKind) {
   ClusterView view;
   for (int i = 0; i < 1000; ++i) view.nodes.push_back(testing::gpuNode("h100-" + std::to_string(i), 8));
-  view.nodes[10].labels["feature.node.kubernetes.io/cpu"] = "x";  // not read by placement: the same kind
-  view.nodes[20].labels["podshaper.io/p2p"] = "partial";
+  view.nodes[10].labels.set("feature.node.kubernetes.io/cpu", "x");  // not read by placement: the same kind
+  view.nodes[20].labels.set("podshaper.io/p2p", "partial");
   view.nodes[30].memoryBytes = 1LL << 40;
   view.nodes.push_back(testing::gpuNode("l4", 4));
   const auto kinds = nodeKinds(view.nodes);
@@ -89,7 +89,7 @@ TEST(ClusterView, PlacementSaysTheSameFromKindsAsFromEveryNode) {
   }
   // Every 8-GPU node waits to be validated: the first three are named, in view order.
   for (Node& n : built.nodes) {
-    if (n.gpus() == 8) n.labels["podshaper.io/topology-validated"] = "false";
+    if (n.gpus() == 8) n.labels.set("podshaper.io/topology-validated", "false");
   }
   built.kinds = nodeKinds(built.nodes);
   const NodeClass waiting = resolveNodeClass(8, std::nullopt, true, config, &built);

@@ -175,7 +175,7 @@ TEST(Hostile, TheUlimitAnnotationsTogetherAreBounded) {
 TEST(Hostile, AShapedManifestWithAMemlockQuantityIsNotMultipliedAgain) {
   ClusterView cluster;
   cluster.nodes = {gpuNode("a", 8)};
-  cluster.nodes[0].labels["podshaper.io/memlock"] = "8388608";
+  cluster.nodes[0].labels.set("podshaper.io/memlock", "8388608");
   Config config;
   config.memlock = MemlockLimit{4 << 20};
   AdmissionContext ctx;
@@ -237,8 +237,8 @@ TEST(Hostile, TheCapIsCheckedAgainstNodesThatWaitToBeValidated) {
   // /dev/shm is still held to those nodes' memory.
   ClusterView cluster;
   cluster.nodes = {gpuNode("small", 4), gpuNode("big", 8, "all", /*validated=*/false, 8LL << 30)};
-  cluster.nodes[1].labels["podshaper.io/topology-validated"] = "false";
-  cluster.nodes[1].labels["podshaper.io/gpu-count"] = "8";
+  cluster.nodes[1].labels.set("podshaper.io/topology-validated", "false");
+  cluster.nodes[1].labels.set("podshaper.io/gpu-count", "8");
   auto out = shape(TrainingPod().withGpus(8).annotate("podshaper.io/placement", "shared"), &cluster);
   EXPECT_FALSE(out.allowed);
   EXPECT_TRUE(has(out.message, "above limits.maxShmPercentOfNodeMemory")) << out.message;
@@ -280,7 +280,7 @@ TEST(Hostile, AGpuCountSelectorIsReadAsTheSchedulerReadsIt) {
   // A node labelled "08" by hand matches no "In [8]": it is not a node of 8 to place on.
   ClusterView handLabelled;
   handLabelled.nodes = {gpuNode("a", 8), gpuNode("b", 4)};
-  handLabelled.nodes[0].labels["podshaper.io/gpu-count"] = "08";
+  handLabelled.nodes[0].labels.set("podshaper.io/gpu-count", "08");
   auto out = shape(TrainingPod(), &handLabelled);
   EXPECT_TRUE(out.allowed) << out.message;
   EXPECT_TRUE(warned(out, "no node with 8 GPUs can take the pod now: a (")) << out.warnings.front();

@@ -38,28 +38,6 @@ TEST(MemlockLimit, BadValuesSayWhatIsExpected) {
   EXPECT_NE(zero.error().message.find("is zero"), std::string::npos) << zero.error().message;
 }
 
-TEST(MemlockLimit, RequirementsAdmitUnlimitedOrEnough) {
-  EXPECT_EQ(memlockRequirements(MemlockLimit{}),
-            std::vector<json>{json::parse(R"({"key":"podshaper.io/memlock","operator":"In","values":["unlimited"]})")});
-  EXPECT_EQ(memlockRequirements(MemlockLimit{4194304}),
-            (std::vector<json>{
-                json::parse(R"({"key":"podshaper.io/memlock","operator":"In","values":["unlimited"]})"),
-                json::parse(R"({"key":"podshaper.io/memlock","operator":"Gt","values":["4194303"]})")}));
-}
-
-TEST(MemlockLimit, WhichNodeLabelsGrantWhat) {
-  const MemlockLimit unlimited, four{4194304};
-  EXPECT_TRUE(memlockLabelGrants("unlimited", unlimited));
-  EXPECT_TRUE(memlockLabelGrants("unlimited", four));
-  EXPECT_TRUE(memlockLabelGrants("4194304", four));
-  EXPECT_TRUE(memlockLabelGrants("68719476736", four));
-  EXPECT_FALSE(memlockLabelGrants("4194303", four));
-  EXPECT_FALSE(memlockLabelGrants("68719476736", unlimited));
-  for (const char* word : {"not-granted", "unknown", "limited", "", "4Mi"}) {
-    EXPECT_FALSE(memlockLabelGrants(word, four)) << word;
-  }
-}
-
 TEST(MemlockAnnotation, CarriesTheLimitAsked) {
   auto out = memlockAnnotation(json::object(), "trainer", MemlockLimit{4194304});
   ASSERT_TRUE(out.set);

@@ -72,10 +72,10 @@ inline Node gpuNode(const std::string& name, int gpus, const std::string& p2p = 
   n.memoryBytes = memory;
   n.labels = {{"kubernetes.io/hostname", name}};
   if (validated) {
-    n.labels["podshaper.io/topology-validated"] = "true";
-    n.labels["podshaper.io/gpu-count"] = std::to_string(gpus);
-    n.labels["podshaper.io/p2p"] = p2p;
-    n.labels["podshaper.io/memlock"] = "unlimited";
+    n.labels.set("podshaper.io/topology-validated", "true");
+    n.labels.set("podshaper.io/gpu-count", std::to_string(gpus));
+    n.labels.set("podshaper.io/p2p", p2p);
+    n.labels.set("podshaper.io/memlock", "unlimited");
   }
   return n;
 }

@@ -324,7 +324,7 @@ TEST(PodShaper, NodesThatDoNotGrantTheMemlockAreNotTargetsAndThePodWaitsForOne) 
   // pod now. One exists, so the pod is shaped for it and waits, told why.
   ClusterView cluster;
   cluster.nodes = {gpuNode("h100", 8), gpuNode("l40s", 4, "partial")};
-  cluster.nodes[0].labels["podshaper.io/memlock"] = "65536";
+  cluster.nodes[0].labels.set("podshaper.io/memlock", "65536");
   auto out = shapeWith(TrainingPod(), cluster);
   ASSERT_TRUE(out.allowed) << out.message;
   EXPECT_TRUE(hasWarning(out, "no node with 8 GPUs can take the pod now: h100 (grants memlock 65536, not the "
@@ -342,7 +342,7 @@ TEST(PodShaper, NodesThatDoNotGrantTheMemlockAreNotTargetsAndThePodWaitsForOne) 
   auto granted = shapeWith(TrainingPod(), cluster, small);
   EXPECT_TRUE(granted.allowed) << granted.message;
   EXPECT_FALSE(hasWarning(granted, "can take the pod now"));
-  cluster.nodes[0].labels["podshaper.io/memlock"] = "not-granted";
+  cluster.nodes[0].labels.set("podshaper.io/memlock", "not-granted");
   auto notGranted = shapeWith(TrainingPod(), cluster, small);
   EXPECT_TRUE(notGranted.allowed);
   EXPECT_TRUE(hasWarning(notGranted, "h100 (grants memlock not-granted, not the 64Ki asked)"));
@@ -363,8 +363,8 @@ TEST(PodShaper, NodesOfTheSizeAskedThatAreNotValidatedMakeItWait) {
   // Their reports went stale: the operator labelled them not validated.
   ClusterView cluster;
   cluster.nodes = {gpuNode("a", 8), gpuNode("b", 8), gpuNode("c", 4)};
-  cluster.nodes[0].labels["podshaper.io/topology-validated"] = "false";
-  cluster.nodes[1].labels["podshaper.io/topology-validated"] = "false";
+  cluster.nodes[0].labels.set("podshaper.io/topology-validated", "false");
+  cluster.nodes[1].labels.set("podshaper.io/topology-validated", "false");
   auto out = shapeWith(TrainingPod(), cluster);
   ASSERT_TRUE(out.allowed) << out.message;
   EXPECT_TRUE(hasWarning(out, "no node with 8 GPUs can take the pod now: a (not validated (kubectl describe gtr a)), "
@@ -478,7 +478,7 @@ TEST(PodShaper, SharedPodsAreJudgedOverEveryNodeTheyFit) {
   auto two = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
   ASSERT_TRUE(two.allowed) << two.message;
   EXPECT_EQ(two.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "2058Mi");  // a100 lacks P2P: SHM
-  cluster.nodes[1].labels["podshaper.io/p2p"] = "all";
+  cluster.nodes[1].labels.set("podshaper.io/p2p", "all");
   auto allP2P = shapeWith(TrainingPod().withGpus(2).annotate("podshaper.io/placement", "shared"), cluster);
   EXPECT_EQ(allP2P.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "1764Mi");  // 1502 + 2 × 4 × 33412Ki (NET: the job may span nodes)
   // Too big for the smallest node it may land on (384Gi: cap 192Gi).

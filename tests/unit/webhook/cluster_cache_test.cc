@@ -182,7 +182,7 @@ TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
   EXPECT_EQ(cache.view(), settled);
   labels["podshaper.io/gpu-count"] = "4";
   api.put("/api/v1/nodes/gpu-1", node("t2"));
-  EXPECT_TRUE(support::eventually([&] { return cache.view()->nodes[0].labels.at("podshaper.io/gpu-count") == "4"; }));
+  EXPECT_TRUE(support::eventually([&] { return *cache.view()->nodes[0].label("podshaper.io/gpu-count") == "4"; }));
   // Only the Nodes that changed are read again: one more comes, one goes, the other stays.
   api.put("/api/v1/nodes/gpu-2", {{"metadata", {{"name", "gpu-2"}}}, {"status", {{"allocatable", {{"nvidia.com/gpu", "4"}}}}}});
   ASSERT_TRUE(support::eventually([&] { return cache.view()->nodes.size() == 2; }));
