@@ -10,7 +10,7 @@
 #include "judging/report_status.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "operator/controller.h"
+#include "operator/caches.h"
 
 namespace podshaper::op {
 namespace {

@@ -23,7 +23,7 @@
 
 namespace podshaper::op {
 
-// All the reconcile writes to the API server, and nothing else.
+// All the controllers' writes to the API server, and nothing else (a test fakes it).
 class ReconcileApi {
  public:
   virtual ~ReconcileApi() = default;
@@ -35,6 +35,8 @@ class ReconcileApi {
   // its labels (the status subresource of a Node writes its metadata too).
   virtual kube::ApiResult<nlohmann::json> patchNodeStatus(const std::string& name, const nlohmann::json& patch) = 0;
   virtual kube::ApiResult<nlohmann::json> createEvent(const std::string& ns, const nlohmann::json& event) = 0;
+  // A merge patch of the TopologyPolicy's status subresource.
+  virtual kube::ApiResult<nlohmann::json> patchPolicyStatus(const std::string& name, const nlohmann::json& patch) = 0;
   // The last lines of a container's log (pods/log; `previous`: its run before the current one).
   virtual kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod,
                                                const std::string& container, bool previous) = 0;

@@ -4,8 +4,8 @@
 
 namespace podshaper::op {
 
-WorkQueue::WorkQueue(std::chrono::milliseconds baseDelay, std::chrono::milliseconds maxDelay)
-    : baseDelay_(baseDelay), maxDelay_(maxDelay) {}
+WorkQueue::WorkQueue(std::chrono::milliseconds baseDelay, std::chrono::milliseconds maxDelay, Now now)
+    : baseDelay_(baseDelay), maxDelay_(maxDelay), now_(now ? std::move(now) : Now([] { return Clock::now(); })) {}
 
 void WorkQueue::queueLocked(const std::string& key) {
   if (shutDown_ || !dirty_.insert(key).second) return;
@@ -32,7 +32,7 @@ void WorkQueue::addAfter(const std::string& key, Clock::duration delay) {
   if (delay <= Clock::duration::zero()) return add(key);
   std::lock_guard lock(mu_);
   if (shutDown_ || dirty_.contains(key)) return;
-  const auto at = Clock::now() + delay;
+  const auto at = now_() + delay;
   auto [it, inserted] = waiting_.emplace(key, at);
   if (!inserted) {
     if (it->second <= at) return;
@@ -67,18 +67,27 @@ void WorkQueue::promoteDueLocked(Clock::time_point now) {
   }
 }
 
+std::optional<std::string> WorkQueue::popDueLocked() {
+  promoteDueLocked(now_());
+  if (queue_.empty()) return std::nullopt;
+  std::string key = std::move(queue_.front());
+  queue_.pop_front();
+  dirty_.erase(key);
+  processing_.insert(key);
+  return key;
+}
+
+std::optional<std::string> WorkQueue::tryGet() {
+  std::lock_guard lock(mu_);
+  if (shutDown_) return std::nullopt;
+  return popDueLocked();
+}
+
 std::optional<std::string> WorkQueue::get() {
   std::unique_lock lock(mu_);
   while (true) {
     if (shutDown_) return std::nullopt;
-    promoteDueLocked(Clock::now());
-    if (!queue_.empty()) {
-      std::string key = std::move(queue_.front());
-      queue_.pop_front();
-      dirty_.erase(key);
-      processing_.insert(key);
-      return key;
-    }
+    if (auto key = popDueLocked()) return key;
     if (byTime_.empty()) {
       cv_.wait(lock);
     } else {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -21,9 +22,12 @@ namespace podshaper::op {
 class WorkQueue {
  public:
   using Clock = std::chrono::steady_clock;
+  // What "now" is for addAfter and retry; unset: Clock::now. A test's own clock is read by
+  // tryGet only (get() waits on the real one).
+  using Now = std::function<Clock::time_point()>;
 
   explicit WorkQueue(std::chrono::milliseconds baseDelay = std::chrono::milliseconds(50),
-                     std::chrono::milliseconds maxDelay = std::chrono::seconds(60));
+                     std::chrono::milliseconds maxDelay = std::chrono::seconds(60), Now now = {});
 
   void add(const std::string& key);
   // Queues the key after `delay`; an earlier pending time for it wins.
@@ -35,6 +39,8 @@ class WorkQueue {
 
   // The next due key; blocks until there is one. nullopt once shut down.
   std::optional<std::string> get();
+  // The next due key without waiting: nullopt when none is due now (a test's worker).
+  std::optional<std::string> tryGet();
   void done(const std::string& key);
   void shutDown();
 
@@ -45,8 +51,10 @@ class WorkQueue {
   void queueLocked(const std::string& key);
   void promoteDueLocked(Clock::time_point now);
   void unwaitLocked(const std::string& key);
+  std::optional<std::string> popDueLocked();
 
   const std::chrono::milliseconds baseDelay_, maxDelay_;
+  const Now now_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;

@@ -635,7 +635,7 @@ check "and stands by" eventually 10 0 op_metric "$L" podshaper_operator_leader
 # the old leader, resumed, must see by its own clock that it no longer leads.
 L=$S; S=$([[ $L == a ]] && echo b || echo a)
 writes_before=$(op_metric "$L" podshaper_operator_writes_total)
-skipped_before=$(op_metric "$L" podshaper_operator_reconciles_total 'result="not_leader"' || echo 0)
+skipped_before=$(op_metric "$L" podshaper_operator_reconciles_total 'controller="report",result="not_leader"' || echo 0)
 ev_before=$(events_settled)
 stopped_at=$(now)
 kill -STOP "${pid_of[op-$L]}"
@@ -653,7 +653,7 @@ resumed_at=$(date +%s)
 check "op-$L, resumed, says it lost the lease" eventually 15 "*lost lease*" bash -c "tail -n 30 $logs/operator-$L.log"
 check "its podshaper_operator_leader is 0" eventually 10 0 op_metric "$L" podshaper_operator_leader
 check "it saw the change and refused to judge it as leader (not_leader reconciles)" \
-  eventually 10 "[1-9]*" grown "$L" "$skipped_before" podshaper_operator_reconciles_total 'result="not_leader"'
+  eventually 10 "[1-9]*" grown "$L" "$skipped_before" podshaper_operator_reconciles_total 'controller="report",result="not_leader"'
 sleep 3
 writes_after=$(op_metric "$L" podshaper_operator_writes_total)
 measure "fault 2: the resumed op-$L's writes_total $writes_before -> $writes_after"

@@ -1,27 +1,17 @@
-// The operator's controller against the shared fake API server: its informers list and
-// watch there, its workers reconcile what the caches hold, and the queue does what the
-// reconcile answers (forget, retry with backoff, look again later).
+// The operator's controllers over caches in memory and the in-memory API, driven on the
+// test's thread: what the watches would bring is followed from the fake API's objects, and
+// the queues' due keys are reconciled by drain(); the queues' clock is the test's.
 #include "operator/controller.h"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
-#include <ctime>
-#include <functional>
-#include <memory>
-#include <thread>
-
-#include "tests/unit/operator/served_reconcile_api.h"
-#include "tests/unit/support/eventually.h"
+#include "tests/unit/operator/fake_reconcile_api.h"
+#include "tests/unit/operator/memory_cache.h"
 
 namespace podshaper::op {
 namespace {
 
 using nlohmann::json;
-using support::eventually;
-
-const std::string kPolicy = kube::resourcePath(names::kGroupVersion, names::kPolicyResource, "", "default");
 
 json policyObject() {
   return {{"apiVersion", "podshaper.io/v1alpha1"},
@@ -33,161 +23,227 @@ json policyObject() {
              {{"requireP2PAllPairs", true}, {"requireMemlockUnlimited", true}, {"maxReportAge", "10m"}}}}}};
 }
 
-long long now() { return static_cast<long long>(std::time(nullptr)); }
+// Of the objects under `prefix`, those `keep` accepts (a watch's selector).
+std::map<std::string, json> selected(const std::map<std::string, json>& objects,
+                                     const std::function<bool(const std::string&, const json&)>& keep) {
+  std::map<std::string, json> out;
+  for (const auto& [path, object] : objects) {
+    if (keep(path, object)) out.emplace(path, object);
+  }
+  return out;
+}
 
 class ControllerTest : public ::testing::Test {
  protected:
-  ServedReconcileApi served;
+  FakeReconcileApi api;
+  FakeClock clock;
   metrics::Registry registry;
-  std::atomic<bool> leader{true};
-  std::unique_ptr<Controller> controller;
+  bool leader = true;
+  MemoryCache reports{compactReport}, nodes{compactNode}, policies, pods{compactPod};
+  Controllers controllers{{reports, nodes, policies, pods}, api, clock, registry, [this] { return leader; },
+                          OperatorConfig{}, "operator-0", clock.queueNow()};
 
-  void SetUp() override { served.server.put(kPolicy, policyObject()); }
-  void TearDown() override {
-    if (controller) controller->stop();
+  void SetUp() override { api.put(policyPath("default"), policyObject()); }
+
+  // What the watches would bring: each cache brought to what the API holds, and the
+  // controllers told what changed. True when anything did.
+  bool watch() {
+    const auto r = reports.follow(api.objectsUnder(kube::resourcePath(names::kGroupVersion, names::kReportResource) + "/"));
+    const auto n = nodes.follow(api.objectsUnder("/api/v1/nodes/"));
+    const auto p = policies.follow(api.objectsUnder(kube::resourcePath(names::kGroupVersion, names::kPolicyResource) + "/"));
+    const auto s = pods.follow(selected(api.objectsUnder("/api/v1/namespaces/"), [](const std::string& path, const json& o) {
+      return path.find("/pods/") != std::string::npos &&
+             o["metadata"].value("labels", json::object()).value(std::string(names::kShapedLabel), "") == "true";
+    }));
+    if (!r.empty()) controllers.reportsOrNodesChanged(r);
+    if (!n.empty()) controllers.reportsOrNodesChanged(n);
+    if (!p.empty()) controllers.policiesChanged();
+    if (!s.empty()) controllers.podsChanged(s);
+    return !r.empty() || !n.empty() || !p.empty() || !s.empty();
   }
+  // The caches synced, then every due key reconciled and every write watched, until quiet.
   void start() {
-    controller = std::make_unique<Controller>(served.client, OperatorConfig{}, registry,
-                                              [this] { return leader.load(); }, "operator-0");
-    controller->start();
-    ASSERT_TRUE(eventually([this] { return controller->synced(); }));
+    watch();
+    controllers.cachesSynced();
+    settle();
+  }
+  void settle() {
+    for (int i = 0; i < 20; ++i) {
+      const bool changed = watch();
+      if (controllers.drain() == 0 && !changed) return;
+    }
+    ADD_FAILURE() << "the controllers did not settle";
+  }
+  // A second at a time, as the queues would see it pass.
+  void advance(long long seconds) {
+    for (long long i = 0; i < seconds; ++i) {
+      clock.advance(1);
+      settle();
+    }
   }
   std::string label(std::string_view key) const {
-    const json node = served.node();
+    const json node = api.node();
     return node.is_null() ? "" : node["metadata"]["labels"].value(std::string(key), "");
   }
   int countOf(const std::string& write) const {
     int n = 0;
-    for (const auto& w : served.writes()) n += w == write;
+    for (const auto& w : api.writes()) n += w == write;
     return n;
   }
   std::string metricsText() const { return registry.render(); }
 };
 
 TEST_F(ControllerTest, AReportIsJudgedItsNodeLabelledAndThePolicyToldThenNothingIsWritten) {
-  served.putNode(nodeObject(8));
-  served.putReport(reportObject(TopologyBuilder(8).spec(now() - 5)));
+  api.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec(clock.wall - 5)));
   start();
-  ASSERT_TRUE(eventually([this] { return label(names::kTopologyValidated) == "true"; })) << served.node().dump();
+  EXPECT_EQ(label(names::kTopologyValidated), "true") << api.node().dump();
   EXPECT_EQ(label(names::kP2P), "all");
-  EXPECT_EQ(served.report()["status"]["conditions"][0]["status"], "True");
-  ASSERT_TRUE(eventually([this] {
-    const auto policy = served.server.object(kPolicy);
-    return policy && (*policy)["status"].value("validatedNodes", 0) == 1;
-  }));
+  EXPECT_EQ(api.report()["status"]["conditions"][0]["status"], "True");
+  // The policy's status follows the labels within kPolicyStatusGap.
+  advance(2);
+  EXPECT_EQ(api.object(policyPath("default")).value()["status"].value("validatedNodes", 0), 1);
   // Steady: the watches bring the operator's own writes back, and nothing more is written.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  served.clearWrites();
-  std::this_thread::sleep_for(std::chrono::seconds(3));
-  EXPECT_EQ(served.writes().size(), 0u);
-  EXPECT_EQ(countOf("status gpu-0"), 0);
+  api.clearWrites();
+  advance(20);
+  EXPECT_EQ(api.writes(), std::vector<std::string>{});
 }
 
 TEST_F(ControllerTest, AChangedReportComesThroughTheWatchAndIsToldOnce) {
-  served.putNode(nodeObject(8));
-  served.putReport(reportObject(TopologyBuilder(8).spec(now() - 5)));
+  api.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec(clock.wall - 5)));
   start();
-  ASSERT_TRUE(eventually([this] { return label(names::kTopologyValidated) == "true"; }));
-  served.clearWrites();
-  json lost = served.report();
-  lost["spec"] = TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec(now() - 1);
-  served.putReport(lost);
-  ASSERT_TRUE(eventually([this] { return label(names::kP2P) == "partial"; })) << served.node().dump();
+  ASSERT_EQ(label(names::kTopologyValidated), "true");
+  api.clearWrites();
+  json lost = api.report();
+  lost["spec"] = TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec(clock.wall - 1);
+  api.putReport(lost);
+  settle();
+  EXPECT_EQ(label(names::kP2P), "partial") << api.node().dump();
   EXPECT_EQ(label(names::kTopologyValidated), "false");
-  ASSERT_TRUE(eventually([this] { return countOf("event Warning P2PUnavailable on Node in default") == 1; }));
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(countOf("event Warning P2PUnavailable on Node in default"), 1);
+  advance(3);
   EXPECT_EQ(countOf("event Warning P2PUnavailable on Node in default"), 1);
   EXPECT_EQ(countOf("status gpu-0"), 1);
 }
 
 TEST_F(ControllerTest, AConflictIsRetriedByTheQueue) {
-  served.putNode(nodeObject(8));
-  served.putReport(reportObject(TopologyBuilder(8).spec(now() - 5)));
-  served.server.fail("PATCH", nodePath("gpu-0") + "/status", 409, "Conflict", 2);
+  api.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec(clock.wall - 5)));
+  api.fail("PATCH", nodePath("gpu-0") + "/status", 409, "Conflict", 2);
   start();
-  ASSERT_TRUE(eventually([this] { return label(names::kTopologyValidated) == "true"; }));
+  EXPECT_NE(label(names::kTopologyValidated), "true");  // waits for its backoff
+  advance(1);
+  advance(1);
+  EXPECT_EQ(label(names::kTopologyValidated), "true");
   int refused = 0;
-  for (const fakes::Served& s : served.server.requests()) refused += s.code == 409;
+  for (const auto& call : api.calls()) refused += call.code == 409;
   EXPECT_EQ(refused, 2);
-  EXPECT_NE(metricsText().find("podshaper_operator_reconciles_total{result=\"error\"} 2"), std::string::npos)
+  EXPECT_NE(metricsText().find("podshaper_operator_reconciles_total{controller=\"report\",result=\"error\"} 2"),
+            std::string::npos)
       << metricsText();
   EXPECT_EQ(countOf("status gpu-0"), 1);  // the status went in the first time: not written again
 }
 
 TEST_F(ControllerTest, AReportIsJudgedAgainWhenItGoesStale) {
-  served.putNode(nodeObject(8));
+  api.putNode(nodeObject(8));
   // Observed 592 s ago: fresh for 8 s more (maxReportAge 10m), then the queue brings it back.
-  served.putReport(reportObject(TopologyBuilder(8).spec(now() - 592)));
+  api.putReport(reportObject(TopologyBuilder(8).spec(clock.wall - 592)));
   start();
-  ASSERT_TRUE(eventually([this] { return label(names::kTopologyValidated) == "true"; }));
-  ASSERT_TRUE(eventually([this] { return label(names::kTopologyValidated) == "false"; }, std::chrono::seconds(20)))
-      << served.report().dump();
-  const json report = served.report();
+  ASSERT_EQ(label(names::kTopologyValidated), "true");
+  advance(8);
+  EXPECT_EQ(label(names::kTopologyValidated), "true");
+  advance(1);
+  EXPECT_EQ(label(names::kTopologyValidated), "false") << api.report().dump();
+  const json report = api.report();
   bool staleSaid = false;
   for (const json& c : report["status"]["conditions"]) staleSaid |= c["reason"] == "ReportStale";
   EXPECT_TRUE(staleSaid) << report["status"].dump();
 }
 
-TEST_F(ControllerTest, AnExpiredWatchListsAgainAndMissesNothing) {
-  served.putNode(nodeObject(8));
-  served.putReport(reportObject(TopologyBuilder(8).spec(now() - 5)));
-  start();
-  ASSERT_TRUE(eventually([this] { return label(names::kTopologyValidated) == "true"; }));
-  served.server.compact();  // every open watch: 410, then a list
-  json lost = served.report();
-  lost["spec"] = TopologyBuilder(8).pair(0, 1, "NV18", "NS").spec(now() - 1);
-  served.putReport(lost);
-  ASSERT_TRUE(eventually([this] { return label(names::kP2P) == "partial"; }));
-  int reportLists = 0;
-  const std::string reports = kube::resourcePath(names::kGroupVersion, names::kReportResource);
-  for (const fakes::Served& s : served.server.requests()) {
-    reportLists += s.method == "GET" && s.path == reports && s.query.find("watch") == std::string::npos;
-  }
-  EXPECT_GE(reportLists, 2);
-}
-
 TEST_F(ControllerTest, AStandbyWritesNothingUntilItLeads) {
   leader = false;
-  served.putNode(nodeObject(8));
-  served.putReport(reportObject(TopologyBuilder(8).spec(now() - 5)));
+  api.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec(clock.wall - 5)));
   start();
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  EXPECT_TRUE(served.writes().empty());
-  EXPECT_NE(metricsText().find("podshaper_operator_reconciles_total{result=\"not_leader\"}"), std::string::npos);
+  advance(20);
+  EXPECT_TRUE(api.writes().empty());
+  EXPECT_NE(metricsText().find("podshaper_operator_reconciles_total{controller=\"report\",result=\"not_leader\"} 1"),
+            std::string::npos)
+      << metricsText();
   leader = true;
-  controller->enqueueAll();  // what the operator does on taking the lease
-  ASSERT_TRUE(eventually([this] { return label(names::kTopologyValidated) == "true"; }));
+  controllers.enqueueAll();  // what the operator does on taking the lease
+  settle();
+  EXPECT_EQ(label(names::kTopologyValidated), "true");
+  advance(2);
+  EXPECT_EQ(api.object(policyPath("default")).value()["status"].value("validatedNodes", 0), 1);
+}
+
+TEST_F(ControllerTest, ThePoliciesStatusIsLookedAtSoonAfterAChangeAtMostOnceEveryTwoSeconds) {
+  api.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec(clock.wall - 5)));
+  start();
+  advance(16);  // the policy's own status written and come back: its last look long ago
+  auto looks = [this] {
+    const std::string series = "podshaper_operator_reconciles_total{controller=\"policy-status\",result=\"ok\"} ";
+    const std::string text = metricsText();
+    const auto at = text.find(series);
+    return at == std::string::npos ? -1 : std::stoi(text.substr(at + series.size()));
+  };
+  auto editNode = [this](int i) {
+    json node = api.node();
+    node["metadata"]["labels"]["edited"] = std::to_string(i);
+    api.putNode(node);
+    settle();
+  };
+  const int before = looks();
+  ASSERT_GT(before, 0);
+  editNode(0);  // looked at at once
+  EXPECT_EQ(looks(), before + 1);
+  editNode(1);  // two more changes: one look, kPolicyStatusGap after the last
+  editNode(2);
+  advance(1);
+  EXPECT_EQ(looks(), before + 1);
+  advance(1);
+  EXPECT_EQ(looks(), before + 2);
+  advance(14);  // then every kPolicyStatusPeriod without a change
+  EXPECT_EQ(looks(), before + 2);
+  advance(1);
+  EXPECT_EQ(looks(), before + 3);
+}
+
+json shmPod(const std::string& name, bool shaped) {
+  json cs = {{"name", "trainer"}, {"restartCount", 1}};
+  cs["lastState"]["terminated"] = {
+      {"exitCode", 1},
+      {"message",
+       "misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-4PshbB (size "
+       "34210176), error: No space left on device (28)"}};
+  json labels = json::object();
+  if (shaped) labels[std::string(names::kShapedLabel)] = "true";
+  return json{{"metadata",
+               {{"name", name},
+                {"namespace", "ml"},
+                {"labels", labels},
+                {"annotations", {{std::string(names::kShmSize), "161Mi"}}}}},
+              {"spec", {{"nodeName", "gpu-0"}}},
+              {"status", {{"phase", "Running"}, {"containerStatuses", {cs}}}}};
 }
 
 TEST_F(ControllerTest, AShapedPodThatRanOutOfShmIsToldOnItsOwnQueue) {
-  auto pod = [](const std::string& name, bool shaped) {
-    json cs = {{"name", "trainer"}, {"restartCount", 1}};
-    cs["lastState"]["terminated"] = {
-        {"exitCode", 1},
-        {"message",
-         "misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-4PshbB (size "
-         "34210176), error: No space left on device (28)"}};
-    json labels = json::object();
-    if (shaped) labels[std::string(names::kShapedLabel)] = "true";
-    return json{{"metadata",
-                 {{"name", name},
-                  {"namespace", "ml"},
-                  {"labels", labels},
-                  {"annotations", {{std::string(names::kShmSize), "161Mi"}}}}},
-                {"spec", {{"nodeName", "gpu-0"}}},
-                {"status", {{"phase", "Running"}, {"containerStatuses", {cs}}}}};
-  };
-  served.server.put(podPath("ml", "train-0"), pod("train-0", true));
-  served.server.put(podPath("ml", "other-0"), pod("other-0", false));  // not the webhook's: not watched
+  api.put(podPath("ml", "train-0"), shmPod("train-0", true));
+  api.put(podPath("ml", "other-0"), shmPod("other-0", false));  // not the webhook's: not watched
   start();
-  ASSERT_TRUE(eventually([this] { return countOf("event Warning ShmExhausted on Pod in ml") == 1; }));
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-  ASSERT_EQ(served.events().size(), 1u);
-  EXPECT_EQ(served.events()[0]["involvedObject"]["name"], "train-0");
+  EXPECT_EQ(countOf("event Warning ShmExhausted on Pod in ml"), 1);
+  advance(20);
+  ASSERT_EQ(api.events().size(), 1u);
+  EXPECT_EQ(api.events()[0]["involvedObject"]["name"], "train-0");
+  EXPECT_NE(metricsText().find("podshaper_operator_reconciles_total{controller=\"pod\",result=\"ok\"}"),
+            std::string::npos);
 }
 
 TEST_F(ControllerTest, TheShmExhaustedEventNamesAVolumeOfThePodsOwn) {
-  // The informer keeps a shaped pod compacted: its container's /dev/shm mount and that
+  // The cache keeps a shaped pod compacted: its container's /dev/shm mount and that
   // volume stay, so that the Event says which /dev/shm ran out.
   json cs = {{"name", "trainer"}, {"restartCount", 0}};
   cs["state"]["terminated"] = {{"exitCode", 1},
@@ -208,10 +264,10 @@ TEST_F(ControllerTest, TheShmExhaustedEventNamesAVolumeOfThePodsOwn) {
                  {{{"name", "data"}, {"persistentVolumeClaim", {{"claimName", "data"}}}},
                   {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}}}}}},
               {"status", {{"phase", "Failed"}, {"containerStatuses", {cs}}}}};
-  served.server.put(podPath("ml", "train-0"), pod);
+  api.put(podPath("ml", "train-0"), pod);
   start();
-  ASSERT_TRUE(eventually([this] { return countOf("event Warning ShmExhausted on Pod in ml") == 1; }));
-  const std::string message = served.events()[0]["message"];
+  ASSERT_EQ(countOf("event Warning ShmExhausted on Pod in ml"), 1);
+  const std::string message = api.events()[0]["message"];
   EXPECT_NE(message.find("/dev/shm is the pod's own emptyDir \"dshm\" (medium Memory, sizeLimit 1Gi), not podshaper's"),
             std::string::npos)
       << message;

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/timefmt.h"
-#include "tests/unit/operator/served_reconcile_api.h"
+#include "tests/unit/operator/fake_reconcile_api.h"
 
 namespace podshaper::op {
 namespace {
@@ -48,13 +48,13 @@ const std::string kNccl =
 
 class PodReconcilerTest : public ::testing::Test {
  protected:
-  ServedReconcileApi api;
+  FakeReconcileApi api;
   FakeClock clock;
   metrics::Registry registry;
   bool leader = true;
   std::vector<NodeFacts> nodes{fourGpuNode()};
   int nodesAsked = 0;
-  PodReconciler reconciler{api.api, clock, registry, [this] { return leader; },
+  PodReconciler reconciler{api, clock, registry, [this] { return leader; },
                            {.identity = "op-1", .pendingGrace = std::chrono::seconds(30)}};
 
   Reconciler::Result reconcile(const std::optional<json>& pod) {
@@ -178,7 +178,7 @@ TEST_F(PodReconcilerTest, AStandbyTellsNothingAndAFailedWriteIsRetried) {
   EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::NotLeader);
   EXPECT_TRUE(api.writes().empty());
   leader = true;
-  api.server.fail("POST", eventsPath("ml"), 500, "InternalError");
+  api.fail("POST", eventsPath("ml"), 500, "InternalError");
   EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::Retry);
   EXPECT_TRUE(api.events().empty());
   EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::Done);
@@ -186,7 +186,7 @@ TEST_F(PodReconcilerTest, AStandbyTellsNothingAndAFailedWriteIsRetried) {
 }
 
 TEST_F(PodReconcilerTest, AJobWhoseEventFailedIsToldOnTheNextLook) {
-  api.server.fail("POST", eventsPath("ml"), 500, "InternalError", 1, "etcd is slow",
+  api.fail("POST", eventsPath("ml"), 500, "InternalError", 1, "etcd is slow",
                   [](const json& e) { return e["involvedObject"]["kind"] == "Job"; });
   reconcile(failedPod(1, "lastState", kNccl));
   ASSERT_EQ(api.writes().size(), 1u);  // the pod's; the Job's failed
@@ -211,7 +211,7 @@ const std::string kBusErrorLog =
     "ConnectionResetError: [Errno 104] Connection reset by peer\n";
 
 TEST_F(PodReconcilerTest, ACutTailIsJudgedFromTheLogReadOnce) {
-  api.server.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
+  api.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
   reconcile(cutTailPod());
   EXPECT_EQ(api.logReads(), (std::vector<std::string>{"ml/train-0/trainer"}));
   ASSERT_EQ(api.writes().size(), 2u);  // the pod and its Job
@@ -223,8 +223,8 @@ TEST_F(PodReconcilerTest, ACutTailIsJudgedFromTheLogReadOnce) {
 }
 
 TEST_F(PodReconcilerTest, AnEventThatFailedIsRetriedWithoutReadingTheLogAgain) {
-  api.server.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog, /*previous=*/true);
-  api.server.fail("POST", eventsPath("ml"), 500, "InternalError");
+  api.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog, /*previous=*/true);
+  api.fail("POST", eventsPath("ml"), 500, "InternalError");
   EXPECT_EQ(reconcile(cutTailPod(1, "lastState")).outcome, Reconciler::Outcome::Retry);
   EXPECT_EQ(reconcile(cutTailPod(1, "lastState")).outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(api.logReads(), (std::vector<std::string>{"ml/train-0/trainer/previous"}));
@@ -237,7 +237,7 @@ TEST_F(PodReconcilerTest, ALogThatCannotBeReadLeavesTheTailsJudgement) {
   reconcile(cutTailPod());
   EXPECT_EQ(api.logReads().size(), 1u);  // not asked again
   // pods/log not granted: asked once, never again.
-  api.server.fail("GET", kLog, 403, "Forbidden");
+  api.fail("GET", kLog, 403, "Forbidden");
   json other = cutTailPod();
   other["metadata"]["uid"] = "uid-2";
   reconcile(other);
@@ -248,24 +248,24 @@ TEST_F(PodReconcilerTest, ALogThatCannotBeReadLeavesTheTailsJudgement) {
 }
 
 TEST_F(PodReconcilerTest, ALogReadThatFailedForNowIsTriedAgain) {
-  api.server.fail("GET", kLog, 503, "ServiceUnavailable");
+  api.fail("GET", kLog, 503, "ServiceUnavailable");
   EXPECT_EQ(reconcile(cutTailPod()).outcome, Reconciler::Outcome::Retry);
   EXPECT_TRUE(api.writes().empty());
-  api.server.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
+  api.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
   EXPECT_EQ(reconcile(cutTailPod()).outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(api.logReads().size(), 2u);
   EXPECT_EQ(api.writes().size(), 2u);  // the pod and its Job
 }
 
 TEST_F(PodReconcilerTest, AForbiddenLogIsAskedAgainAfterTenMinutes) {
-  api.server.fail("GET", kLog, 403, "Forbidden");
+  api.fail("GET", kLog, 403, "Forbidden");
   reconcile(cutTailPod());
   json other = cutTailPod();
   other["metadata"]["uid"] = "uid-2";
   reconcile(other);
   EXPECT_EQ(api.logReads().size(), 1u);
   clock.advance(601);
-  api.server.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
+  api.putLog(podPath("ml", "train-0"), "trainer", kBusErrorLog);
   reconcile(other);
   EXPECT_EQ(api.logReads().size(), 2u);
   EXPECT_EQ(api.writes().size(), 2u);

@@ -6,18 +6,18 @@
 #include <deque>
 
 #include "tests/unit/judging/verdict_builder.h"
-#include "tests/unit/operator/served_reconcile_api.h"
+#include "tests/unit/operator/fake_reconcile_api.h"
 
 namespace podshaper::op {
 namespace {
 
 class ReconcilerTest : public ::testing::Test {
  protected:
-  ServedReconcileApi served;
+  FakeReconcileApi api;
   FakeClock clock;
   metrics::Registry registry;
   std::atomic<bool> leader{true};
-  Reconciler reconciler{served.api, clock, registry, [this] { return leader.load(); },
+  Reconciler reconciler{api, clock, registry, [this] { return leader.load(); },
                         {.identity = "operator-0", .eventNamespace = "default"}};
   std::vector<Policy> policies = {defaultPolicy()};
 
@@ -26,17 +26,17 @@ class ReconcilerTest : public ::testing::Test {
   static std::optional<json> cached(const json& object) {
     return object.is_null() ? std::nullopt : std::optional<json>(object);
   }
-  json report() const { return served.report(); }
-  json node() const { return served.node(); }
-  std::vector<std::string> writes() const { return served.writes(); }
+  json report() const { return api.report(); }
+  json node() const { return api.node(); }
+  std::vector<std::string> writes() const { return api.writes(); }
   std::string metricsText() const { return registry.render(); }
 };
 
 const std::string kStatus = reportPath("gpu-0") + "/status";
 
 TEST_F(ReconcilerTest, ANewReportIsJudgedAndItsNodeLabelled) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   auto r = run();
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes(), (std::vector<std::string>{"status gpu-0",
@@ -51,24 +51,24 @@ TEST_F(ReconcilerTest, ANewReportIsJudgedAndItsNodeLabelled) {
   EXPECT_EQ(condition["reason"], "RequirementsMet");
   EXPECT_EQ(condition["lastTransitionTime"], formatTime(clock.wall));
   EXPECT_EQ(node()["metadata"]["labels"]["kubernetes.io/hostname"], "gpu-0");
-  EXPECT_EQ(served.events()[0]["reportingInstance"], "operator-0");
-  EXPECT_EQ(served.events()[0]["involvedObject"]["uid"], "report-uid");
+  EXPECT_EQ(api.events()[0]["reportingInstance"], "operator-0");
+  EXPECT_EQ(api.events()[0]["involvedObject"]["uid"], "report-uid");
   ASSERT_TRUE(r.requeueAfter);  // judge again when the report would go stale
   EXPECT_EQ(r.requeueAfter->count(), 600 - 30 + 1);  // observed 30 s ago; stale past 600 s
   EXPECT_NE(metricsText().find("podshaper_operator_reports{verdict=\"validated\"} 1"), std::string::npos);
 }
 
 TEST_F(ReconcilerTest, NoWriteAtSteadyState) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   run();
-  served.clearWrites();
+  api.clearWrites();
   clock.advance(60);
   // The agent's heartbeat: a new generation and observedAt, the same topology.
   json heartbeat = report();
   heartbeat["spec"] = TopologyBuilder(8).spec(clock.wall - 5);
   heartbeat["metadata"]["generation"] = 2;
-  served.putReport(heartbeat);
+  api.putReport(heartbeat);
   auto r = run();
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
   EXPECT_TRUE(writes().empty());
@@ -76,11 +76,11 @@ TEST_F(ReconcilerTest, NoWriteAtSteadyState) {
 }
 
 TEST_F(ReconcilerTest, ACacheBehindOurOwnWriteIsNotJudgedAgain) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   const json staleReport = report(), staleNode = node();
   run();
-  served.clearWrites();
+  api.clearWrites();
   // The watch has not brought our writes back yet: the cache still holds what they replaced.
   auto r = reconciler.reconcile("gpu-0", staleReport, staleNode, policies);
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
@@ -92,15 +92,15 @@ TEST_F(ReconcilerTest, ACacheBehindOurOwnWriteIsNotJudgedAgain) {
 }
 
 TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   run();
 
   // Validated → not validated: P2P lost between GPU2 and GPU5.
-  served.clearWrites();
+  api.clearWrites();
   json lost = report();
   lost["spec"] = TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec();
-  served.putReport(lost);
+  api.putReport(lost);
   clock.advance(30);
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes(), (std::vector<std::string>{
@@ -119,14 +119,14 @@ TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
   EXPECT_NE(metricsText().find("podshaper_operator_reports{verdict=\"validated\"} 0"), std::string::npos);
 
   // The same again: told once.
-  served.clearWrites();
+  api.clearWrites();
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_TRUE(writes().empty());
 
   // Fixed: back to validated, Normal Events on the report only.
   json fixed = report();
   fixed["spec"] = TopologyBuilder(8).spec(clock.wall - 10);
-  served.putReport(fixed);
+  api.putReport(fixed);
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes(), (std::vector<std::string>{
                             "status gpu-0",
@@ -137,7 +137,7 @@ TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
   EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/p2p"], "all");
 
   // The report goes stale when the agent stops: Fresh turns False once the time asked for has passed.
-  served.clearWrites();
+  api.clearWrites();
   auto again = run();
   ASSERT_TRUE(again.requeueAfter);
   clock.advance(again.requeueAfter->count());
@@ -148,9 +148,9 @@ TEST_F(ReconcilerTest, EachVerdictTransitionIsWrittenAndToldOnce) {
 }
 
 TEST_F(ReconcilerTest, AConflictIsRetriedWithoutTellingAnything) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
-  served.server.fail("PATCH", kStatus, 409, "Conflict");
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
+  api.fail("PATCH", kStatus, 409, "Conflict");
   auto r = run();
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Retry);
   EXPECT_FALSE(r.requeueAfter);  // the queue's backoff decides
@@ -162,11 +162,11 @@ TEST_F(ReconcilerTest, AConflictIsRetriedWithoutTellingAnything) {
   EXPECT_EQ(writes().size(), 3u);
 
   // A conflict on the Node: retried too; the status is not written twice.
-  served.clearWrites();
+  api.clearWrites();
   json edited = node();
   edited["metadata"]["labels"]["podshaper.io/p2p"] = "none";  // someone else's edit
-  served.putNode(edited);
-  served.server.fail("PATCH", nodePath("gpu-0") + "/status", 409, "Conflict");
+  api.putNode(edited);
+  api.fail("PATCH", nodePath("gpu-0") + "/status", 409, "Conflict");
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes(), (std::vector<std::string>{"node status gpu-0"}));
@@ -175,9 +175,9 @@ TEST_F(ReconcilerTest, AConflictIsRetriedWithoutTellingAnything) {
 }
 
 TEST_F(ReconcilerTest, AnObjectDeletedWhileWritingIsDone) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
-  served.server.fail("PATCH", kStatus, 404, "NotFound");
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
+  api.fail("PATCH", kStatus, 404, "NotFound");
   auto r = run();
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);  // its DELETED event queues the name again
   EXPECT_FALSE(r.requeueAfter);
@@ -185,19 +185,19 @@ TEST_F(ReconcilerTest, AnObjectDeletedWhileWritingIsDone) {
 }
 
 TEST_F(ReconcilerTest, AFailedEventDoesNotFailTheReconcile) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
-  served.server.fail("POST", eventsPath("default"), 403, "Forbidden");
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
+  api.fail("POST", eventsPath("default"), 403, "Forbidden");
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes(), (std::vector<std::string>{"status gpu-0", "node status gpu-0"}));
 }
 
 TEST_F(ReconcilerTest, ADeletedNodesReportWaitsForTheGarbageCollector) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   run();
-  served.clearWrites();
-  served.server.remove(nodePath("gpu-0"));  // kubectl delete node gpu-0
+  api.clearWrites();
+  api.remove(nodePath("gpu-0"));  // kubectl delete node gpu-0
 
   auto waiting = run();
   EXPECT_EQ(waiting.outcome, Reconciler::Outcome::Done);
@@ -216,30 +216,30 @@ TEST_F(ReconcilerTest, ADeletedNodesReportWaitsForTheGarbageCollector) {
   EXPECT_EQ(report()["status"]["conditions"][3]["reason"], "NodeNotFound");
 
   // The collector came: the report is gone, and so is its verdict.
-  served.clearWrites();
-  served.server.remove(reportPath("gpu-0"));
+  api.clearWrites();
+  api.remove(reportPath("gpu-0"));
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_TRUE(writes().empty());
   EXPECT_NE(metricsText().find("podshaper_operator_reports{verdict=\"not_validated\"} 0"), std::string::npos);
 }
 
 TEST_F(ReconcilerTest, TheGraceStartsAgainWhenTheNodeComesBack) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   run();
   const json registered = node();
-  served.server.remove(nodePath("gpu-0"));
+  api.remove(nodePath("gpu-0"));
   EXPECT_EQ(run().requeueAfter, std::chrono::seconds(kNodeGoneGraceSeconds));
   clock.advance(50);
-  served.putNode(registered);  // a Node of that name again (re-registered)
+  api.putNode(registered);  // a Node of that name again (re-registered)
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
-  served.server.remove(nodePath("gpu-0"));
+  api.remove(nodePath("gpu-0"));
   clock.advance(30);
   EXPECT_EQ(run().requeueAfter, std::chrono::seconds(kNodeGoneGraceSeconds));  // not 60 - 80
 }
 
 TEST_F(ReconcilerTest, AReportNoNodeOwnsIsJudgedAtOnceWithoutItsNode) {
-  served.putReport(reportObject(TopologyBuilder(8).spec(), "10", nullptr, /*ownedByNode=*/false));
+  api.putReport(reportObject(TopologyBuilder(8).spec(), "10", nullptr, /*ownedByNode=*/false));
   auto r = run();
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes().front(), "status gpu-0");
@@ -249,14 +249,14 @@ TEST_F(ReconcilerTest, AReportNoNodeOwnsIsJudgedAtOnceWithoutItsNode) {
 TEST_F(ReconcilerTest, WithoutNodesStatusTheLabelsStillGoToTheNode) {
   // RBAC of a chart from before (patch on nodes, none on nodes/status): the labels through
   // the Node itself, the condition retried until it is granted.
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
-  served.server.fail("PATCH", nodePath("gpu-0") + "/status", 403, "Forbidden", 2);
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
+  api.fail("PATCH", nodePath("gpu-0") + "/status", 403, "Forbidden", 2);
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);
   EXPECT_EQ(writes().back(), "node gpu-0");
   EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/topology-validated"], "true");
   EXPECT_FALSE(node().contains("status") && node()["status"].contains("conditions"));
-  served.clearWrites();
+  api.clearWrites();
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);  // the condition alone, refused again
   EXPECT_TRUE(writes().empty());
   // Granted: the condition goes in; the labels are there already.
@@ -268,14 +268,14 @@ TEST_F(ReconcilerTest, WithoutNodesStatusTheLabelsStillGoToTheNode) {
 TEST_F(ReconcilerTest, ANodeConditionThatFailedIsWrittenAloneOnTheRetry) {
   // A taint is the spec's: the Node itself takes it with the labels, its status the condition.
   policies[0].requirements.taintEffect = "NoSchedule";
-  served.putReport(reportObject(TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec()));
+  api.putNode(nodeObject(8));
   const json unlabelled = node();
-  served.server.fail("PATCH", nodePath("gpu-0") + "/status", 500, "InternalError");
+  api.fail("PATCH", nodePath("gpu-0") + "/status", 500, "InternalError");
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Retry);
   EXPECT_EQ(writes().back(), "node gpu-0");  // the labels and taint went in; the condition did not
   EXPECT_EQ(node()["spec"]["taints"][0]["value"], "P2PUnavailable");
-  served.clearWrites();
+  api.clearWrites();
   // The cache still holds the Node the label write replaced: not judged again from it.
   EXPECT_EQ(reconciler.reconcile("gpu-0", report(), unlabelled, policies).outcome, Reconciler::Outcome::Done);
   EXPECT_TRUE(writes().empty());
@@ -286,10 +286,10 @@ TEST_F(ReconcilerTest, ANodeConditionThatFailedIsWrittenAloneOnTheRetry) {
   EXPECT_EQ(node()["metadata"]["labels"]["podshaper.io/topology-validated"], "false");
 
   // Healed: the taint goes, with the labels; the condition turns.
-  served.clearWrites();
+  api.clearWrites();
   json fixed = report();
   fixed["spec"] = TopologyBuilder(8).spec();
-  served.putReport(fixed);
+  api.putReport(fixed);
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes().size(), 5u);  // status, two Normal Events, the Node, its status
   EXPECT_EQ(writes()[3], "node gpu-0");
@@ -300,11 +300,11 @@ TEST_F(ReconcilerTest, ANodeConditionThatFailedIsWrittenAloneOnTheRetry) {
 }
 
 TEST_F(ReconcilerTest, ADeletedReportTakesItsLabelsOffTheNode) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   run();
-  served.clearWrites();
-  served.server.remove(reportPath("gpu-0"));
+  api.clearWrites();
+  api.remove(reportPath("gpu-0"));
   EXPECT_EQ(run().outcome, Reconciler::Outcome::Done);
   EXPECT_EQ(writes(), (std::vector<std::string>{"node status gpu-0"}));
   EXPECT_FALSE(node()["metadata"]["labels"].contains("podshaper.io/topology-validated"));
@@ -314,18 +314,18 @@ TEST_F(ReconcilerTest, ADeletedReportTakesItsLabelsOffTheNode) {
 }
 
 TEST_F(ReconcilerTest, AStandbyWritesNothing) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   leader = false;
   EXPECT_EQ(run().outcome, Reconciler::Outcome::NotLeader);
   EXPECT_TRUE(writes().empty());
 }
 
 TEST_F(ReconcilerTest, LeadershipLostWhileJudgingWritesNothing) {
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   int asked = 0;
-  Reconciler losing{served.api, clock, registry, [&asked] { return ++asked == 1; },
+  Reconciler losing{api, clock, registry, [&asked] { return ++asked == 1; },
                     {.identity = "operator-0", .eventNamespace = "default"}};
   auto r = losing.reconcile("gpu-0", report(), node(), policies);
   EXPECT_EQ(r.outcome, Reconciler::Outcome::NotLeader);
@@ -334,9 +334,9 @@ TEST_F(ReconcilerTest, LeadershipLostWhileJudgingWritesNothing) {
 }
 
 TEST_F(ReconcilerTest, LeadershipLostMidReconcileStopsTheWrites) {
-  served.putReport(reportObject(TopologyBuilder(8).pair(0, 1, "NV18", "NS").spec()));
-  served.putNode(nodeObject(8));
-  served.server.onServed([this](const fakes::Served& s) {
+  api.putReport(reportObject(TopologyBuilder(8).pair(0, 1, "NV18", "NS").spec()));
+  api.putNode(nodeObject(8));
+  api.onCall([this](const FakeReconcileApi::Call& s) {
     if (s.method == "PATCH" && s.path == kStatus) leader = false;
   });
   EXPECT_EQ(run().outcome, Reconciler::Outcome::NotLeader);
@@ -353,12 +353,12 @@ TEST_F(ReconcilerTest, LeadershipLostMidReconcileStopsTheWrites) {
 
 TEST_F(ReconcilerTest, ANewLeaderJudgesWhatItFinds) {
   // A report the old leader judged and a Node it labelled: the new one writes nothing.
-  served.putReport(reportObject(TopologyBuilder(8).spec()));
-  served.putNode(nodeObject(8));
+  api.putReport(reportObject(TopologyBuilder(8).spec()));
+  api.putNode(nodeObject(8));
   run();
-  Reconciler successor{served.api, clock, registry, [] { return true; },
+  Reconciler successor{api, clock, registry, [] { return true; },
                        {.identity = "operator-1", .eventNamespace = "default"}};
-  served.clearWrites();
+  api.clearWrites();
   auto r = successor.reconcile("gpu-0", report(), node(), policies);
   EXPECT_EQ(r.outcome, Reconciler::Outcome::Done);
   EXPECT_TRUE(writes().empty());

@@ -31,6 +31,23 @@ json status(int code, const std::string& reason, const std::string& message) {
 
 }  // namespace
 
+void strategicMerge(json& object, const json& patch) {
+  json conditions = object["status"].is_object() ? object["status"].value("conditions", json()) : json();
+  object.merge_patch(patch);
+  const json& patched = patch.contains("status") ? patch["status"].value("conditions", json()) : json();
+  if (!patched.is_array()) return;
+  json merged = conditions.is_array() ? conditions : json::array();
+  for (const json& c : patched) {
+    json kept = json::array();
+    for (const json& o : merged) {
+      if (o.value("type", "") != c.value("type", "")) kept.push_back(o);
+    }
+    if (!c.contains("$patch")) kept.push_back(c);
+    merged = std::move(kept);
+  }
+  object["status"]["conditions"] = merged;
+}
+
 std::vector<std::string> pathSegments(const std::string& path) {
   std::vector<std::string> out;
   std::size_t at = 0;
@@ -66,25 +83,6 @@ std::string resourceOf(const std::string& path) {
   auto parts = pathSegments(path);
   return parts.size() >= 2 ? parts[parts.size() - 2] : "objects";
 }
-
-// Conditions merged by type, as a strategic merge patch of a status does.
-void strategicMerge(json& object, const json& patch) {
-  json conditions = object["status"].is_object() ? object["status"].value("conditions", json()) : json();
-  object.merge_patch(patch);
-  const json& patched = patch.contains("status") ? patch["status"].value("conditions", json()) : json();
-  if (!patched.is_array()) return;
-  json merged = conditions.is_array() ? conditions : json::array();
-  for (const json& c : patched) {
-    json kept = json::array();
-    for (const json& o : merged) {
-      if (o.value("type", "") != c.value("type", "")) kept.push_back(o);
-    }
-    if (!c.contains("$patch")) kept.push_back(c);
-    merged = std::move(kept);
-  }
-  object["status"]["conditions"] = merged;
-}
-
 
 // Whether the object at `object` is in the collection at `collection`: directly, or, for
 // a namespaced resource listed across namespaces (/api/v1/pods), in any namespace.

@@ -31,6 +31,10 @@ int freeLoopbackPort();
 // A path's segments: "/api/v1/nodes/a" → api, v1, nodes, a.
 std::vector<std::string> pathSegments(const std::string& path);
 
+// A strategic merge patch as the API server applies one to a status: a merge patch, with
+// status.conditions merged by type (an entry with "$patch" removes that type).
+void strategicMerge(nlohmann::json& object, const nlohmann::json& patch);
+
 // One request as the server answered it.
 struct Served {
   std::string method, path, query;  // the query as sent (still URL-encoded)

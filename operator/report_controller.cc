@@ -1,0 +1,67 @@
+#include "operator/report_controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include "cli/logging.h"
+#include "judging/policy_status.h"
+
+namespace podshaper::op {
+
+ReportController::ReportController(const Cache& reports, const Cache& nodes, const Cache& policies,
+                                   ReconcileApi& api, const Clock& clock, metrics::Registry& metrics,
+                                   std::function<bool()> mayWrite, ReconcilerOptions options, RunnerOptions runner)
+    : reports_(reports),
+      nodes_(nodes),
+      policyCache_(policies),
+      reconciler_(api, clock, metrics, std::move(mayWrite), std::move(options)),
+      policiesGauge_(metrics.gauge("podshaper_operator_policies", "TopologyPolicies in effect.")),
+      policyErrors_(metrics.gauge("podshaper_operator_policy_errors",
+                                  "TopologyPolicies that could not be read (left out; see the log).")),
+      runner_(std::move(runner), metrics, [this](const std::string& key) { return reconcile(key); }) {}
+
+void ReportController::changed(const std::vector<std::string>& keys) {
+  for (const auto& k : keys) runner_.add(k);
+}
+
+void ReportController::enqueueAll() {
+  for (const auto& key : reports_.keys()) runner_.add(key);
+  for (const auto& key : nodes_.keys()) runner_.add(key);
+}
+
+Reconciler::Result ReportController::reconcile(const std::string& key) {
+  cli::LogObject about("node/" + key);
+  return reconciler_.reconcile(key, reports_.get(key), nodes_.get(key), policies());
+}
+
+bool ReportController::reloadPolicies() {
+  std::vector<Policy> parsed;
+  int errors = 0;
+  const auto objects = policyCache_.snapshot();
+  const std::string specs = policySpecsKey(objects);
+  {
+    std::lock_guard lock(mu_);
+    if (specs == policySpecs_) return false;
+  }
+  for (const auto& object : objects) {
+    auto policy = policyFromJson(object);
+    if (!policy) {
+      ++errors;
+      spdlog::warn("left out {}", policy.error().message);
+      continue;
+    }
+    parsed.push_back(std::move(*policy));
+  }
+  policiesGauge_.set(static_cast<double>(parsed.size()));
+  policyErrors_.set(errors);
+  std::lock_guard lock(mu_);
+  policies_ = std::move(parsed);
+  policySpecs_ = specs;
+  return true;
+}
+
+std::vector<Policy> ReportController::policies() const {
+  std::lock_guard lock(mu_);
+  return policies_;
+}
+
+}  // namespace podshaper::op
