@@ -33,7 +33,7 @@ void compactReport(json& report) {
   if (report.contains("spec") && !report["spec"].is_string()) report["spec"] = report["spec"].dump();
 }
 
-// A shaped pod, as judging/pod_explain.h reads it.
+// A shaped pod, as judging/pending.h and judging/shm_exhausted.h read it.
 void compactPod(json& pod) {
   if (!pod.is_object()) return;
   json kept = {{"metadata", json::object()}, {"spec", json::object()}, {"status", json::object()}};
