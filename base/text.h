@@ -61,6 +61,35 @@ inline std::string inQuotes(std::string_view text, std::size_t max = 100) {
   return "\"" + cutUtf8(std::string(text), max) + "\"";
 }
 
+// `items` with `separator` between them: "a, b, c".
+inline std::string joined(const std::vector<std::string>& items, std::string_view separator = ", ") {
+  std::string out;
+  for (const std::string& item : items) {
+    if (&item != &items.front()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+// The first `shown` of `items`, each as `words` writes it (only those are written), and
+// how many are left: "n1, n2, n3 and 4 more". A message names a few of a long list.
+template <typename Items, typename Words>
+std::string someOf(const Items& items, std::size_t shown, Words words) {
+  std::string out;
+  std::size_t written = 0;
+  for (const auto& item : items) {
+    if (written == shown) break;
+    if (written++ > 0) out += ", ";
+    out += words(item);
+  }
+  if (items.size() > shown) appendAll(out, " and ", items.size() - shown, " more");
+  return out;
+}
+
+inline std::string someOf(const std::vector<std::string>& items, std::size_t shown = 3) {
+  return someOf(items, shown, [](const std::string& item) -> const std::string& { return item; });
+}
+
 // A container path as the runtime resolves a mount destination: made absolute, then
 // cleaned lexically like Go's filepath.Clean ("/dev//shm", "/dev/shm/.", "dev/shm" and
 // "/dev/x/../shm" are all "/dev/shm").

@@ -12,7 +12,7 @@
 
 // What the operator knows of one GPU node: read from its Node and its report when either
 // changes (the operator keeps them, operator/node_table.h), and read by the pending pods'
-// explanations (judging/pod_explain.h) and the TopologyPolicies' status
+// explanations (judging/pending.h) and the TopologyPolicies' status
 // (judging/policy_status.h). Pure.
 namespace podshaper {
 

@@ -117,7 +117,7 @@ void planPending(const PodPlanInputs& in, const ObjectRef& self, PodPlan& plan) 
   }
   plan.tells.push_back({.about = self,
                         .event = *pending.event,
-                        .cause = pending.cause,
+                        .cause = toString(pending.cause),
                         .remember = {.pending = ToldPending{pending.answer, pending.cause, in.now}}});
 }
 

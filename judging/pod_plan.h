@@ -11,7 +11,8 @@
 
 #include "judging/events.h"
 #include "judging/node_facts.h"
-#include "judging/pod_explain.h"
+#include "judging/pending.h"
+#include "judging/shm_exhausted.h"
 
 // One look at a shaped pod, decided (docs/operator.md "Shaped pods explain themselves"):
 // from the pod, what was read of its logs, the nodes' facts and what was told before, to
@@ -31,7 +32,7 @@ inline constexpr std::size_t kMaxOwnersRemembered = 100000;
 // The NotPlaceable told of a pod.
 struct ToldPending {
   std::string answer;  // without how long it had waited (PendingJudgement::answer)
-  std::string cause;
+  PendingCause cause = PendingCause::kScheduler;
   long long at = 0;  // seconds since the epoch
 };
 

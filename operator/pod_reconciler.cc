@@ -20,10 +20,8 @@ PodReconciler::PodReconciler(ReconcileApi& api, const Clock& clock, metrics::Reg
       metrics_(metrics),
       writesEvent_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "event"}})) {
   // Every series from 0, so that an alert on increase() sees the first Event of each.
-  for (const char* cause : kNotPlaceableCauses) podEvents(reasons::kNotPlaceable, cause);
-  for (ShmCause cause : {ShmCause::kDataLoader, ShmCause::kNccl, ShmCause::kSigbus}) {
-    podEvents(reasons::kShmExhausted, toString(cause));
-  }
+  for (PendingCause cause : kPendingCauses) podEvents(reasons::kNotPlaceable, toString(cause));
+  for (ShmCause cause : kShmCauses) podEvents(reasons::kShmExhausted, toString(cause));
 }
 
 bool PodReconciler::tell(const PodTell& t) {

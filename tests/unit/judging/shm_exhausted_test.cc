@@ -1,4 +1,4 @@
-#include "judging/pod_explain.h"
+#include "judging/shm_exhausted.h"
 
 #include <gtest/gtest.h>
 
@@ -6,278 +6,6 @@ namespace podshaper {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr long long kCreated = 1795000000;  // 2026-11-17T…
-const std::string kCreatedText = "2026-11-18T11:06:40Z";
-
-// A node-exclusive pod of 8 GPUs as the webhook shapes it (config memlock 4Mi: two terms).
-json pendingPod(const std::string& gpus = "8") {
-  json term1 = {{"matchExpressions",
-                 {{{"key", "podshaper.io/topology-validated"}, {"operator", "In"}, {"values", {"true"}}},
-                  {{"key", "podshaper.io/memlock"}, {"operator", "In"}, {"values", {"unlimited"}}},
-                  {{"key", "podshaper.io/gpu-count"}, {"operator", "In"}, {"values", {gpus}}}}}};
-  json term2 = {{"matchExpressions",
-                 {{{"key", "podshaper.io/topology-validated"}, {"operator", "In"}, {"values", {"true"}}},
-                  {{"key", "podshaper.io/memlock"}, {"operator", "Gt"}, {"values", {"4194303"}}},
-                  {{"key", "podshaper.io/gpu-count"}, {"operator", "In"}, {"values", {gpus}}}}}};
-  return {{"metadata",
-           {{"name", "train-1"},
-            {"namespace", "ml"},
-            {"uid", "pod-uid"},
-            {"creationTimestamp", kCreatedText},
-            {"labels", {{"podshaper.io/placement", "node-exclusive"}, {"podshaper.io/shaped", "true"}}}}},
-          {"spec",
-           {{"affinity",
-             {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution",
-                                 {{"nodeSelectorTerms", json::array({term1, term2})}}}}}}}}},
-          {"status",
-           {{"phase", "Pending"},
-            {"conditions",
-             {{{"type", "PodScheduled"},
-               {"status", "False"},
-               {"reason", "Unschedulable"},
-               {"message", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}}}}}};
-}
-
-NodeFacts node(const std::string& name, int gpus, const std::string& validated = "true",
-               const std::string& memlock = "unlimited") {
-  NodeFacts f;
-  f.name = name;
-  f.allocatableGpus = gpus;
-  if (!validated.empty()) {
-    f.labels = {{"podshaper.io/topology-validated", validated},
-                {"podshaper.io/gpu-count", std::to_string(gpus)},
-                {"podshaper.io/memlock", memlock}};
-  }
-  return f;
-}
-
-const long long kLater = kCreated + 45;
-
-TEST(PodExplainPending, WithinTheGraceItOnlyLooksAgainAtItsEnd) {
-  auto j = judgePending(pendingPod(), {node("a", 8)}, kCreated + 10, 30);
-  EXPECT_TRUE(j.pending);
-  EXPECT_FALSE(j.event);
-  ASSERT_TRUE(j.lookAgainAfter);
-  EXPECT_EQ(*j.lookAgainAfter, 20);
-}
-
-TEST(PodExplainPending, AScheduledOrFinishedPodIsNotPending) {
-  json bound = pendingPod();
-  bound["spec"]["nodeName"] = "a";
-  EXPECT_FALSE(judgePending(bound, {}, kLater, 30).pending);
-  json done = pendingPod();
-  done["status"]["phase"] = "Failed";
-  EXPECT_FALSE(judgePending(done, {}, kLater, 30).pending);
-  json going = pendingPod();
-  going["metadata"]["deletionTimestamp"] = kCreatedText;
-  EXPECT_FALSE(judgePending(going, {}, kLater, 30).event);
-}
-
-TEST(PodExplainPending, AGatedPodIsNotExplained) {
-  json gated = pendingPod();
-  gated["spec"]["schedulingGates"] = {{{"name", "kueue.x-k8s.io/admission"}}};
-  auto j = judgePending(gated, {node("a", 4)}, kLater, 30);
-  EXPECT_TRUE(j.pending);
-  EXPECT_FALSE(j.event);
-  EXPECT_EQ(j.lookAgainAfter, 30);
-}
-
-TEST(PodExplainPending, APodReleasedFromItsGatesWaitsFromThen) {
-  json released = pendingPod();
-  released["status"]["conditions"][0]["lastTransitionTime"] = "2026-11-18T11:07:15Z";  // 35 s after creation
-  auto j = judgePending(released, {node("a", 4)}, kLater, 30);  // 10 s after it
-  EXPECT_FALSE(j.event);
-  EXPECT_EQ(j.lookAgainAfter, 20);
-}
-
-TEST(PodExplainPending, AClusterWithoutNodesSaysSo) {
-  auto j = judgePending(pendingPod(), {}, kLater, 30);
-  ASSERT_TRUE(j.event);
-  EXPECT_NE(j.event->message.find("The cluster has no node."), std::string::npos) << j.event->message;
-}
-
-TEST(PodExplainPending, NoNodeOfItsSizeSaysWhichSizesExist) {
-  auto j = judgePending(pendingPod(), {node("a", 4), node("b", 4), node("c", 2, "")}, kLater, 30);
-  ASSERT_TRUE(j.event);
-  EXPECT_EQ(j.event->type, "Warning");
-  EXPECT_EQ(j.event->reason, "NotPlaceable");
-  const std::string& m = j.event->message;
-  EXPECT_EQ(m.rfind("Pending for 45s: no node can take this pod now.", 0), 0u) << m;
-  EXPECT_NE(m.find("It needs a node that has 8 GPUs (podshaper.io/gpu-count=8), is validated by podshaper "
-                   "(podshaper.io/topology-validated=true), grants memlock at least 4Mi or unlimited "
-                   "(podshaper.io/memlock) and runs no other node-exclusive pod."),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("Of 3 nodes, 3 do not have 8 GPUs (4 GPUs: a, b; 2 GPUs, not judged by podshaper: c)."),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("No node has that many GPUs: ask for a count the nodes have (4, 2) in each pod's nvidia.com/gpu, splitting "
-                   "the job into more pods, or add such nodes."),
-            std::string::npos)
-      << m;
-  EXPECT_EQ(j.cause, "gpu-count");
-  EXPECT_EQ(j.lookAgainAfter, 30);
-}
-
-TEST(PodExplainPending, NotValidatedNodesAreGroupedByTheirReason) {
-  NodeFacts b = node("b", 8, "false"), c = node("c", 8, "false"), d = node("d", 8, "false");
-  b.notValidatedReason = c.notValidatedReason = "P2PUnavailable";
-  d.notValidatedReason = "ReportStale";
-  auto j = judgePending(pendingPod(), {node("a", 4), b, c, d}, kLater, 30);
-  ASSERT_TRUE(j.event);
-  const std::string& m = j.event->message;
-  EXPECT_NE(m.find("Of 4 nodes, 1 does not have 8 GPUs (4 GPUs: a); 3 are not validated (P2PUnavailable: b, c; "
-                   "ReportStale: d)."),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("kubectl describe gtr b (podshaper's report of that node's GPUs) says why it is not validated."), std::string::npos) << m;
-  EXPECT_EQ(j.cause, "validated");
-}
-
-TEST(PodExplainPending, ANodeOfTheSizeAskedThatPodshaperHasNotJudgedIsNotValidatedRatherThanTooSmall) {
-  NodeFacts unjudged = node("p5", 8, "");
-  auto j = judgePending(pendingPod(), {node("a", 4), unjudged}, kLater, 30);
-  ASSERT_TRUE(j.event);
-  EXPECT_NE(j.event->message.find("1 does not have 8 GPUs (4 GPUs: a); 1 is not validated (not judged by podshaper: "
-                                  "p5). podshaper-agent has not reported p5 (is it running there?)."),
-            std::string::npos)
-      << j.event->message;
-}
-
-TEST(PodExplainPending, MemlockNotGrantedIsNamedWithWhatTheNodeGrants) {
-  auto j = judgePending(pendingPod(), {node("a", 8, "true", "65536"), node("b", 8, "true", "not-granted")}, kLater,
-                        30);
-  ASSERT_TRUE(j.event);
-  EXPECT_NE(j.event->message.find("2 do not grant that memlock (memlock 64Ki: a; memlock not-granted: b)"),
-            std::string::npos)
-      << j.event->message;
-  EXPECT_EQ(j.cause, "memlock");
-}
-
-TEST(PodExplainPending, ANodeTakenByANodeExclusivePodNamesThatPod) {
-  NodeFacts x = node("node-x", 8);
-  x.exclusivePods = {"ml/train-0"};
-  auto j = judgePending(pendingPod(), {x, node("y", 4)}, kLater, 30);
-  ASSERT_TRUE(j.event);
-  const std::string& m = j.event->message;
-  EXPECT_NE(m.find("1 does not have 8 GPUs (4 GPUs: y); 1 already runs a node-exclusive pod (node-x runs ml/train-0)."),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("It starts when a node-exclusive pod named here ends."), std::string::npos) << m;
-  EXPECT_EQ(j.cause, "node-exclusive");  // what stops the closest node, not what most nodes fail
-  // With a node not validated besides: both are said.
-  NodeFacts z = node("z", 8, "false");
-  z.notValidatedReason = "ReportStale";
-  auto both = judgePending(pendingPod(), {x, z}, kLater, 30);
-  ASSERT_TRUE(both.event);
-  EXPECT_NE(both.event->message.find(" kubectl describe gtr z (podshaper's report of that node's GPUs) says why it is not validated. It starts when a "
-                                     "node-exclusive pod named here ends."),
-            std::string::npos)
-      << both.event->message;
-}
-
-TEST(PodExplainPending, CordonsAndUntoleratedTaintsAreSaid) {
-  NodeFacts a = node("a", 8), b = node("b", 8);
-  a.unschedulable = true;
-  b.taints = {{"podshaper.io/topology-not-validated", "P2PUnavailable", "NoSchedule"}};
-  json pod = pendingPod();
-  auto j = judgePending(pod, {a, b}, kLater, 30);
-  ASSERT_TRUE(j.event);
-  EXPECT_NE(j.event->message.find("1 is cordoned (a); 1 carries a taint the pod does not tolerate "
-                                  "(podshaper.io/topology-not-validated=P2PUnavailable:NoSchedule: b)"),
-            std::string::npos)
-      << j.event->message;
-  pod["spec"]["tolerations"] = {{{"key", "podshaper.io/topology-not-validated"}, {"operator", "Exists"}}};
-  j = judgePending(pod, {b}, kLater, 30);
-  EXPECT_EQ(j.cause, "scheduler");
-}
-
-TEST(PodExplainPending, WhenPodshaperIsSatisfiedTheSchedulerSpeaks) {
-  auto j = judgePending(pendingPod(), {node("a", 8)}, kLater, 30);
-  ASSERT_TRUE(j.event);
-  EXPECT_NE(j.event->message.find("podshaper's requirements are met, yet no node took it."), std::string::npos);
-  EXPECT_NE(j.event->message.find("1 node meets all of it (a); the scheduler says: 0/3 nodes are available: 3 "
-                                  "Insufficient nvidia.com/gpu."),
-            std::string::npos)
-      << j.event->message;
-  EXPECT_EQ(j.cause, "scheduler");
-}
-
-TEST(PodExplainPending, TheUsersOwnSelectorIsARequirementToo) {
-  json pod = pendingPod();
-  pod["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "b"}};
-  NodeFacts a = node("a", 8);
-  a.labels = {{"podshaper.io/topology-validated", "true"},
-              {"podshaper.io/gpu-count", "8"},
-              {"podshaper.io/memlock", "unlimited"},
-              {"kubernetes.io/hostname", "a"}};
-  auto j = judgePending(pod, {a}, kLater, 30);
-  ASSERT_TRUE(j.event);
-  EXPECT_NE(j.event->message.find("matches kubernetes.io/hostname=b"), std::string::npos) << j.event->message;
-  EXPECT_NE(j.event->message.find("1 does not match kubernetes.io/hostname=b (kubernetes.io/hostname=a: a)"),
-            std::string::npos)
-      << j.event->message;
-  EXPECT_EQ(j.cause, "selector");
-}
-
-TEST(PodExplainPending, TheAnswerDoesNotChangeWithTheWait) {
-  auto early = judgePending(pendingPod(), {node("a", 4)}, kLater, 30);
-  auto late = judgePending(pendingPod(), {node("a", 4)}, kLater + 600, 30);
-  ASSERT_TRUE(early.event && late.event);
-  EXPECT_NE(early.event->message, late.event->message);
-  EXPECT_EQ(early.answer, late.answer);
-  EXPECT_EQ(late.event->message.rfind("Pending for 10m: ", 0), 0u);
-}
-
-TEST(PodExplainPending, ManyNodesAreCountedWithAFewExamples) {
-  std::vector<NodeFacts> nodes;
-  for (int i = 0; i < 12; ++i) nodes.push_back(node("n" + std::to_string(10 + i), 4));
-  auto j = judgePending(pendingPod(), nodes, kLater, 30);
-  ASSERT_TRUE(j.event);
-  EXPECT_NE(j.event->message.find("12 do not have 8 GPUs (4 GPUs: n10, n11, n12 and 9 more)"), std::string::npos)
-      << j.event->message;
-}
-
-TEST(PodExplainNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
-  json n1 = {{"metadata", {{"name", "n1"}, {"labels", {{"podshaper.io/topology-validated", "false"}}}}},
-             {"spec", {{"unschedulable", true}, {"taints", {{{"key", "k"}, {"value", "v"}, {"effect", "NoSchedule"}}}}}},
-             {"status", {{"allocatable", {{"nvidia.com/gpu", "8"}}}}}};
-  json n2 = {{"metadata", {{"name", "n2"}, {"labels", {{"podshaper.io/topology-validated", "true"}}}}}};
-  auto pod = [](const std::string& name, const std::string& nodeName, const std::string& phase,
-                const std::string& placement) {
-    return json{{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", {{"podshaper.io/placement", placement}}}}},
-                {"spec", {{"nodeName", nodeName}}},
-                {"status", {{"phase", phase}}}};
-  };
-  const json failing = {{"status", {{"conditions", {{{"type", "Validated"}, {"status", "False"},
-                                                      {"reason", "P2PUnavailable"}}}}}}};
-  const json validated = {{"status", {{"conditions", {{{"type", "Validated"}, {"status", "True"},
-                                                        {"reason", "AllChecksPassed"}}}}}}};
-  StringPool pool;
-  std::vector<NodeFacts> facts = {nodeFactsOf(n1, &failing, pool), nodeFactsOf(n2, &validated, pool)};
-  addExclusivePods(facts, {pod("b", "n2", "Running", "node-exclusive"), pod("a", "n2", "Pending", "node-exclusive"),
-                           pod("done", "n2", "Succeeded", "node-exclusive"), pod("s", "n2", "Running", "shared")});
-  ASSERT_EQ(facts.size(), 2u);
-  EXPECT_EQ(facts[0].name, "n1");
-  EXPECT_TRUE(facts[0].unschedulable);
-  ASSERT_EQ(facts[0].taints.size(), 1u);
-  EXPECT_EQ(facts[0].taints[0].effect, "NoSchedule");
-  EXPECT_EQ(facts[0].notValidatedReason, "P2PUnavailable");
-  EXPECT_EQ(facts[0].gpus(), 8u);
-  EXPECT_EQ(facts[0].validated, "False");
-  EXPECT_EQ(facts[1].notValidatedReason, "");  // labelled validated: no reason asked
-  EXPECT_EQ(facts[1].validated, "True");
-  EXPECT_EQ(facts[1].validatedReason, "AllChecksPassed");
-  EXPECT_TRUE(facts[0].exclusivePods.empty());
-  EXPECT_EQ(nodeFactsOf(n1, nullptr, pool).notValidatedReason, "no GPUTopologyReport");
-  EXPECT_EQ(nodeFactsOf(json{{"metadata", {{"name", "n3"}}}}, &failing, pool).notValidatedReason, "");  // not judged
-  EXPECT_EQ(facts[1].exclusivePods, (std::vector<std::string>{"ml/a", "ml/b"}));
-  // The label's key is kept once for both nodes; its values differ.
-  ASSERT_NE(facts[0].labels.find("podshaper.io/topology-validated"), nullptr);
-  EXPECT_EQ(*facts[0].labels.find("podshaper.io/topology-validated"), "false");
-  EXPECT_EQ(facts[1].labels.find("absent"), nullptr);
-}
 
 // A shaped pod whose container ended.
 json endedPod(const json& terminated, long long restarts = 0, const char* state = "state") {
@@ -305,7 +33,7 @@ const std::string kNcclTail =
     "[2026-11-26 03:05:15] vm:2781:2911 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment "
     "/dev/shm/nccl-4PshbB (size 34210176), error: No space left on device (28)\n";
 
-TEST(PodExplainTerminations, ADataLoaderBusErrorNamesTheAnnotationsToChange) {
+TEST(ShmExhausted, ADataLoaderBusErrorNamesTheAnnotationsToChange) {
   auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", kDataLoaderTail}}));
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].cause, ShmCause::kDataLoader);
@@ -327,7 +55,7 @@ TEST(PodExplainTerminations, ADataLoaderBusErrorNamesTheAnnotationsToChange) {
   EXPECT_EQ(m.find("nccl-communicators"), std::string::npos);
 }
 
-TEST(PodExplainTerminations, NcclsNoSpaceLineNamesTheCommunicators) {
+TEST(ShmExhausted, NcclsNoSpaceLineNamesTheCommunicators) {
   auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"message", "some output\n" + kNcclTail}}));
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].cause, ShmCause::kNccl);
@@ -336,7 +64,7 @@ TEST(PodExplainTerminations, NcclsNoSpaceLineNamesTheCommunicators) {
   EXPECT_NE(f[0].event.message.find("set the pod's annotation podshaper.io/nccl-communicators"), std::string::npos);
 }
 
-TEST(PodExplainTerminations, ExitCode135WithoutWordsIsSigbus) {
+TEST(ShmExhausted, ExitCode135WithoutWordsIsSigbus) {
   auto f = judgeTerminations(endedPod({{"exitCode", 135}, {"reason", "Error"}}));
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].cause, ShmCause::kSigbus);
@@ -345,13 +73,13 @@ TEST(PodExplainTerminations, ExitCode135WithoutWordsIsSigbus) {
   EXPECT_NE(f[0].event.message.find("dataloader-workers"), std::string::npos);
 }
 
-TEST(PodExplainTerminations, OtherEndsAreNotBlamedOnShm) {
+TEST(ShmExhausted, OtherEndsAreNotBlamedOnShm) {
   EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 0}, {"message", kDataLoaderTail}})).empty());
   EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 137}, {"reason", "OOMKilled"}})).empty());
   EXPECT_TRUE(judgeTerminations(endedPod({{"exitCode", 1}, {"message", "No space left on device: /data/ckpt"}})).empty());
 }
 
-TEST(PodExplainTerminations, EachOfPyTorchsSharedMemoryLinesIsTheDataLoader) {
+TEST(ShmExhausted, EachOfPyTorchsSharedMemoryLinesIsTheDataLoader) {
   // The lines PyTorch prints (torch/utils/data/_utils/signal_handling.py, dataloader.py,
   // the shared-memory allocator), each alone in the log's tail.
   for (const std::string line :
@@ -367,7 +95,7 @@ TEST(PodExplainTerminations, EachOfPyTorchsSharedMemoryLinesIsTheDataLoader) {
   }
 }
 
-TEST(PodExplainTerminations, AWorkerThatDiedOfSomethingElseIsNotBlamedOnShm) {
+TEST(ShmExhausted, AWorkerThatDiedOfSomethingElseIsNotBlamedOnShm) {
   // The OOM killer at the container's memory limit, a crash, an exception in the worker:
   // PyTorch's "exited unexpectedly" comes with each, and /dev/shm is not the cause.
   for (const std::string tail :
@@ -381,7 +109,7 @@ TEST(PodExplainTerminations, AWorkerThatDiedOfSomethingElseIsNotBlamedOnShm) {
   }
 }
 
-TEST(PodExplainTerminations, NcclsFailedToExtendLineIsNccl) {
+TEST(ShmExhausted, NcclsFailedToExtendLineIsNccl) {
   auto f = judgeTerminations(endedPod(
       {{"exitCode", 1},
        {"message", "NCCL WARN Error: failed to extend /dev/shm/nccl-Xb3kQ2 to 9637892 bytes, error: No space left "
@@ -390,7 +118,7 @@ TEST(PodExplainTerminations, NcclsFailedToExtendLineIsNccl) {
   EXPECT_EQ(f[0].cause, ShmCause::kNccl);
 }
 
-TEST(PodExplainTerminations, ARankKilledBySigbusUnderTorchrunIsSigbus) {
+TEST(ShmExhausted, ARankKilledBySigbusUnderTorchrunIsSigbus) {
   // torchrun (torch.distributed.elastic) exits 1 and names the signal its rank died of.
   auto f = judgeTerminations(endedPod(
       {{"exitCode", 1},
@@ -403,13 +131,13 @@ TEST(PodExplainTerminations, ARankKilledBySigbusUnderTorchrunIsSigbus) {
   EXPECT_NE(f[0].event.message.find("(\"Signal 7 (SIGBUS) received by PID 42\")"), std::string::npos);
 }
 
-TEST(PodExplainTerminations, Signal7WithoutAnExitCodeIsSigbus) {
+TEST(ShmExhausted, Signal7WithoutAnExitCodeIsSigbus) {
   auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"signal", 7}}));
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].cause, ShmCause::kSigbus);
 }
 
-TEST(PodExplainTerminations, ARestartedRunSaysEarlierRunsFilledIt) {
+TEST(ShmExhausted, ARestartedRunSaysEarlierRunsFilledIt) {
   // Waiting in CrashLoopBackOff after its second run: restartCount 2, the last run was run 2.
   auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"message", kNcclTail}}, 2, "lastState"));
   ASSERT_EQ(f.size(), 1u);
@@ -433,7 +161,7 @@ json withShmVolume(json pod, json volume) {
   return pod;
 }
 
-TEST(PodExplainTerminations, AVolumeOfThePodsOwnIsNamedWithItsSizeAndWhatToChange) {
+TEST(ShmExhausted, AVolumeOfThePodsOwnIsNamedWithItsSizeAndWhatToChange) {
   json pod = withShmVolume(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", kDataLoaderTail}}),
                            {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}});
   pod["metadata"]["annotations"]["podshaper.io/shm-size"] = "1Gi";
@@ -450,7 +178,7 @@ TEST(PodExplainTerminations, AVolumeOfThePodsOwnIsNamedWithItsSizeAndWhatToChang
   EXPECT_NE(m.find("The size: "), std::string::npos) << m;
 }
 
-TEST(PodExplainTerminations, AVolumeWithoutShmSizeIsStillDescribed) {
+TEST(ShmExhausted, AVolumeWithoutShmSizeIsStillDescribed) {
   json ended = endedPod({{"exitCode", 1}, {"message", kNcclTail}}, 2, "lastState");
   ended["metadata"]["annotations"].erase("podshaper.io/shm-size");
   auto none = judgeTerminations(withShmVolume(ended, {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}}));
@@ -481,7 +209,7 @@ TEST(PodExplainTerminations, AVolumeWithoutShmSizeIsStillDescribed) {
   EXPECT_NE(ours[0].event.message.find("/dev/shm was 161Mi, sized by podshaper"), std::string::npos);
 }
 
-TEST(PodExplainTerminations, ALongLineIsCut) {
+TEST(ShmExhausted, ALongLineIsCut) {
   const std::string longLine = "ERROR: bus error encountered in worker " + std::string(500, 'x');
   auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"message", longLine}}));
   ASSERT_EQ(f.size(), 1u);
@@ -511,7 +239,7 @@ std::string workerTracebackTail() {
   return tail.substr(tail.size() - 2048);
 }
 
-TEST(PodExplainTerminations, ACutTailThatNamesNoCauseAsksForTheLog) {
+TEST(ShmExhausted, ACutTailThatNamesNoCauseAsksForTheLog) {
   const std::string tail = workerTracebackTail();
   const json pod = endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", tail}});
   EXPECT_TRUE(judgeTerminations(pod).empty());
@@ -537,7 +265,7 @@ TEST(PodExplainTerminations, ACutTailThatNamesNoCauseAsksForTheLog) {
   EXPECT_TRUE(judgeTerminations(pod, {{asks[0].key, shmEvidence(tail)}}).empty());
 }
 
-TEST(PodExplainTerminations, TheLogIsAskedOnlyWhereTheTailWasCutAndNamesNoCause) {
+TEST(ShmExhausted, TheLogIsAskedOnlyWhereTheTailWasCutAndNamesNoCause) {
   const std::string tail = workerTracebackTail();
   // A whole log (short), the OOM killer, a clean end, a tail that names its cause.
   EXPECT_TRUE(logsToRead(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", "ValueError: bad\n"}})).empty());
@@ -553,7 +281,7 @@ TEST(PodExplainTerminations, TheLogIsAskedOnlyWhereTheTailWasCutAndNamesNoCause)
   EXPECT_EQ(asks[0].key, "pod-uid/trainer/2");
 }
 
-TEST(PodExplainTerminations, TheControllerIsToldWithThePodsName) {
+TEST(ShmExhausted, TheControllerIsToldWithThePodsName) {
   const json pod = endedPod({{"exitCode", 135}});
   auto owner = controllerOf(pod);
   ASSERT_TRUE(owner);

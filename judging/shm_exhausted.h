@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -8,52 +9,22 @@
 #include <nlohmann/json.hpp>
 
 #include "judging/events.h"
-#include "judging/node_facts.h"
 
-// A shaped pod explains itself (docs/operator.md "Shaped pods explain themselves"): why it
-// waits Pending, and why it died when /dev/shm ran out. Pure: the operator's pod
-// reconciler reads the pods podshaper shaped (label podshaper.io/shaped), its Node and
-// report caches, and records what these functions say as Events.
+// Why a shaped pod died when /dev/shm ran out (docs/operator.md "Shaped pods explain
+// themselves"). Pure: the operator's pod reconciler reads the pods podshaper shaped (label
+// podshaper.io/shaped) and, where their termination messages were cut, their logs, and
+// records what this says as ShmExhausted Events on the pod and its controller.
 namespace podshaper {
 
 namespace reasons {
-inline constexpr const char* kNotPlaceable = "NotPlaceable";
 inline constexpr const char* kShmExhausted = "ShmExhausted";
 }  // namespace reasons
-
-// Every PendingJudgement::cause, in reading order (the metrics' series start from these).
-inline constexpr const char* kNotPlaceableCauses[] = {"gpu-count", "validated", "memlock",        "p2p",      "selector",
-                                                      "cordoned",  "taint",     "node-exclusive", "scheduler"};
-
-struct PendingJudgement {
-  bool pending = false;  // unscheduled, and not going away
-  // NotPlaceable, once the pod has waited longer than the grace.
-  std::optional<EventSpec> event;
-  // The event's message without how long the pod has waited: it is told again only when
-  // this changes.
-  std::string answer;
-  // What stops the nodes that come closest (the last requirement, in reading order, that
-  // any node fails), for the metrics: gpu-count, validated, memlock, p2p, selector,
-  // cordoned, taint, node-exclusive; "scheduler" when podshaper's requirements are met.
-  std::string cause;
-  // Seconds until the pod should be looked at again (the grace's end, then a steady
-  // recheck while it waits); unset when it is not pending.
-  std::optional<long long> lookAgainAfter;
-};
-
-// A pod that no node has taken for longer than `graceSeconds`: which of its requirements
-// (podshaper's node labels first, then its own selectors, taints, cordons and the
-// node-exclusive rule) how many nodes fail, with examples. now: seconds since the epoch.
-// Whether judgePending would explain `pod` now (unscheduled past the grace, not held by
-// scheduling gates): the nodes' facts are worth gathering only then.
-bool waitsToBeExplained(const nlohmann::json& pod, long long now, long long graceSeconds);
-
-PendingJudgement judgePending(const nlohmann::json& pod, const std::vector<NodeFacts>& nodes, long long now,
-                              long long graceSeconds);
 
 // What ran out of /dev/shm.
 enum class ShmCause { kDataLoader, kNccl, kSigbus };
 const char* toString(ShmCause cause);  // "dataloader", "nccl", "sigbus" (the metrics' label)
+// Every cause: the metrics' series start from these.
+inline constexpr std::array kShmCauses = {ShmCause::kDataLoader, ShmCause::kNccl, ShmCause::kSigbus};
 
 struct ShmFailure {
   std::string container;
