@@ -31,10 +31,10 @@ std::vector<NodeFacts> someNodes() {
   std::vector<NodeFacts> nodes;
   auto add = [&](const char* name, int gpus, const char* validated, const char* memlock) {
     NodeFacts f;
-    f.name = name;
-    f.allocatableGpus = gpus;
+    f.node.name = name;
+    f.node.allocatableGpus = gpus;
     if (*validated) {
-      f.labels = {{"podshaper.io/topology-validated", validated},
+      f.node.labels = {{"podshaper.io/topology-validated", validated},
                   {"podshaper.io/gpu-count", std::to_string(gpus)},
                   {"podshaper.io/memlock", memlock},
                   {"podshaper.io/p2p", "all"}};
@@ -46,8 +46,8 @@ std::vector<NodeFacts> someNodes() {
   add("b", 8, "false", "unlimited")->notValidatedReason = "P2PUnavailable";
   add("c", 4, "true", "4194304");
   add("d", 8, "", "");
-  add("e", 8, "true", "unlimited")->unschedulable = true;
-  add("f", 8, "true", "unlimited")->taints = {{"podshaper.io/topology-not-validated", "LinkTooSlow", "NoSchedule"}};
+  add("e", 8, "true", "unlimited")->node.unschedulable = true;
+  add("f", 8, "true", "unlimited")->node.taints = {{"podshaper.io/topology-not-validated", "LinkTooSlow", "NoSchedule"}};
   add("g", 8, "true", "unlimited")->exclusivePods = {"ml/train-0"};
   return nodes;
 }

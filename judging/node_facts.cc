@@ -13,14 +13,7 @@ using nlohmann::json;
 
 NodeFacts nodeFactsOf(const json& node, const json* report, StringPool& pool) {
   NodeFacts f;
-  f.name = stringMember(member(node, "metadata"), "name");
-  f.allocatableGpus = allocatableGpusOf(node);
-  f.labels = SharedLabels(node, pool);
-  const json& spec = member(node, "spec");
-  for (const json& t : member(spec, "taints")) {
-    f.taints.push_back({stringMember(t, "key"), stringMember(t, "value"), stringMember(t, "effect")});
-  }
-  f.unschedulable = member(spec, "unschedulable") == true;
+  f.node = nodeFromJson(node, pool);
   if (report != nullptr) {
     for (const json& c : member(member(*report, "status"), "conditions")) {
       if (stringMember(c, "type") != conditions::kValidated) continue;
@@ -28,7 +21,7 @@ NodeFacts nodeFactsOf(const json& node, const json* report, StringPool& pool) {
       f.validatedReason = stringMember(c, "reason");
     }
   }
-  const std::string* label = f.labels.find(names::kTopologyValidated);
+  const std::string* label = f.node.label(names::kTopologyValidated);
   if (label != nullptr && *label != "true") {
     if (report == nullptr) {
       f.notValidatedReason = "no GPUTopologyReport";
@@ -50,7 +43,7 @@ void addExclusivePods(std::vector<NodeFacts>& nodes, const std::vector<json>& sh
     exclusive[node].push_back(stringMember(meta, "namespace") + "/" + stringMember(meta, "name"));
   }
   for (NodeFacts& f : nodes) {
-    auto it = exclusive.find(f.name);
+    auto it = exclusive.find(f.node.name);
     if (it == exclusive.end()) continue;
     f.exclusivePods = std::move(it->second);
     std::sort(f.exclusivePods.begin(), f.exclusivePods.end());

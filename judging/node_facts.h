@@ -10,18 +10,15 @@
 #include "api/node.h"
 #include "base/string_pool.h"
 
-// What the operator knows of one GPU node: read from its Node and its report when either
+// What the operator knows of one GPU node: its Node (api/node.h) with its report's verdict
+// and the node-exclusive pods bound to it; read from its Node and its report when either
 // changes (the operator keeps them, operator/node_table.h), and read by the pending pods'
 // explanations (judging/pending.h) and the TopologyPolicies' status
 // (judging/policy_status.h). Pure.
 namespace podshaper {
 
 struct NodeFacts {
-  std::string name;
-  std::optional<uint64_t> allocatableGpus;  // as Node::allocatableGpus
-  SharedLabels labels;
-  std::vector<Taint> taints;
-  bool unschedulable = false;  // cordoned
+  Node node;  // as the operator's cache keeps it (operator/caches.h compactNode)
   // Its report's Validated condition: status ("True", "False"; empty when there is no
   // report or it was not judged yet) and reason.
   std::string validated, validatedReason;
@@ -30,8 +27,6 @@ struct NodeFacts {
   // or is absent.
   std::string notValidatedReason;
   std::vector<std::string> exclusivePods;  // "namespace/name" of the node-exclusive pods bound to it, not finished
-
-  uint64_t gpus() const { return allocatableGpus.value_or(0); }
 };
 
 // The facts of a Node (as the operator's cache keeps it) and its report (null: none),

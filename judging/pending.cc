@@ -32,7 +32,7 @@ namespace {
 using json = nlohmann::json;
 
 std::optional<std::string> labelOf(const NodeFacts& n, const std::string& k) {
-  const std::string* value = n.labels.find(k);
+  const std::string* value = n.node.labels.find(k);
   if (value == nullptr) return std::nullopt;
   return *value;
 }
@@ -41,68 +41,38 @@ std::optional<std::string> labelOf(const NodeFacts& n, const std::string& k) {
 // (a node podshaper has not judged yet).
 std::optional<std::string> gpusOf(const NodeFacts& n) {
   if (auto v = labelOf(n, std::string(names::kGpuCount))) return v;
-  if (n.gpus() > 0) return std::to_string(n.gpus());
+  if (n.node.gpus() > 0) return std::to_string(n.node.gpus());
   return std::nullopt;
 }
 
-// ---- The pod's node-selector requirements, as the scheduler reads them ----
-
-// One node-selector requirement (nodeSelector, matchExpressions, matchFields).
-struct Requirement {
-  std::string key, op;
-  std::vector<std::string> values;
-  bool field = false;  // matchFields: metadata.name
-};
-
-// As the scheduler matches, except that a node podshaper has not judged is held to its
-// allocatable GPUs: a node of the size asked that is not judged yet fails for that, not
-// for its size.
-bool matches(const Requirement& r, const NodeFacts& n) {
-  std::optional<std::string> value;
-  if (r.field) {
-    value = n.name;
-  } else {
-    value = r.key == names::kGpuCount ? gpusOf(n) : labelOf(n, r.key);
-  }
-  const bool in = value && std::find(r.values.begin(), r.values.end(), *value) != r.values.end();
-  if (r.op == "In") return in;
-  if (r.op == "NotIn") return !in;
-  if (r.op == "Exists") return value.has_value();
-  if (r.op == "DoesNotExist") return !value;
-  if (r.op == "Gt" || r.op == "Lt") {
-    if (!value || r.values.size() != 1) return false;
-    auto have = parseCount(*value);
-    auto bound = parseCount(r.values[0]);
-    if (!have || !bound) return false;
-    return r.op == "Gt" ? *have > *bound : *have < *bound;
-  }
-  return false;
+// The pod's node requirements (api/node_requirement.h), matched as the scheduler matches
+// them, except that a node podshaper has not judged is held to its allocatable GPUs: a
+// node of the size asked that is not judged yet fails for that, not for its size.
+bool matches(const NodeRequirement& r, const NodeFacts& n) {
+  if (r.field) return r.matches(&n.node.name);
+  if (r.key != names::kGpuCount) return r.matches(n.node.labels.find(r.key));
+  const std::optional<std::string> gpus = gpusOf(n);
+  return r.matches(gpus ? &*gpus : nullptr);
 }
 
-std::vector<Requirement> requirementsOf(const json& expressions, bool field) {
-  std::vector<Requirement> out;
+std::vector<NodeRequirement> requirementsOf(const json& expressions, bool field) {
+  std::vector<NodeRequirement> out;
   if (!expressions.is_array()) return out;
-  for (const json& e : expressions) {
-    Requirement r{stringMember(e, "key"), stringMember(e, "operator"), {}, field};
-    for (const json& v : member(e, "values")) {
-      if (v.is_string()) r.values.push_back(v.get<std::string>());
-    }
-    out.push_back(std::move(r));
-  }
+  for (const json& e : expressions) out.push_back(requirementFromJson(e, field));
   return out;
 }
 
 // The pod's node requirements: its required node affinity's terms (ORed), each with the
 // nodeSelector's pairs (ANDed); one empty term when it has none.
-std::vector<std::vector<Requirement>> termsOf(const json& spec) {
-  std::vector<Requirement> selector;
+std::vector<std::vector<NodeRequirement>> termsOf(const json& spec) {
+  std::vector<NodeRequirement> selector;
   const json& nodeSelector = member(spec, "nodeSelector");
   if (nodeSelector.is_object()) {
     for (const auto& [k, v] : nodeSelector.items()) {
-      selector.push_back({k, "In", {v.is_string() ? v.get<std::string>() : v.dump()}, false});
+      selector.push_back(labelIs(k, v.is_string() ? v.get<std::string>() : v.dump()));
     }
   }
-  std::vector<std::vector<Requirement>> terms;
+  std::vector<std::vector<NodeRequirement>> terms;
   const json& required = member(member(member(spec, "affinity"), "nodeAffinity"),
                                 "requiredDuringSchedulingIgnoredDuringExecution");
   for (const json& term : member(required, "nodeSelectorTerms")) {
@@ -116,7 +86,6 @@ std::vector<std::vector<Requirement>> termsOf(const json& spec) {
   return terms;
 }
 
-// ---- End of the node-selector requirements ----
 
 // What a pod asks of a node, one "slot" per kind of requirement, in the order a user
 // reads them: podshaper's labels (GPU count, validated, memlock, P2P), then the pod's own
@@ -126,37 +95,19 @@ std::vector<std::vector<Requirement>> termsOf(const json& spec) {
 struct Slot {
   PendingCause kind;
   std::string key;                   // the label, for selector slots
-  std::vector<Requirement> variants;  // the slot's requirements across nodeSelectorTerms
+  std::vector<NodeRequirement> variants;  // the slot's requirements across nodeSelectorTerms
 };
 
-PendingCause kindOf(const std::string& k) {
-  if (k == names::kGpuCount) return PendingCause::kGpuCount;
-  if (k == names::kTopologyValidated) return PendingCause::kValidated;
-  if (k == names::kMemlock) return PendingCause::kMemlock;
-  if (k == names::kP2P) return PendingCause::kP2P;
-  return PendingCause::kSelector;
-}
-
-std::string requirementWords(const Requirement& r) {
-  if (r.op == "In" && r.values.size() == 1) return r.key + "=" + r.values[0];
-  if (r.op == "Exists" || r.op == "DoesNotExist") return r.key + " " + r.op;
-  return r.key + " " + r.op + " [" + joined(r.values) + "]";
-}
-
-// "grants memlock unlimited or at least 4194304"
-std::string memlockWords(const Slot& s) {
-  std::vector<std::string> options;
-  for (const auto& r : s.variants) {
-    if (r.op == "In") {
-      for (const auto& v : r.values) options.push_back(v);
-    } else if (r.op == "Gt" && r.values.size() == 1) {
-      auto bound = parseCount(r.values[0]);
-      options.push_back("at least " + (bound ? formatBytes(static_cast<int64_t>(*bound + 1)) : r.values[0]));
-    }
+// The cause a requirement on `key` names when nodes fail it.
+PendingCause kindOf(const std::string& key) {
+  switch (nodeLabelKind(key)) {
+    case NodeLabelKind::kGpuCount: return PendingCause::kGpuCount;
+    case NodeLabelKind::kValidated: return PendingCause::kValidated;
+    case NodeLabelKind::kMemlock: return PendingCause::kMemlock;
+    case NodeLabelKind::kP2P: return PendingCause::kP2P;
+    case NodeLabelKind::kOther: return PendingCause::kSelector;
   }
-  std::sort(options.begin(), options.end());
-  options.erase(std::unique(options.begin(), options.end()), options.end());
-  return joined(options, " or ");
+  return PendingCause::kSelector;
 }
 
 // A GPU count as a label or a node selector writes it, with its noun: "1 GPU", "8 GPUs".
@@ -168,14 +119,14 @@ std::string needWords(const Slot& s) {
     case PendingCause::kGpuCount:
       return "has " +
              gpusText(s.variants.front().values.empty() ? std::string("?") : s.variants.front().values.front()) + " (" +
-             requirementWords(s.variants.front()) + ")";
+             s.variants.front().words() + ")";
     case PendingCause::kValidated:
-      return "is validated by podshaper (" + requirementWords(s.variants.front()) + ")";
+      return "is validated by podshaper (" + s.variants.front().words() + ")";
     case PendingCause::kMemlock:
-      return "grants memlock " + memlockWords(s) + " (" + std::string(names::kMemlock) + ")";
+      return "grants memlock " + memlockAskedWords(s.variants) + " (" + std::string(names::kMemlock) + ")";
     case PendingCause::kP2P:
-      return "has P2P between all its GPUs (" + requirementWords(s.variants.front()) + ")";
-    case PendingCause::kSelector: return "matches " + requirementWords(s.variants.front());
+      return "has P2P between all its GPUs (" + s.variants.front().words() + ")";
+    case PendingCause::kSelector: return "matches " + s.variants.front().words();
     case PendingCause::kCordoned: return "is not cordoned";
     case PendingCause::kTaint: return "carries no taint the pod does not tolerate";
     case PendingCause::kNodeExclusive: return "runs no other node-exclusive pod";
@@ -195,7 +146,7 @@ std::pair<std::string, std::string> failWords(const Slot& s) {
     case PendingCause::kMemlock: return {"does not grant that memlock", "do not grant that memlock"};
     case PendingCause::kP2P: return {"lacks P2P between some of its GPUs", "lack P2P between some of their GPUs"};
     case PendingCause::kSelector: {
-      std::string w = requirementWords(s.variants.front());
+      std::string w = s.variants.front().words();
       return {"does not match " + w, "do not match " + w};
     }
     case PendingCause::kCordoned: return {"is cordoned", "are cordoned"};
@@ -221,7 +172,7 @@ bool tolerates(const json& tolerations, const Taint& t) {
 }
 
 const Taint* untoleratedTaint(const NodeFacts& n, const json& tolerations) {
-  for (const Taint& t : n.taints) {
+  for (const Taint& t : n.node.taints) {
     if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
     if (!tolerates(tolerations, t)) return &t;
   }
@@ -233,22 +184,22 @@ std::string detailOf(const Slot& s, const NodeFacts& n, const json& tolerations)
   switch (s.kind) {
     case PendingCause::kGpuCount: {
       if (auto v = labelOf(n, s.key)) return gpusText(*v);
-      return n.gpus() > 0 ? counted(n.gpus(), "GPU") + ", " + kNotJudgedByPodshaper : "no GPUs";
+      return n.node.gpus() > 0 ? counted(n.node.gpus(), "GPU") + ", " + std::string(kNotJudgedWords) : "no GPUs";
     }
     case PendingCause::kValidated:
       if (!n.notValidatedReason.empty()) return n.notValidatedReason;
-      return labelOf(n, s.key) ? "not validated" : kNotJudgedByPodshaper;
+      return labelOf(n, s.key) ? "not validated" : std::string(kNotJudgedWords);
     case PendingCause::kMemlock:
       if (auto v = labelOf(n, s.key)) {
         auto bytes = parseCount(*v);
         return "memlock " + (bytes && *bytes <= INT64_MAX ? formatBytes(static_cast<int64_t>(*bytes)) : *v);
       }
-      return kNotJudgedByPodshaper;
+      return std::string(kNotJudgedWords);
     case PendingCause::kP2P:
       if (auto v = labelOf(n, s.key)) return "p2p " + *v;
-      return kNotJudgedByPodshaper;
+      return std::string(kNotJudgedWords);
     case PendingCause::kSelector:
-      if (s.variants.front().field) return "name " + n.name;
+      if (s.variants.front().field) return "name " + n.node.name;
       if (auto v = labelOf(n, s.key)) return s.key + "=" + *v;
       return "no " + s.key;
     case PendingCause::kCordoned: return "cordoned";
@@ -271,11 +222,11 @@ struct Slots {
 
 // Requirements on one of podshaper's labels share a slot whatever their operator (the
 // memlock's In and Gt alternatives); the pod's own, one per key and operator.
-std::string slotKey(const Requirement& r) {
-  return (r.field ? "field:" : "") + r.key + (kindOf(r.key) == PendingCause::kSelector ? "|" + r.op : "");
+std::string slotKey(const NodeRequirement& r) {
+  return (r.field ? "field:" : "") + r.key + (kindOf(r.key) == PendingCause::kSelector ? "|" + std::string(toString(r.op)) : "");
 }
 
-Slots slotsOf(const std::vector<std::vector<Requirement>>& terms, bool nodeExclusive) {
+Slots slotsOf(const std::vector<std::vector<NodeRequirement>>& terms, bool nodeExclusive) {
   Slots out;
   std::map<std::string, std::size_t> byKey;
   for (const auto& term : terms) {
@@ -313,7 +264,7 @@ constexpr std::size_t kPass = static_cast<std::size_t>(-1);
 // The first slot a node fails, in reading order (kPass: none). A node matches the
 // affinity when any term matches; among failing terms, the one it comes closest to names
 // the slot (the memlock alternatives are one term each).
-std::size_t firstFailure(const Slots& s, const std::vector<std::vector<Requirement>>& terms, const NodeFacts& n,
+std::size_t firstFailure(const Slots& s, const std::vector<std::vector<NodeRequirement>>& terms, const NodeFacts& n,
                          const json& tolerations) {
   std::size_t affinity = kPass;
   bool anyTerm = false;
@@ -332,7 +283,7 @@ std::size_t firstFailure(const Slots& s, const std::vector<std::vector<Requireme
   for (std::size_t i = 0; i < s.slots.size(); ++i) {
     switch (s.slots[i].kind) {
       case PendingCause::kCordoned:
-        if (n.unschedulable) return i;
+        if (n.node.unschedulable) return i;
         break;
       case PendingCause::kTaint:
         if (untoleratedTaint(n, tolerations) != nullptr) return i;
@@ -402,19 +353,19 @@ struct NodeTally {
   std::vector<std::size_t> failCount;
 };
 
-NodeTally tallyNodes(const Slots& s, const std::vector<std::vector<Requirement>>& terms,
+NodeTally tallyNodes(const Slots& s, const std::vector<std::vector<NodeRequirement>>& terms,
                      const std::vector<NodeFacts>& nodes, const json& tolerations) {
   NodeTally t{{}, std::vector<std::map<std::string, std::vector<std::string>>>(s.slots.size()),
               std::vector<std::size_t>(s.slots.size(), 0)};
   for (const NodeFacts& n : nodes) {
     const std::size_t i = firstFailure(s, terms, n, tolerations);
     if (i == kPass) {
-      t.fit.push_back(n.name);
+      t.fit.push_back(n.node.name);
       continue;
     }
     ++t.failCount[i];
     const std::string detail = detailOf(s.slots[i], n, tolerations);
-    t.failing[i][s.slots[i].kind == PendingCause::kNodeExclusive ? n.name + " runs " + detail : detail].push_back(n.name);
+    t.failing[i][s.slots[i].kind == PendingCause::kNodeExclusive ? n.node.name + " runs " + detail : detail].push_back(n.node.name);
   }
   return t;
 }
@@ -493,7 +444,7 @@ std::string whatToDo(const json& pod, const Slots& s, const NodeTally& t, const 
       const auto& [detail, names] = *std::max_element(
           t.failing[i].begin(), t.failing[i].end(),
           [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
-      out += detail == kNotJudgedByPodshaper
+      out += detail == std::string(kNotJudgedWords)
                  ? " podshaper-agent has not reported " + names.front() + " (is it running there?)."
                  : " kubectl describe gtr " + names.front() +
                        " (podshaper's report of that node's GPUs) says why it is not validated.";

@@ -33,10 +33,6 @@ inline constexpr std::array kPendingCauses = {
     PendingCause::kP2P,      PendingCause::kSelector,      PendingCause::kCordoned,
     PendingCause::kTaint,    PendingCause::kNodeExclusive, PendingCause::kScheduler};
 
-// A node without podshaper's labels (podshaper-agent has not reported on it), as a
-// NotPlaceable Event names it. The webhook's warning names the same state "not judged by
-// podshaper-operator yet" (shaping/node_class.cc): one state, to be said one way.
-inline constexpr const char* kNotJudgedByPodshaper = "not judged by podshaper";
 
 struct PendingJudgement {
   bool pending = false;  // unscheduled, and not going away

@@ -52,7 +52,7 @@ json policyStatus(const json& policy, const std::vector<NodeFacts>& nodes, const
   for (const NodeFacts& n : nodes) {
     // As the verdict selects: by the Node's own labels, not the ones podshaper writes.
     auto own = [&n](const std::string& key) -> const std::string* {
-      return key.starts_with(names::kKeyPrefix) ? nullptr : n.labels.find(key);
+      return key.starts_with(names::kKeyPrefix) ? nullptr : n.node.labels.find(key);
     };
     if (!parsed->nodeSelector.matchesBy(own)) continue;
     ++selected;
@@ -65,10 +65,10 @@ json policyStatus(const json& policy, const std::vector<NodeFacts>& nodes, const
       ++unreported;
     }
   }
-  std::sort(failed.begin(), failed.end(), [](const NodeFacts* a, const NodeFacts* b) { return a->name < b->name; });
+  std::sort(failed.begin(), failed.end(), [](const NodeFacts* a, const NodeFacts* b) { return a->node.name < b->node.name; });
   json named = json::array();
   for (std::size_t i = 0; i < failed.size() && i < kFailingNodesNamed; ++i) {
-    named.push_back({{"name", failed[i]->name}, {"reason", failed[i]->validatedReason}});
+    named.push_back({{"name", failed[i]->node.name}, {"reason", failed[i]->validatedReason}});
   }
   status["selectedNodes"] = selected;
   status["validatedNodes"] = validated;

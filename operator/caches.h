@@ -42,7 +42,7 @@ class InformerCache : public Cache {
 void compactNode(nlohmann::json& node);
 // A report without managedFields, its spec kept as its text (parsed when judged).
 void compactReport(nlohmann::json& report);
-// A shaped pod, as judging/pod_explain.h reads it.
+// A shaped pod, as judging/pending.h and judging/shm_exhausted.h read it.
 void compactPod(nlohmann::json& pod);
 
 }  // namespace podshaper::op

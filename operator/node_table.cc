@@ -22,8 +22,8 @@ std::shared_ptr<const std::vector<NodeFacts>> NodeTable::snapshot() {
   std::vector<NodeFacts>& facts = *facts_;
   for (const std::string& name : names) {
     auto at = std::lower_bound(facts.begin(), facts.end(), name,
-                               [](const NodeFacts& f, const std::string& n) { return f.name < n; });
-    const bool held = at != facts.end() && at->name == name;
+                               [](const NodeFacts& f, const std::string& n) { return f.node.name < n; });
+    const bool held = at != facts.end() && at->node.name == name;
     auto node = readNode_(name);
     ++reads_;
     if (!node) {
@@ -33,7 +33,7 @@ std::shared_ptr<const std::vector<NodeFacts>> NodeTable::snapshot() {
     auto report = readReport_(name);
     ++reads_;
     NodeFacts f = nodeFactsOf(*node, report ? &*report : nullptr, strings_);
-    f.name = name;  // the key it is kept by
+    f.node.name = name;  // the key it is kept by
     if (held) {
       *at = std::move(f);
     } else {

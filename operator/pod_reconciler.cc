@@ -6,6 +6,7 @@
 
 #include "base/json_util.h"
 #include "cli/logging.h"
+#include "operator/writes.h"
 
 namespace podshaper::op {
 
@@ -18,7 +19,7 @@ PodReconciler::PodReconciler(ReconcileApi& api, const Clock& clock, metrics::Reg
       mayWrite_(std::move(mayWrite)),
       options_(std::move(options)),
       metrics_(metrics),
-      writesEvent_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "event"}})) {
+      writesEvent_(writesTotal(metrics, WriteKind::kEvent)) {
   // Every series from 0, so that an alert on increase() sees the first Event of each.
   for (PendingCause cause : kPendingCauses) podEvents(reasons::kNotPlaceable, toString(cause));
   for (ShmCause cause : kShmCauses) podEvents(reasons::kShmExhausted, toString(cause));

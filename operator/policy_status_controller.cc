@@ -4,6 +4,7 @@
 
 #include "base/json_util.h"
 #include "judging/policy_status.h"
+#include "operator/writes.h"
 
 namespace podshaper::op {
 
@@ -17,7 +18,7 @@ PolicyStatusController::PolicyStatusController(const Cache& policies, NodeTable&
       api_(api),
       clock_(clock),
       mayWrite_(std::move(mayWrite)),
-      writes_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "policy_status"}})),
+      writes_(writesTotal(metrics, WriteKind::kPolicyStatus)),
       runner_(std::move(runner), metrics, [this](const std::string&) { return reconcile(); }) {}
 
 void PolicyStatusController::changed() {

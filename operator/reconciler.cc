@@ -6,6 +6,7 @@
 
 #include "judging/events.h"
 #include "kube/protocol.h"
+#include "operator/writes.h"
 
 namespace podshaper::op {
 
@@ -28,11 +29,9 @@ Reconciler::Reconciler(ReconcileApi& api, const Clock& clock, metrics::Registry&
       clock_(clock),
       mayWrite_(std::move(mayWrite)),
       options_(std::move(options)),
-      writesStatus_(metrics.counter("podshaper_operator_writes_total",
-                                    "API writes, by kind: report status, Node labels/taint, Events.",
-                                    {{"kind", "status"}})),
-      writesNode_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "node"}})),
-      writesEvent_(metrics.counter("podshaper_operator_writes_total", "", {{"kind", "event"}})),
+      writesStatus_(writesTotal(metrics, WriteKind::kReportStatus)),
+      writesNode_(writesTotal(metrics, WriteKind::kNode)),
+      writesEvent_(writesTotal(metrics, WriteKind::kEvent)),
       conflicts_(metrics.counter("podshaper_operator_conflicts_total",
                                  "Writes refused because the object changed since it was read (retried).")),
       reportsValidated_(metrics.gauge("podshaper_operator_reports", "GPUTopologyReports by verdict (leader only).",

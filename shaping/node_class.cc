@@ -66,14 +66,7 @@ std::string whyNotPlaceable(const Node& node, const PlaceableBy& placeable) {
 
 // "node-a (why), node-b (why) and 3 more"
 std::string nodesAndWhy(const std::vector<const Node*>& nodes, const PlaceableBy& placeable) {
-  std::string out;
-  const std::size_t shown = std::min<std::size_t>(nodes.size(), 3);
-  for (std::size_t i = 0; i < shown; ++i) {
-    if (i > 0) out += ", ";
-    out += nodes[i]->name + " (" + whyNotPlaceable(*nodes[i], placeable) + ")";
-  }
-  if (nodes.size() > shown) out += " and " + std::to_string(nodes.size() - shown) + " more";
-  return out;
+  return someOf(nodes, 3, [&](const Node* n) { return n->name + " (" + whyNotPlaceable(*n, placeable) + ")"; });
 }
 
 // "the cluster's GPU nodes have 4 GPUs (3 nodes) or 2 (1 node)", largest first.

@@ -57,9 +57,7 @@ json waiting(json pod) {
 
 NodeFacts factsOf(const Node& n) {
   NodeFacts f;
-  f.name = n.name;
-  f.allocatableGpus = n.allocatableGpus;
-  f.labels = n.labels;
+  f.node = n;
   return f;
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "api/node_labels.h"
+
 namespace podshaper {
 namespace {
 
@@ -10,16 +12,15 @@ using json = nlohmann::json;
 constexpr long long kCreated = 1795000000;  // 2026-11-17T…
 const std::string kCreatedText = "2026-11-18T11:06:40Z";
 
-// A node-exclusive pod of 8 GPUs as the webhook shapes it (config memlock 4Mi: two terms).
-json pendingPod(const std::string& gpus = "8") {
-  json term1 = {{"matchExpressions",
-                 {{{"key", "podshaper.io/topology-validated"}, {"operator", "In"}, {"values", {"true"}}},
-                  {{"key", "podshaper.io/memlock"}, {"operator", "In"}, {"values", {"unlimited"}}},
-                  {{"key", "podshaper.io/gpu-count"}, {"operator", "In"}, {"values", {gpus}}}}}};
-  json term2 = {{"matchExpressions",
-                 {{{"key", "podshaper.io/topology-validated"}, {"operator", "In"}, {"values", {"true"}}},
-                  {{"key", "podshaper.io/memlock"}, {"operator", "Gt"}, {"values", {"4194303"}}},
-                  {{"key", "podshaper.io/gpu-count"}, {"operator", "In"}, {"values", {gpus}}}}}};
+// A node-exclusive pod of `gpus` GPUs with the node requirements the webhook writes
+// (api/node_labels.h; config memlock 4Mi: two terms).
+json pendingPod(uint64_t gpus = 8) {
+  json terms = json::array();
+  for (const auto& term : nodeRequirements({MemlockLimit{4194304}, gpus, false})) {
+    json expressions = json::array();
+    for (const NodeRequirement& r : term) expressions.push_back(r.toJson());
+    terms.push_back({{"matchExpressions", expressions}});
+  }
   return {{"metadata",
            {{"name", "train-1"},
             {"namespace", "ml"},
@@ -29,7 +30,7 @@ json pendingPod(const std::string& gpus = "8") {
           {"spec",
            {{"affinity",
              {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution",
-                                 {{"nodeSelectorTerms", json::array({term1, term2})}}}}}}}}},
+                                 {{"nodeSelectorTerms", terms}}}}}}}}},
           {"status",
            {{"phase", "Pending"},
             {"conditions",
@@ -42,10 +43,10 @@ json pendingPod(const std::string& gpus = "8") {
 NodeFacts node(const std::string& name, int gpus, const std::string& validated = "true",
                const std::string& memlock = "unlimited") {
   NodeFacts f;
-  f.name = name;
-  f.allocatableGpus = gpus;
+  f.node.name = name;
+  f.node.allocatableGpus = gpus;
   if (!validated.empty()) {
-    f.labels = {{"podshaper.io/topology-validated", validated},
+    f.node.labels = {{"podshaper.io/topology-validated", validated},
                 {"podshaper.io/gpu-count", std::to_string(gpus)},
                 {"podshaper.io/memlock", memlock}};
   }
@@ -179,8 +180,8 @@ TEST(Pending, ANodeTakenByANodeExclusivePodNamesThatPod) {
 
 TEST(Pending, CordonsAndUntoleratedTaintsAreSaid) {
   NodeFacts a = node("a", 8), b = node("b", 8);
-  a.unschedulable = true;
-  b.taints = {{"podshaper.io/topology-not-validated", "P2PUnavailable", "NoSchedule"}};
+  a.node.unschedulable = true;
+  b.node.taints = {{"podshaper.io/topology-not-validated", "P2PUnavailable", "NoSchedule"}};
   json pod = pendingPod();
   auto j = judgePending(pod, {a, b}, kLater, 30);
   ASSERT_TRUE(j.event);
@@ -208,7 +209,7 @@ TEST(Pending, TheUsersOwnSelectorIsARequirementToo) {
   json pod = pendingPod();
   pod["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "b"}};
   NodeFacts a = node("a", 8);
-  a.labels = {{"podshaper.io/topology-validated", "true"},
+  a.node.labels = {{"podshaper.io/topology-validated", "true"},
               {"podshaper.io/gpu-count", "8"},
               {"podshaper.io/memlock", "unlimited"},
               {"kubernetes.io/hostname", "a"}};
@@ -266,12 +267,12 @@ TEST(PendingNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
   addExclusivePods(facts, {pod("b", "n2", "Running", "node-exclusive"), pod("a", "n2", "Pending", "node-exclusive"),
                            pod("done", "n2", "Succeeded", "node-exclusive"), pod("s", "n2", "Running", "shared")});
   ASSERT_EQ(facts.size(), 2u);
-  EXPECT_EQ(facts[0].name, "n1");
-  EXPECT_TRUE(facts[0].unschedulable);
-  ASSERT_EQ(facts[0].taints.size(), 1u);
-  EXPECT_EQ(facts[0].taints[0].effect, "NoSchedule");
+  EXPECT_EQ(facts[0].node.name, "n1");
+  EXPECT_TRUE(facts[0].node.unschedulable);
+  ASSERT_EQ(facts[0].node.taints.size(), 1u);
+  EXPECT_EQ(facts[0].node.taints[0].effect, "NoSchedule");
   EXPECT_EQ(facts[0].notValidatedReason, "P2PUnavailable");
-  EXPECT_EQ(facts[0].gpus(), 8u);
+  EXPECT_EQ(facts[0].node.gpus(), 8u);
   EXPECT_EQ(facts[0].validated, "False");
   EXPECT_EQ(facts[1].notValidatedReason, "");  // labelled validated: no reason asked
   EXPECT_EQ(facts[1].validated, "True");
@@ -281,9 +282,9 @@ TEST(PendingNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
   EXPECT_EQ(nodeFactsOf(json{{"metadata", {{"name", "n3"}}}}, &failing, pool).notValidatedReason, "");  // not judged
   EXPECT_EQ(facts[1].exclusivePods, (std::vector<std::string>{"ml/a", "ml/b"}));
   // The label's key is kept once for both nodes; its values differ.
-  ASSERT_NE(facts[0].labels.find("podshaper.io/topology-validated"), nullptr);
-  EXPECT_EQ(*facts[0].labels.find("podshaper.io/topology-validated"), "false");
-  EXPECT_EQ(facts[1].labels.find("absent"), nullptr);
+  ASSERT_NE(facts[0].node.labels.find("podshaper.io/topology-validated"), nullptr);
+  EXPECT_EQ(*facts[0].node.labels.find("podshaper.io/topology-validated"), "false");
+  EXPECT_EQ(facts[1].node.labels.find("absent"), nullptr);
 }
 
 }  // namespace

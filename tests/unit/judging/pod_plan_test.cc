@@ -28,8 +28,8 @@ json waitingPod(long long age) {
 
 NodeFacts gpuNode(const std::string& name, const std::string& gpus) {
   NodeFacts n;
-  n.name = name;
-  n.labels = {{"podshaper.io/gpu-count", gpus}, {"podshaper.io/topology-validated", "true"}};
+  n.node.name = name;
+  n.node.labels = {{"podshaper.io/gpu-count", gpus}, {"podshaper.io/topology-validated", "true"}};
   return n;
 }
 

@@ -20,8 +20,8 @@ json policy(const json& selector, const json& requirements = {{"requireP2PAllPai
 
 NodeFacts facts(const std::string& name, SharedLabels labels, const std::string& validated, const std::string& reason) {
   NodeFacts n;
-  n.name = name;
-  n.labels = std::move(labels);
+  n.node.name = name;
+  n.node.labels = std::move(labels);
   n.validated = validated;
   n.validatedReason = reason;
   return n;

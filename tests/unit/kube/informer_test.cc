@@ -118,3 +118,31 @@ TEST(Informer, PackedWithATransformGivesBackWhatItKeepsAndIgnoresWhatItDrops) {
 
 }  // namespace
 }  // namespace podshaper::kube
+
+namespace podshaper::kube {
+namespace {
+
+// A watch the API server has expired (410 Gone, its history compacted) is listed again,
+// and what changed meanwhile reaches the store.
+TEST(Informer, AnExpiredWatchListsAgainAndMissesNothing) {
+  fakes::FakeApiServer api;
+  Client client(serverAt(api.url()));
+  auto node = [](const std::string& gpuCount) {
+    return nlohmann::json{{"metadata", {{"name", "a"}, {"uid", "a"}, {"labels", {{"podshaper.io/gpu-count", gpuCount}}}}}};
+  };
+  api.put("/api/v1/nodes/a", node("8"));
+  Informer nodes(client, "/api/v1/nodes");
+  nodes.start();
+  ASSERT_TRUE(support::eventually([&] { return nodes.hasSynced(); }));
+  api.compact();  // every open watch: 410, then a list
+  api.put("/api/v1/nodes/a", node("4"));
+  ASSERT_TRUE(support::eventually([&] { return (*nodes.get("a"))["metadata"]["labels"]["podshaper.io/gpu-count"] == "4"; }));
+  int lists = 0;
+  for (const fakes::Served& s : api.requests()) {
+    lists += s.method == "GET" && s.path == "/api/v1/nodes" && s.query.find("watch") == std::string::npos;
+  }
+  EXPECT_GE(lists, 2);
+}
+
+}  // namespace
+}  // namespace podshaper::kube

@@ -35,7 +35,7 @@ TEST(NodeTable, OnlyTheNamesThatChangedAreReadAgain) {
   c.table.changed({"b", "a"});
   auto first = c.table.snapshot();
   ASSERT_EQ(first->size(), 2u);
-  EXPECT_EQ((*first)[0].name, "a");
+  EXPECT_EQ((*first)[0].node.name, "a");
   EXPECT_EQ((*first)[1].notValidatedReason, "P2PUnavailable");
   EXPECT_EQ(c.table.reads(), 4u);  // two Nodes, two reports
 
@@ -66,9 +66,9 @@ TEST(NodeTable, ANodeThatWentLeavesAndAReportWithoutItsNodeIsNotANode) {
   c.table.changed({"a", "b"});
   facts = c.table.snapshot();
   ASSERT_EQ(facts->size(), 2u);
-  EXPECT_EQ((*facts)[0].name, "b");
+  EXPECT_EQ((*facts)[0].node.name, "b");
   EXPECT_EQ((*facts)[0].validated, "True");
-  EXPECT_EQ((*facts)[1].name, "c");
+  EXPECT_EQ((*facts)[1].node.name, "c");
 }
 
 TEST(NodeTable, NodesShareTheirLabelsStrings) {
@@ -82,11 +82,11 @@ TEST(NodeTable, NodesShareTheirLabelsStrings) {
   c.table.changed({"a", "b", "c"});
   auto facts = c.table.snapshot();
   ASSERT_EQ(facts->size(), 3u);
-  const std::string* product = (*facts)[0].labels.find("nvidia.com/gpu.product");
+  const std::string* product = (*facts)[0].node.labels.find("nvidia.com/gpu.product");
   ASSERT_NE(product, nullptr);
   EXPECT_EQ(*product, "NVIDIA-H100-80GB-HBM3");
-  EXPECT_EQ((*facts)[2].labels.find("nvidia.com/gpu.product"), product);  // one string for every node
-  EXPECT_EQ(*(*facts)[2].labels.find("kubernetes.io/hostname"), "c");
+  EXPECT_EQ((*facts)[2].node.labels.find("nvidia.com/gpu.product"), product);  // one string for every node
+  EXPECT_EQ(*(*facts)[2].node.labels.find("kubernetes.io/hostname"), "c");
 }
 
 }  // namespace

@@ -23,8 +23,8 @@ json waitingPod(long long age) {
 
 NodeFacts fourGpuNode() {
   NodeFacts n;
-  n.name = "a";
-  n.labels = {{"podshaper.io/gpu-count", "4"}, {"podshaper.io/topology-validated", "true"}};
+  n.node.name = "a";
+  n.node.labels = {{"podshaper.io/gpu-count", "4"}, {"podshaper.io/topology-validated", "true"}};
   return n;
 }
 
@@ -86,7 +86,7 @@ TEST_F(PodReconcilerTest, APendingPodIsToldOnceAfterTheGraceAndAgainWhenWhatStop
 
   // The node now has 8 GPUs: podshaper's requirements are met, the scheduler's turn (another
   // cause), told at once.
-  nodes[0].labels = {{"podshaper.io/gpu-count", "8"}};
+  nodes[0].node.labels = {{"podshaper.io/gpu-count", "8"}};
   reconcile(waitingPod(100));
   ASSERT_EQ(api.events().size(), 2u);
   EXPECT_NE(api.events()[1]["message"].get<std::string>().find("1 node meets all of it (a)"), std::string::npos)

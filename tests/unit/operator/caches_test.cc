@@ -1,0 +1,171 @@
+// What the operator's caches keep of each object (operator/caches.h) is all its readers
+// read: each reader, given the object as the API server sends it and as the cache keeps
+// it, answers the same. A reader that starts to read a field its transform drops fails here.
+#include "operator/caches.h"
+
+#include <gtest/gtest.h>
+
+#include "judging/node_facts.h"
+#include "judging/pending.h"
+#include "judging/plan.h"
+#include "judging/shm_exhausted.h"
+#include "tests/unit/judging/verdict_builder.h"
+
+namespace podshaper::op {
+namespace {
+
+template <typename Transform>
+json kept(json object, Transform transform) {
+  transform(object);
+  return object;
+}
+
+// A Node as a kubelet and the operator leave it: more than any reader reads.
+json fullNode(const std::string& validated, const std::string& taintEffect) {
+  json node = nodeObject(8, "20", {{"podshaper.io/topology-validated", validated}, {"nvidia.com/gpu.product", "H100"}});
+  node["metadata"]["managedFields"] = {{{"manager", "kubelet"}, {"operation", "Update"}}};
+  node["metadata"]["annotations"] = {{"node.alpha.kubernetes.io/ttl", "0"}};
+  node["spec"] = {{"podCIDR", "10.0.0.0/24"}, {"unschedulable", true}};
+  if (!taintEffect.empty()) {
+    node["spec"]["taints"] = {{{"key", "podshaper.io/topology-not-validated"}, {"value", "P2PUnavailable"},
+                               {"effect", taintEffect}}};
+  }
+  node["status"]["capacity"] = {{"memory", "2Ti"}, {"nvidia.com/gpu", "8"}};
+  node["status"]["conditions"] = {
+      {{"type", "Ready"}, {"status", "True"}, {"lastHeartbeatTime", "2026-11-22T00:00:00Z"}},
+      {{"type", "GPUTopologyValidated"}, {"status", "False"}, {"reason", "P2PUnavailable"}, {"message", "m"},
+       {"lastTransitionTime", "2026-11-21T00:00:00Z"}}};
+  node["status"]["images"] = {{{"names", {"pytorch:2.11"}}, {"sizeBytes", 9000000000}}};
+  return node;
+}
+
+TEST(Caches, AKeptNodeIsJudgedAsTheWholeOne) {
+  Policy tainting = defaultPolicy();
+  tainting.requirements.taintEffect = "NoSchedule";
+  const std::vector<Policy> policies = {tainting};
+  for (const char* validated : {"true", "false"}) {
+    for (const char* effect : {"", "NoSchedule"}) {
+      for (const auto& spec : {TopologyBuilder(8).spec(), TopologyBuilder(8).pair(0, 1, "NV18", "NS").spec()}) {
+        const json report = reportObject(spec);
+        const json full = fullNode(validated, effect);
+        const json node = kept(full, compactNode);
+        const Plan a = plan({.report = &report, .node = &full, .policies = &policies, .now = kNow});
+        const Plan b = plan({.report = &report, .node = &node, .policies = &policies, .now = kNow});
+        EXPECT_EQ(a.statusPatch, b.statusPatch);
+        EXPECT_EQ(a.nodePatch, b.nodePatch) << validated << effect;
+        EXPECT_EQ(a.nodeStatusPatch, b.nodeStatusPatch) << validated << effect;
+        ASSERT_EQ(a.events.size(), b.events.size());
+        for (std::size_t i = 0; i < a.events.size(); ++i) EXPECT_EQ(a.events[i].event.message, b.events[i].event.message);
+        EXPECT_EQ(a.requeueAfter, b.requeueAfter);
+
+        StringPool pool;
+        const NodeFacts f = nodeFactsOf(full, &report, pool), g = nodeFactsOf(node, &report, pool);
+        EXPECT_EQ(f.node.name, g.node.name);
+        EXPECT_EQ(f.node.uid, g.node.uid);
+        EXPECT_EQ(f.node.labels, g.node.labels);
+        EXPECT_EQ(f.node.taints, g.node.taints);
+        EXPECT_EQ(f.node.unschedulable, g.node.unschedulable);
+        EXPECT_EQ(f.node.allocatableGpus, g.node.allocatableGpus);
+        EXPECT_EQ(f.notValidatedReason, g.notValidatedReason);
+      }
+    }
+  }
+}
+
+TEST(Caches, AKeptReportIsJudgedAsTheWholeOne) {
+  const std::vector<Policy> policies = {defaultPolicy()};
+  json full = reportObject(TopologyBuilder(8).pair(2, 5, "NV18", "NS").spec());
+  full["metadata"]["managedFields"] = {{{"manager", "podshaper-agent"}}};
+  const json report = kept(full, compactReport);
+  const json node = nodeObject(8);
+  const Plan a = plan({.report = &full, .node = &node, .policies = &policies, .now = kNow});
+  const Plan b = plan({.report = &report, .node = &node, .policies = &policies, .now = kNow});
+  EXPECT_EQ(a.statusPatch, b.statusPatch);
+  EXPECT_EQ(a.nodeStatusPatch, b.nodeStatusPatch);
+  EXPECT_EQ(a.requeueAfter, b.requeueAfter);
+}
+
+// A shaped pod as the API server sends it, waiting or dead of a full /dev/shm.
+json fullPod(bool scheduled, const std::string& volume) {
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", "train-0"},
+        {"namespace", "ml"},
+        {"uid", "uid-1"},
+        {"resourceVersion", "7"},
+        {"creationTimestamp", "2026-11-21T23:50:00Z"},
+        {"labels", {{"podshaper.io/shaped", "true"}, {"podshaper.io/placement", "node-exclusive"}}},
+        {"annotations",
+         {{"podshaper.io/shm-size", "7053Mi"}, {"podshaper.io/shm-formula", "8 ranks × … = 7053Mi"},
+          {"podshaper.io/warnings", "w"}, {"kubectl.kubernetes.io/last-applied-configuration", "{}"}}},
+        {"ownerReferences", {{{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"name", "train"}, {"uid", "job-uid"},
+                              {"controller", true}}}},
+        {"managedFields", {{{"manager", "kube-controller-manager"}}}}}},
+      {"spec",
+       {{"nodeSelector", {{"pool", "a"}}},
+        {"tolerations", {{{"key", "podshaper.io/topology-not-validated"}, {"operator", "Exists"}}}},
+        {"affinity",
+         {{"nodeAffinity",
+           {{"requiredDuringSchedulingIgnoredDuringExecution",
+             {{"nodeSelectorTerms",
+               {{{"matchExpressions",
+                  {{{"key", "podshaper.io/topology-validated"}, {"operator", "In"}, {"values", {"true"}}}}}}}}}}}}},
+          {"podAntiAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", json::array()}}}}},
+        {"containers",
+         {{{"name", "trainer"},
+           {"image", "pytorch"},
+           {"env", {{{"name", "PET_NNODES"}, {"value", "1"}}}},
+           {"resources", {{"limits", {{"nvidia.com/gpu", "8"}, {"memory", "100Gi"}}}}},
+           {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}, {{"name", volume}, {"mountPath", "/dev/shm"}}}}}}},
+        {"volumes",
+         {{{"name", "data"}, {"persistentVolumeClaim", {{"claimName", "data"}}}},
+          {{"name", volume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}}}}}},
+      {"status", {{"phase", "Pending"}}}};
+  if (!scheduled) {
+    pod["status"]["conditions"] = {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
+                                    {"message", "0/3 nodes are available."},
+                                    {"lastTransitionTime", "2026-11-21T23:50:01Z"}},
+                                   {{"type", "Ready"}, {"status", "False"}}};
+    return pod;
+  }
+  pod["spec"]["nodeName"] = "gpu-0";
+  pod["status"]["phase"] = "Running";
+  json cs = {{"name", "trainer"}, {"restartCount", 1}, {"ready", false}, {"image", "pytorch"}, {"imageID", "sha"}};
+  cs["lastState"]["terminated"] = {
+      {"exitCode", 1}, {"reason", "Error"},
+      {"message", "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-4PshbB (size 34210176), error: "
+                  "No space left on device (28)"}};
+  cs["state"]["terminated"] = {{"exitCode", 1}, {"reason", "Error"}, {"message", std::string(2040, 'x')}};
+  pod["status"]["containerStatuses"] = {cs};
+  return pod;
+}
+
+TEST(Caches, AKeptPodIsExplainedAsTheWholeOne) {
+  NodeFacts node;
+  node.node = nodeFromJson(fullNode("false", "NoSchedule"));
+  for (const char* volume : {"podshaper-dshm", "dshm"}) {
+    for (bool scheduled : {false, true}) {
+      const json full = fullPod(scheduled, volume);
+      const json pod = kept(full, compactPod);
+      const PendingJudgement a = judgePending(full, {node}, kNow, 30), b = judgePending(pod, {node}, kNow, 30);
+      EXPECT_EQ(a.pending, b.pending);
+      EXPECT_EQ(a.answer, b.answer);
+      EXPECT_EQ(a.lookAgainAfter, b.lookAgainAfter);
+      EXPECT_EQ(waitsToBeExplained(full, kNow, 30), waitsToBeExplained(pod, kNow, 30));
+      const auto f = judgeTerminations(full), g = judgeTerminations(pod);
+      ASSERT_EQ(f.size(), g.size()) << volume;
+      for (std::size_t i = 0; i < f.size(); ++i) EXPECT_EQ(f[i].event.message, g[i].event.message);
+      const auto l = logsToRead(full), m = logsToRead(pod);
+      ASSERT_EQ(l.size(), m.size());
+      for (std::size_t i = 0; i < l.size(); ++i) EXPECT_EQ(l[i].key, m[i].key);
+      EXPECT_EQ(controllerOf(full)->uid, controllerOf(pod)->uid);
+      if (scheduled) EXPECT_FALSE(f.empty());
+      if (!scheduled) EXPECT_TRUE(a.event);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace podshaper::op
