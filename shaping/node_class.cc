@@ -91,8 +91,8 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
                            const Config& config, const ClusterView* cluster) {
   NodeClass nc;
   if (cluster == nullptr || !cluster->nodesKnown) {
-    nc.gpus = requestedGpus.value_or(config.gpusPerNode);
-    nc.memoryBytes = config.nodeMemory;
+    nc.gpus = requestedGpus.value_or(config.node.gpusPerNode);
+    nc.memoryBytes = config.node.nodeMemory;
     nc.source = requestedGpus ? "from the pod's nodeSelector " + std::string(names::kGpuCount)
                               : "from config defaults.gpusPerNode";
     return nc;
@@ -112,7 +112,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   const std::vector<NodeKind>& kinds = kindsOf(*cluster, scratch);
   std::set<uint64_t> classes;
   for (const auto& kind : kinds) {
-    if (auto g = nodeGpus(kind.node, byLabels, config.memlock)) classes.insert(*g);
+    if (auto g = nodeGpus(kind.node, byLabels, config.node.memlock)) classes.insert(*g);
   }
 
   // Nodes of the size a node-exclusive pod asks (at least the GPUs a shared pod asks)
@@ -144,10 +144,10 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
     nc.gpus = nodeExclusive ? *podGpus : smallestWaiting;
     nc.source = nodeExclusive ? "the size it asks; nodes of that size exist" : "the nodes that hold it";
     nc.warnings.push_back("no node with " + std::string(nodeExclusive ? "" : "at least ") + counted(*podGpus, "GPU") +
-                          " can take the pod now: " + nodesAndWhy(waitingFor, config.memlock) +
+                          " can take the pod now: " + nodesAndWhy(waitingFor, config.node.memlock) +
                           ": it waits Pending until one can (kubectl describe pod tells why it waits)");
   } else if (classes.empty()) {
-    nc.gpus = config.gpusPerNode;
+    nc.gpus = config.node.gpusPerNode;
     nc.source = "from config defaults.gpusPerNode";
     nc.warnings.push_back("no " + std::string(byLabels ? "validated " : "") +
                           "GPU node found: assuming " + counted(nc.gpus, "GPU") +
@@ -171,7 +171,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   bool allP2P = true;
   auto fits = [&](uint64_t g) { return nodeExclusive ? g == nc.gpus : g >= podGpus.value_or(nc.gpus); };
   for (const auto& kind : kinds) {
-    auto g = nodeGpus(kind.node, byLabels, config.memlock);
+    auto g = nodeGpus(kind.node, byLabels, config.node.memlock);
     if (!g || !fits(*g)) continue;
     anyTarget = true;
     if (kind.node.memoryBytes && (!nc.memoryBytes || *kind.node.memoryBytes < *nc.memoryBytes)) {
@@ -185,7 +185,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
       if (!nc.memoryBytes || *kind.node.memoryBytes < *nc.memoryBytes) nc.memoryBytes = kind.node.memoryBytes;
     }
   }
-  if (!nc.memoryBytes) nc.memoryBytes = config.nodeMemory;
+  if (!nc.memoryBytes) nc.memoryBytes = config.node.nodeMemory;
   nc.p2pAllPairs = byLabels && anyTarget && allP2P;
   return nc;
 }
