@@ -109,7 +109,7 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
     auto n = f[i] ? podshaper::parseCount(*f[i]) : podshaper::Result<uint64_t>(uint64_t{0});
     if (n.ok()) gpusOverflow |= __builtin_add_overflow(gpus, *n, &gpus);
   }
-  auto read = podshaper::readPodInputs(pod, config);
+  auto read = podshaper::readPodInputs(pod, config.podDefaults);
   if (!read) {
     FUZZ_CHECK(!read.error().message.empty(), describe(f));
     return;
