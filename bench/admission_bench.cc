@@ -21,12 +21,13 @@ std::string readFile(const std::string& path) {
 void admitFile(benchmark::State& state, const std::string& path) {
   const std::string body = readFile(path);
   const podshaper::Config config;
+  podshaper::AdmissionScratch scratch;
   if (body.empty()) {
     state.SkipWithError(("cannot read " + path).c_str());
     return;
   }
   for (auto _ : state) {
-    auto decision = podshaper::admit(body, config, nullptr, "podshaper-webhook/bench");
+    auto decision = podshaper::admit(scratch, body, config, nullptr, "podshaper-webhook/bench");
     std::string out = decision->body();
     benchmark::DoNotOptimize(out);
   }
@@ -36,16 +37,17 @@ void admitFile(benchmark::State& state, const std::string& path) {
 void BM_AdmitRealisticPod(benchmark::State& state) { admitFile(state, PODSHAPER_BENCH_DIR "/inputs/realistic-pod.json"); }
 void BM_AdmitSeedPod(benchmark::State& state) { admitFile(state, PODSHAPER_BENCH_DIR "/inputs/seed-pod.json"); }
 
-// The two in turn: each review's tree is read into the other's (shaping/admission.cc keeps
-// a thread's last tree), the least the kept tree saves. Time per admission.
+// The two in turn: each review's tree is read into the other's (the AdmissionScratch keeps
+// the last tree), the least the kept tree saves. Time per admission.
 void BM_AdmitRealisticAndSeedInTurn(benchmark::State& state) {
   const std::string bodies[] = {readFile(PODSHAPER_BENCH_DIR "/inputs/realistic-pod.json"),
                                 readFile(PODSHAPER_BENCH_DIR "/inputs/seed-pod.json")};
   const podshaper::Config config;
+  podshaper::AdmissionScratch scratch;
   std::size_t turn = 0;
   for (auto _ : state) {
     const std::string& body = bodies[turn++ % 2];
-    auto decision = podshaper::admit(body, config, nullptr, "podshaper-webhook/bench");
+    auto decision = podshaper::admit(scratch, body, config, nullptr, "podshaper-webhook/bench");
     std::string out = decision->body();
     benchmark::DoNotOptimize(out);
   }

@@ -193,10 +193,11 @@ Measured measure(const Case& c, const podshaper::Config& config, const podshaper
                  double minSeconds) {
   Measured m;
   int runs = 0;
+  podshaper::AdmissionScratch scratch;  // as a webhook thread keeps it between reviews
   const double start = threadCpuSeconds();
   double spent = 0;
   do {
-    auto decision = podshaper::admit(c.body, config, &cluster, "podshaper-webhook/bench");
+    auto decision = podshaper::admit(scratch, c.body, config, &cluster, "podshaper-webhook/bench");
     std::string response = decision ? decision->body() : decision.error().message;
     m.responseBytes = response.size();
     if (runs == 0) {

@@ -75,7 +75,7 @@ std::optional<Ulimits> readUlimits(const std::string& text, const std::string& r
 // plugin can read (else the container is not created), with the memlock the
 // config asks and the user's own entries kept.
 void checkUlimitAnnotations(const json& pod, const json& patched, const Config& config) {
-  const std::string rlimit = config.memlock.rlimit();
+  const std::string rlimit = config.node.memlock.rlimit();
   const json& before = member(member(pod, "metadata"), "annotations");
   for (const auto& [key, value] : patched.at("metadata").at("annotations").items()) {
     if (!key.starts_with(names::kUlimitAnnotationPrefix) && !key.starts_with("ulimits.nri.containerd.io/container.")) {
@@ -113,15 +113,15 @@ const std::vector<Setting>& fuzzSettings() {
   static const ClusterView unvalidated = fuzzCluster(false);
   static const std::vector<Setting> settings = [] {
     Config other;
-    other.partialNode = PartialNodePolicy::kExpand;
+    other.node.partialNode = PartialNodePolicy::kExpand;
     other.podSecurity = PodSecurityAction::kWarn;
-    other.nodeMemory = 512LL << 30;
-    other.headroomPercent = 0;
-    other.ncclShmPerCommunicator = {1, 2, 3};
+    other.node.nodeMemory = 512LL << 30;
+    other.shm.headroomPercent = 0;
+    other.shm.ncclShmPerCommunicator = {1, 2, 3};
     Config warn;
-    warn.partialNode = PartialNodePolicy::kWarn;
-    warn.ncclCommunicators = 0;
-    warn.memlock = MemlockLimit{4 << 20};
+    warn.node.partialNode = PartialNodePolicy::kWarn;
+    warn.podDefaults.ncclCommunicators = 0;
+    warn.node.memlock = MemlockLimit{4 << 20};
     return std::vector<Setting>{{Config{}, &validated}, {warn, nullptr}, {other, &unvalidated}};
   }();
   return settings;
@@ -136,8 +136,9 @@ double threadCpuSeconds() {
 void checkAdmission(std::string_view body, const Config& config, const ClusterView* cluster) {
   // CPU bounded: an admission costs a bounded number of parses of its own body
   // (bench/admission_cost measures the real ratio, about 3; this allows for sanitizers).
+  AdmissionScratch scratch;  // as a webhook thread keeps it between reviews
   double start = threadCpuSeconds();
-  auto decision = admit(body, config, cluster, kVersion);
+  auto decision = admit(scratch, body, config, cluster, kVersion);
   double admitted = threadCpuSeconds();
   const json reread = json::parse(body, nullptr, /*allow_exceptions=*/false);
   const double parse = threadCpuSeconds() - admitted;
@@ -146,7 +147,7 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
     // of the thread's own (the sanitizer's allocator recycling its quarantine, page
     // faults) is not.
     start = threadCpuSeconds();
-    decision = admit(body, config, cluster, kVersion);
+    decision = admit(scratch, body, config, cluster, kVersion);
     admitted = threadCpuSeconds();
   }
   FUZZ_CHECK(admitted - start <= 40 * parse + 0.1,
@@ -160,7 +161,7 @@ void checkAdmission(std::string_view body, const Config& config, const ClusterVi
   const json& in = reread;
   FUZZ_CHECK(!in.is_discarded(), "admit() accepted a body that does not parse");
   // The same review again reads into the tree the first one left, shaped: the same answer.
-  auto twice = admit(body, config, cluster, kVersion);
+  auto twice = admit(scratch, body, config, cluster, kVersion);
   FUZZ_CHECK(twice.ok() && twice->body() == decision->body(), "the same review answered twice differs");
   const json& review = decision->review;
   // The server sends exactly this: it must serialize (no invalid UTF-8).

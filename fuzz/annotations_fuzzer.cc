@@ -109,7 +109,7 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
     auto n = f[i] ? podshaper::parseCount(*f[i]) : podshaper::Result<uint64_t>(uint64_t{0});
     if (n.ok()) gpusOverflow |= __builtin_add_overflow(gpus, *n, &gpus);
   }
-  auto read = podshaper::readPodInputs(pod, config);
+  auto read = podshaper::readPodInputs(pod, config.podDefaults);
   if (!read) {
     FUZZ_CHECK(!read.error().message.empty(), describe(f));
     return;
@@ -119,9 +119,9 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
   for (const auto& c : in.gpuContainers) FUZZ_CHECK(c.gpus > 0, describe(f));
   FUZZ_CHECK(gpus == in.podGpus, describe(f));
   if (in.gpuContainers.empty()) return;
-  FUZZ_CHECK(in.workers == (f[0] ? *podshaper::parseCount(*f[0]) : config.workers), describe(f));
+  FUZZ_CHECK(in.workers == (f[0] ? *podshaper::parseCount(*f[0]) : config.podDefaults.workers), describe(f));
   FUZZ_CHECK(in.prefetchFactor >= 1, describe(f));
-  FUZZ_CHECK(in.prefetchFactor == (f[1] ? *podshaper::parseCount(*f[1]) : config.prefetchFactor), describe(f));
+  FUZZ_CHECK(in.prefetchFactor == (f[1] ? *podshaper::parseCount(*f[1]) : config.podDefaults.prefetchFactor), describe(f));
   FUZZ_CHECK(in.batch.bytes > 0 || (in.workers == 0 && !f[2] && !f[3]), describe(f));
   FUZZ_CHECK(!(f[2] && f[3]), "batch-bytes and batch-shape both accepted: " + describe(f));
   if (f[2]) FUZZ_CHECK(static_cast<int64_t>(in.batch.bytes) == *podshaper::parseQuantity(*f[2]), describe(f));
@@ -129,7 +129,7 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
   FUZZ_CHECK(in.ranks.has_value() == f[5].has_value() && (!in.ranks || *in.ranks >= 1), describe(f));
   FUZZ_CHECK(in.nodeExclusive == (!f[6] || *f[6] == names::kNodeExclusive), describe(f));
   FUZZ_CHECK(in.requestedNodeGpus.has_value() == f[9].has_value(), describe(f));
-  FUZZ_CHECK(in.ncclCommunicators == (f[14] ? *podshaper::parseCount(*f[14]) : config.ncclCommunicators), describe(f));
+  FUZZ_CHECK(in.ncclCommunicators == (f[14] ? *podshaper::parseCount(*f[14]) : config.podDefaults.ncclCommunicators), describe(f));
 
   // The next step: the /dev/shm size from these inputs is a plan or an overflow error.
   podshaper::ShmInputs shm;
@@ -137,9 +137,9 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
   shm.workers = in.workers;
   shm.prefetchFactor = in.prefetchFactor;
   shm.batch = in.batch;
-  shm.headroomPercent = config.headroomPercent;
+  shm.headroomPercent = config.shm.headroomPercent;
   shm.nccl = podshaper::planNcclReserve({shm.ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span, false,
-                                         config.ncclShmPerCommunicator, in.ncclEnv});
+                                         config.shm.ncclShmPerCommunicator, in.ncclEnv});
   FUZZ_CHECK((shm.nccl.transport == podshaper::NcclTransport::kNone) == (in.ncclCommunicators == 0 ||
                                             (in.span.kind == podshaper::JobSpan::kOneNode && shm.ranks <= 1)),
              describe(f));

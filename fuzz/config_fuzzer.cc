@@ -17,20 +17,20 @@ using podshaper::Config;
 
 std::string toYaml(const Config& c) {
   std::string y = "defaults:\n";
-  y += "  workers: " + std::to_string(c.workers) + "\n";
-  y += "  prefetchFactor: " + std::to_string(c.prefetchFactor) + "\n";
-  y += "  headroomPercent: " + std::to_string(c.headroomPercent) + "\n";
-  y += "  ncclCommunicators: " + std::to_string(c.ncclCommunicators) + "\n";
-  y += "  gpusPerNode: " + std::to_string(c.gpusPerNode) + "\n";
-  if (c.nodeMemory) y += "  nodeMemory: " + std::to_string(*c.nodeMemory) + "\n";
-  y += "ncclShmPerCommunicator:\n  net: " + std::to_string(c.ncclShmPerCommunicator.net) + "\n  p2p: " +
-       std::to_string(c.ncclShmPerCommunicator.p2p) + "\n  shm: " + std::to_string(c.ncclShmPerCommunicator.shm) + "\n";
-  y += "limits:\n  maxShmPercentOfNodeMemory: " + std::to_string(c.maxShmPercentOfNodeMemory) + "\n";
-  y += "partialNode: " + std::string(podshaper::toString(c.partialNode)) + "\n";
+  y += "  workers: " + std::to_string(c.podDefaults.workers) + "\n";
+  y += "  prefetchFactor: " + std::to_string(c.podDefaults.prefetchFactor) + "\n";
+  y += "  headroomPercent: " + std::to_string(c.shm.headroomPercent) + "\n";
+  y += "  ncclCommunicators: " + std::to_string(c.podDefaults.ncclCommunicators) + "\n";
+  y += "  gpusPerNode: " + std::to_string(c.node.gpusPerNode) + "\n";
+  if (c.node.nodeMemory) y += "  nodeMemory: " + std::to_string(*c.node.nodeMemory) + "\n";
+  y += "ncclShmPerCommunicator:\n  net: " + std::to_string(c.shm.ncclShmPerCommunicator.net) + "\n  p2p: " +
+       std::to_string(c.shm.ncclShmPerCommunicator.p2p) + "\n  shm: " + std::to_string(c.shm.ncclShmPerCommunicator.shm) + "\n";
+  y += "limits:\n  maxShmPercentOfNodeMemory: " + std::to_string(c.shm.maxShmPercentOfNodeMemory) + "\n";
+  y += "partialNode: " + std::string(podshaper::toString(c.node.partialNode)) + "\n";
   y += "podSecurity: " + std::string(podshaper::toString(c.podSecurity)) + "\n";
-  y += "memlock: " + c.memlock.text() + "\n";
+  y += "memlock: " + c.node.memlock.text() + "\n";
   y += "gpuDeviceClass: " + c.gpuDeviceClass + "\n";  // a DNS subdomain: plain YAML
-  y += std::string("shm:\n  adoptOwnVolume: ") + (c.adoptOwnShmVolume ? "true" : "false") + "\n";
+  y += std::string("shm:\n  adoptOwnVolume: ") + (c.shm.adoptOwnVolume ? "true" : "false") + "\n";
   return y;
 }
 
@@ -44,16 +44,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const Config& c = *parsed;
-  FUZZ_CHECK(c.workers <= 1024, text);
-  FUZZ_CHECK(c.prefetchFactor >= 1 && c.prefetchFactor <= 1024, text);
-  FUZZ_CHECK(c.headroomPercent <= 1000, text);
-  FUZZ_CHECK(c.ncclCommunicators <= 1024, text);
-  FUZZ_CHECK(c.ncclShmPerCommunicator.net >= 0 && c.ncclShmPerCommunicator.p2p >= 0 && c.ncclShmPerCommunicator.shm >= 0,
+  FUZZ_CHECK(c.podDefaults.workers <= 1024, text);
+  FUZZ_CHECK(c.podDefaults.prefetchFactor >= 1 && c.podDefaults.prefetchFactor <= 1024, text);
+  FUZZ_CHECK(c.shm.headroomPercent <= 1000, text);
+  FUZZ_CHECK(c.podDefaults.ncclCommunicators <= 1024, text);
+  FUZZ_CHECK(c.shm.ncclShmPerCommunicator.net >= 0 && c.shm.ncclShmPerCommunicator.p2p >= 0 && c.shm.ncclShmPerCommunicator.shm >= 0,
              text);
-  FUZZ_CHECK(c.gpusPerNode >= 1 && c.gpusPerNode <= 1024, text);
-  FUZZ_CHECK(!c.nodeMemory || *c.nodeMemory >= 0, text);
-  FUZZ_CHECK(c.maxShmPercentOfNodeMemory >= 1 && c.maxShmPercentOfNodeMemory <= 100, text);
-  FUZZ_CHECK(!c.memlock.bytes || *c.memlock.bytes >= 1, text);
+  FUZZ_CHECK(c.node.gpusPerNode >= 1 && c.node.gpusPerNode <= 1024, text);
+  FUZZ_CHECK(!c.node.nodeMemory || *c.node.nodeMemory >= 0, text);
+  FUZZ_CHECK(c.shm.maxShmPercentOfNodeMemory >= 1 && c.shm.maxShmPercentOfNodeMemory <= 100, text);
+  FUZZ_CHECK(!c.node.memlock.bytes || *c.node.memlock.bytes >= 1, text);
   const std::string hash = c.hash();
   FUZZ_CHECK(hash.size() == 16 && hash.find_first_not_of("0123456789abcdef") == std::string::npos, hash);
 

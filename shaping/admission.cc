@@ -58,10 +58,14 @@ std::string AdmissionDecision::body() const {
 
 Result<AdmissionDecision> admit(std::string_view body, const Config& config, const ClusterView* cluster,
                                 std::string_view shaperVersion, const ClaimLookup& claims) {
-  // The review before's tree, read into again (parseJsonInto): the reviews one thread
-  // answers share most of their shape, and most of what a tree costs is making and
-  // freeing it. A large body's tree is freed when it is answered.
-  thread_local json kept;
+  AdmissionScratch scratch;
+  return admit(scratch, body, config, cluster, shaperVersion, claims);
+}
+
+Result<AdmissionDecision> admit(AdmissionScratch& scratch, std::string_view body, const Config& config,
+                                const ClusterView* cluster, std::string_view shaperVersion, const ClaimLookup& claims) {
+  json& kept = scratch.review;
+  // A large body's tree is freed when it is answered.
   struct FreeLarge {
     json& tree;
     std::size_t bytes;
@@ -104,6 +108,7 @@ Result<AdmissionDecision> admit(std::string_view body, const Config& config, con
     context.cluster = cluster;
     context.claims = claims;
     context.shaperVersion = std::string(shaperVersion);
+    context.configHash = scratch.configHash.of(config);
     ShapeOutcome outcome = shapePod(std::move(pod), config, context);
     if (!outcome.allowed) {
       decision.allowed = false;

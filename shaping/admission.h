@@ -7,6 +7,7 @@
 #include "base/result.h"
 #include "shaping/cluster_view.h"
 #include "shaping/config.h"
+#include "shaping/denial.h"
 #include "shaping/pod_claims.h"
 
 namespace podshaper {
@@ -19,17 +20,30 @@ struct AdmissionDecision {
   // its controller ("Job train"), when the review is a pod's CREATE.
   std::string object;
   std::string owner;
-  std::string cause;  // when denied: one of kDenialCauses (shaping/pod_shaper.h)
+  DenialCause cause = DenialCause::kNone;
 
   // review.dump(), the bytes the webhook answers, written faster (base/json_write.h; the
   // patch's base64 needs no escaping at all).
   std::string body() const;
 };
 
+// What a webhook thread keeps from one admission to the next, not to make it anew each
+// time: the review's tree, read into again (parseJsonInto: the reviews one thread answers
+// share most of their shape, and most of what a tree costs is making and freeing it), and
+// the config's hash. One admission at a time uses it.
+struct AdmissionScratch {
+  nlohmann::json review;
+  ConfigHashMemo configHash;
+};
+
 // The webhook's handler as a pure function: AdmissionReview v1 in, AdmissionReview
 // out. Pod CREATEs are shaped; any other well-formed review is allowed unchanged.
 // An Error means the body is not an AdmissionReview (HTTP 400, exit 2 in review).
 // `claims` reads the resource claims pods name (empty: not read; see AdmissionContext).
+Result<AdmissionDecision> admit(AdmissionScratch& scratch, std::string_view body, const Config& config,
+                                const ClusterView* cluster, std::string_view shaperVersion,
+                                const ClaimLookup& claims = {});
+// The same with a scratch of its own: one admission (review, tests).
 Result<AdmissionDecision> admit(std::string_view body, const Config& config, const ClusterView* cluster,
                                 std::string_view shaperVersion, const ClaimLookup& claims = {});
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "shaping/cluster_view.h"
 #include "shaping/pod_claims.h"
@@ -18,6 +19,8 @@ struct AdmissionContext {
   // not read, and GPUs asked through them are not counted (with a warning).
   ClaimLookup claims;
   std::string shaperVersion = "podshaper-webhook/dev";
+  // The config's hash where the caller keeps it (admit's AdmissionScratch); empty: shapePod hashes the config.
+  std::string_view configHash;
 };
 
 }  // namespace podshaper

@@ -156,27 +156,31 @@ struct Fnv1a {
 }  // namespace
 
 std::string Config::hash() const {
-  thread_local std::optional<Config> last;
-  thread_local std::string lastHash;
-  if (last == *this) return lastHash;
+  const PodDefaults& d = podDefaults;
+  const NcclShmCosts& nccl = shm.ncclShmPerCommunicator;
   Fnv1a f;
-  f << "workers=" << workers << ";prefetchFactor=" << prefetchFactor
-    << ";headroomPercent=" << headroomPercent << ";ncclCommunicators=" << ncclCommunicators
-    << ";ncclShmPerCommunicator=net:" << ncclShmPerCommunicator.net
-    << ",p2p:" << ncclShmPerCommunicator.p2p << ",shm:" << ncclShmPerCommunicator.shm
-    << ";gpusPerNode=" << gpusPerNode << ";nodeMemory=";
-  if (nodeMemory) f << *nodeMemory;
-  f << ";maxShmPercentOfNodeMemory=" << maxShmPercentOfNodeMemory
-    << ";partialNode=" << toString(partialNode) << ";podSecurity=" << toString(podSecurity)
-    << ";memlock=" << memlock.text();
+  f << "workers=" << d.workers << ";prefetchFactor=" << d.prefetchFactor
+    << ";headroomPercent=" << shm.headroomPercent << ";ncclCommunicators=" << d.ncclCommunicators
+    << ";ncclShmPerCommunicator=net:" << nccl.net << ",p2p:" << nccl.p2p << ",shm:" << nccl.shm
+    << ";gpusPerNode=" << node.gpusPerNode << ";nodeMemory=";
+  if (node.nodeMemory) f << *node.nodeMemory;
+  f << ";maxShmPercentOfNodeMemory=" << shm.maxShmPercentOfNodeMemory
+    << ";partialNode=" << toString(node.partialNode) << ";podSecurity=" << toString(podSecurity)
+    << ";memlock=" << node.memlock.text();
   // Settings added since keep the hash of a config that leaves them at their default.
   if (gpuDeviceClass != kDefaultGpuDeviceClass) f << ";gpuDeviceClass=" << gpuDeviceClass;
-  if (adoptOwnShmVolume) f << ";shm.adoptOwnVolume=true";
+  if (shm.adoptOwnVolume) f << ";shm.adoptOwnVolume=true";
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(f.h));
-  last = *this;
-  lastHash = out;
-  return lastHash;
+  return out;
+}
+
+const std::string& ConfigHashMemo::of(const Config& config) {
+  if (last_ != config) {
+    hash_ = config.hash();
+    last_ = config;
+  }
+  return hash_;
 }
 
 Result<Config> parseConfig(std::string_view yamlText) {
@@ -190,29 +194,29 @@ Result<Config> parseConfig(std::string_view yamlText) {
   if (root.IsNull()) return config;  // an empty file means all defaults
 
   std::map<std::string, Handler> defaults{
-      {"workers", setCount(config.workers, "defaults.workers", 0, 1024)},
-      {"prefetchFactor", setCount(config.prefetchFactor, "defaults.prefetchFactor", 1, 1024)},
-      {"headroomPercent", setCount(config.headroomPercent, "defaults.headroomPercent", 0, 1000)},
-      {"ncclCommunicators", setCount(config.ncclCommunicators, "defaults.ncclCommunicators", 0, 1024)},
+      {"workers", setCount(config.podDefaults.workers, "defaults.workers", 0, 1024)},
+      {"prefetchFactor", setCount(config.podDefaults.prefetchFactor, "defaults.prefetchFactor", 1, 1024)},
+      {"headroomPercent", setCount(config.shm.headroomPercent, "defaults.headroomPercent", 0, 1000)},
+      {"ncclCommunicators", setCount(config.podDefaults.ncclCommunicators, "defaults.ncclCommunicators", 0, 1024)},
       {"ncclShmReservePerRankWithP2P", replaced("defaults.ncclShmReservePerRankWithP2P")},
       {"ncclShmReservePerRank", replaced("defaults.ncclShmReservePerRank")},
-      {"gpusPerNode", setCount(config.gpusPerNode, "defaults.gpusPerNode", 1, 1024)},
-      {"nodeMemory", setQuantity(config.nodeMemory, "defaults.nodeMemory")},
+      {"gpusPerNode", setCount(config.node.gpusPerNode, "defaults.gpusPerNode", 1, 1024)},
+      {"nodeMemory", setQuantity(config.node.nodeMemory, "defaults.nodeMemory")},
   };
   std::map<std::string, Handler> ncclCosts{
-      {"net", setQuantity(config.ncclShmPerCommunicator.net, "ncclShmPerCommunicator.net")},
-      {"p2p", setQuantity(config.ncclShmPerCommunicator.p2p, "ncclShmPerCommunicator.p2p")},
-      {"shm", setQuantity(config.ncclShmPerCommunicator.shm, "ncclShmPerCommunicator.shm")},
+      {"net", setQuantity(config.shm.ncclShmPerCommunicator.net, "ncclShmPerCommunicator.net")},
+      {"p2p", setQuantity(config.shm.ncclShmPerCommunicator.p2p, "ncclShmPerCommunicator.p2p")},
+      {"shm", setQuantity(config.shm.ncclShmPerCommunicator.shm, "ncclShmPerCommunicator.shm")},
   };
   std::map<std::string, Handler> limits{
       {"maxShmPercentOfNodeMemory",
-       setCount(config.maxShmPercentOfNodeMemory, "limits.maxShmPercentOfNodeMemory", 1, 100)},
+       setCount(config.shm.maxShmPercentOfNodeMemory, "limits.maxShmPercentOfNodeMemory", 1, 100)},
   };
-  std::map<std::string, Handler> shm{
-      {"adoptOwnVolume", setBool(config.adoptOwnShmVolume, "shm.adoptOwnVolume")},
+  std::map<std::string, Handler> shmKeys{
+      {"adoptOwnVolume", setBool(config.shm.adoptOwnVolume, "shm.adoptOwnVolume")},
   };
   std::map<std::string, Handler> top{
-      {"shm", [&](const YAML::Node& n) { return forEachKey(n, "shm", shm); }},
+      {"shm", [&](const YAML::Node& n) { return forEachKey(n, "shm", shmKeys); }},
       {"defaults", [&](const YAML::Node& n) { return forEachKey(n, "defaults", defaults); }},
       {"limits", [&](const YAML::Node& n) { return forEachKey(n, "limits", limits); }},
       {"ncclShmPerCommunicator",
@@ -221,9 +225,9 @@ Result<Config> parseConfig(std::string_view yamlText) {
        [&](const YAML::Node& n) -> Result<void> {
          auto v = scalar(n, "partialNode");
          if (!v) return v.error();
-         if (*v == "deny") config.partialNode = PartialNodePolicy::kDeny;
-         else if (*v == "warn") config.partialNode = PartialNodePolicy::kWarn;
-         else if (*v == "expand") config.partialNode = PartialNodePolicy::kExpand;
+         if (*v == "deny") config.node.partialNode = PartialNodePolicy::kDeny;
+         else if (*v == "warn") config.node.partialNode = PartialNodePolicy::kWarn;
+         else if (*v == "expand") config.node.partialNode = PartialNodePolicy::kExpand;
          else return keyError("partialNode", "\"" + *v + "\" is not one of deny, warn, expand");
          return {};
        }},
@@ -252,7 +256,7 @@ Result<Config> parseConfig(std::string_view yamlText) {
          if (!v) return v.error();
          auto limit = parseMemlockLimit(*v);
          if (!limit) return keyError("memlock", limit.error().message);
-         config.memlock = *limit;
+         config.node.memlock = *limit;
          return {};
        }},
   };

@@ -19,38 +19,69 @@ enum class PodSecurityAction { kDeny, kWarn };
 
 inline constexpr std::string_view kDefaultGpuDeviceClass = "gpu.nvidia.com";
 
-// The webhook's configuration file (YAML). Every key is optional; see README "Config".
-struct Config {
-  uint64_t workers = 4;
-  uint64_t prefetchFactor = 2;
-  uint64_t headroomPercent = 20;
-  // NCCL communicators (process groups) each rank makes, where the pod does not say
-  // (podshaper.io/nccl-communicators): 4 covers a DP × TP mesh (3) and one more.
+// Each step of shapePod takes only the part of the config it reads. The parts follow the
+// steps; the YAML keys they come from are named beside each field (README "Config").
+
+// What a pod gets where its annotations say nothing (pod_inputs).
+struct PodDefaults {
+  uint64_t workers = 4;         // defaults.workers
+  uint64_t prefetchFactor = 2;  // defaults.prefetchFactor
+  // defaults.ncclCommunicators: NCCL communicators (process groups) each rank makes, where
+  // the pod does not say (podshaper.io/nccl-communicators): 4 covers a DP × TP mesh (3) and one more.
   uint64_t ncclCommunicators = 4;
-  // /dev/shm NCCL keeps per rank per communicator, by transport: docs/webhook.md.
+  bool operator==(const PodDefaults&) const = default;
+};
+
+// How a pod's /dev/shm is sized, capped and mounted (pod_shm).
+struct ShmSettings {
+  uint64_t headroomPercent = 20;  // defaults.headroomPercent
+  // ncclShmPerCommunicator: /dev/shm NCCL keeps per rank per communicator, by transport: docs/webhook.md.
   NcclShmCosts ncclShmPerCommunicator;
-  uint64_t gpusPerNode = 8;
-  // Memory of a GPU node when the cluster does not say (no --kubeconfig, or no
-  // matching Node); unset means the shm cap is checked only against known nodes.
-  std::optional<int64_t> nodeMemory;
-  uint64_t maxShmPercentOfNodeMemory = 50;
-  PartialNodePolicy partialNode = PartialNodePolicy::kDeny;
-  PodSecurityAction podSecurity = PodSecurityAction::kDeny;
-  // RLIMIT_MEMLOCK asked for every GPU container (the NRI annotation's soft and
-  // hard), and what the node affinity requires a node to grant.
-  MemlockLimit memlock;
-  // The DeviceClass whose devices are GPUs, for pods that ask GPUs through resource
-  // claims (Dynamic Resource Allocation); NVIDIA's DRA driver names it gpu.nvidia.com.
-  std::string gpuDeviceClass = std::string(kDefaultGpuDeviceClass);
+  uint64_t maxShmPercentOfNodeMemory = 50;  // limits.maxShmPercentOfNodeMemory
   // shm.adoptOwnVolume: a GPU container's own memory-backed emptyDir at /dev/shm with no
   // sizeLimit, or one below the need, gets the need as its sizeLimit and the memory for it
   // (docs/webhook.md "A /dev/shm of the user's"). Off: a user's volume is kept as written.
-  bool adoptOwnShmVolume = false;
+  bool adoptOwnVolume = false;
+  bool operator==(const ShmSettings&) const = default;
+};
 
-  // Stable hash of the effective settings, shown in podshaper.io/shaped-by. The last
-  // config hashed is remembered per thread: a webhook's every admission hashes the same one.
+// The nodes a GPU pod is sized for and placed on (node_class, placement, memlock).
+struct NodeSettings {
+  uint64_t gpusPerNode = 8;  // defaults.gpusPerNode
+  // defaults.nodeMemory: memory of a GPU node when the cluster does not say (no --kubeconfig,
+  // or no matching Node); unset means the shm cap is checked only against known nodes.
+  std::optional<int64_t> nodeMemory;
+  PartialNodePolicy partialNode = PartialNodePolicy::kDeny;  // partialNode
+  // memlock: RLIMIT_MEMLOCK asked for every GPU container (the NRI annotation's soft and
+  // hard), and what the node affinity requires a node to grant.
+  MemlockLimit memlock;
+  bool operator==(const NodeSettings&) const = default;
+};
+
+// The webhook's configuration file (YAML). Every key is optional; see README "Config".
+struct Config {
+  PodDefaults podDefaults;
+  ShmSettings shm;
+  NodeSettings node;
+  PodSecurityAction podSecurity = PodSecurityAction::kDeny;  // podSecurity (privileges)
+  // gpuDeviceClass: the DeviceClass whose devices are GPUs, for pods that ask GPUs through
+  // resource claims (Dynamic Resource Allocation); NVIDIA's DRA driver names it gpu.nvidia.com.
+  std::string gpuDeviceClass = std::string(kDefaultGpuDeviceClass);
+
+  // Stable hash of the effective settings, shown in podshaper.io/shaped-by.
   std::string hash() const;
   bool operator==(const Config&) const = default;
+};
+
+// The hash of the config last hashed: a webhook thread's every admission hashes the same
+// config, and comparing it costs less than hashing it.
+class ConfigHashMemo {
+ public:
+  const std::string& of(const Config& config);
+
+ private:
+  std::optional<Config> last_;
+  std::string hash_;
 };
 
 // Parses the YAML text. Unknown keys are errors (a typo must not silently

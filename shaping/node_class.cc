@@ -92,8 +92,8 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
                            const Config& config, const ClusterView* cluster) {
   NodeClass nc;
   if (cluster == nullptr || !cluster->nodesKnown) {
-    nc.gpus = requestedGpus.value_or(config.gpusPerNode);
-    nc.memoryBytes = config.nodeMemory;
+    nc.gpus = requestedGpus.value_or(config.node.gpusPerNode);
+    nc.memoryBytes = config.node.nodeMemory;
     nc.source = requestedGpus ? "from the pod's nodeSelector " + std::string(names::kGpuCount)
                               : "from config defaults.gpusPerNode";
     return nc;
@@ -111,7 +111,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   // 12,500 nodes as at 4.
   std::vector<NodeKind> scratch;
   const std::vector<NodeKind>& kinds = kindsOf(*cluster, scratch);
-  const PlaceableBy placeable(config.memlock);
+  const PlaceableBy placeable(config.node.memlock);
   std::set<uint64_t> classes;
   for (const auto& kind : kinds) {
     if (auto g = nodeGpus(kind.node, byLabels, placeable)) classes.insert(*g);
@@ -149,7 +149,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
                           " can take the pod now: " + nodesAndWhy(waitingFor, placeable) +
                           ": it waits Pending until one can (kubectl describe pod tells why it waits)");
   } else if (classes.empty()) {
-    nc.gpus = config.gpusPerNode;
+    nc.gpus = config.node.gpusPerNode;
     nc.source = "from config defaults.gpusPerNode";
     nc.warnings.push_back("no " + std::string(byLabels ? "validated " : "") +
                           "GPU node found: assuming " + counted(nc.gpus, "GPU") +
@@ -189,7 +189,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
       if (!nc.memoryBytes || *kind.node.memoryBytes < *nc.memoryBytes) nc.memoryBytes = kind.node.memoryBytes;
     }
   }
-  if (!nc.memoryBytes) nc.memoryBytes = config.nodeMemory;
+  if (!nc.memoryBytes) nc.memoryBytes = config.node.nodeMemory;
   nc.p2pAllPairs = byLabels && anyTarget && allP2P;
   return nc;
 }

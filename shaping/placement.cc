@@ -123,7 +123,7 @@ Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Con
                      ")";
   const std::string request = "request " + counted(G, "GPU") +
                               (in.gpusFromClaims ? " in all (exactly.count in its resource claims)" : "");
-  switch (config.partialNode) {
+  switch (config.node.partialNode) {
     case PartialNodePolicy::kDeny:
       return makeError(asks + ": " + request + " (one rank per GPU), or set " + std::string(names::kPlacement) +
                        ": shared to share the node");
@@ -155,7 +155,7 @@ Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& node
   if (in.nodeExclusive) requireOnePodPerNode(edit);
   if (!nodeClass.placeByLabels) return {};
   if (auto sized = checkNodeAffinitySize(edit.document()); !sized) return sized;
-  requireNodeLabels(edit, nodeRequirementsText({config.memlock,
+  requireNodeLabels(edit, nodeRequirementsText({config.node.memlock,
                                               in.nodeExclusive ? std::optional(nodeClass.gpus) : std::nullopt, needsP2P}));
   return {};
 }

@@ -160,15 +160,15 @@ Result<void> readGpuContainers(const json& spec, const json& containers, const P
 }
 
 // The DataLoader's workers and prefetch factor, and the ranks, from the annotations or config.
-Result<void> readDataLoaderCounts(const json& pod, const Config& config, PodInputs& in) {
+Result<void> readDataLoaderCounts(const json& pod, const PodDefaults& defaults, PodInputs& in) {
   auto& w = in.warnings;
-  auto workers = countAnnotation(pod, names::kWorkers, config.workers, "config defaults.workers", 0,
+  auto workers = countAnnotation(pod, names::kWorkers, defaults.workers, "config defaults.workers", 0,
                                  "set it to the DataLoader's num_workers, e.g. \"8\"", w);
   if (!workers) return workers.error();
   in.workers = *workers;
   // No workers, no prefetch: a default for it changes nothing, so it is not warned of.
   std::vector<std::string> moot;
-  auto prefetch = countAnnotation(pod, names::kPrefetchFactor, config.prefetchFactor,
+  auto prefetch = countAnnotation(pod, names::kPrefetchFactor, defaults.prefetchFactor,
                                   "config defaults.prefetchFactor", 1,
                                   "set it to the DataLoader's prefetch_factor, e.g. \"2\"", in.workers == 0 ? moot : w);
   if (!prefetch) return prefetch.error();
@@ -184,10 +184,10 @@ Result<void> readDataLoaderCounts(const json& pod, const Config& config, PodInpu
 }
 
 // The NCCL communicators each rank makes, and where the number came from.
-Result<void> readNcclCommunicators(const json& pod, const Config& config, PodInputs& in) {
+Result<void> readNcclCommunicators(const json& pod, const PodDefaults& defaults, PodInputs& in) {
   const bool communicatorsSet = annotation(pod, names::kNcclCommunicators).has_value();
   auto communicators = countAnnotation(
-      pod, names::kNcclCommunicators, config.ncclCommunicators, "config defaults.ncclCommunicators", 0,
+      pod, names::kNcclCommunicators, defaults.ncclCommunicators, "config defaults.ncclCommunicators", 0,
       "set it to the process groups each rank makes (1 for DDP, 3 for a data × tensor parallel mesh), or \"0\" "
       "for a pod that runs no NCCL",
       in.warnings);
@@ -229,7 +229,7 @@ Result<void> readPlacement(const json& pod, const json& spec, PodInputs& in) {
 
 }  // namespace
 
-Result<PodInputs> readPodInputs(const json& pod, const Config& config, const PodClaimGpus& claims) {
+Result<PodInputs> readPodInputs(const json& pod, const PodDefaults& defaults, const PodClaimGpus& claims) {
   PodInputs in;
   const json* spec = memberPtr(pod, "spec");
   const json* containers = spec ? memberPtr(*spec, "containers") : nullptr;
@@ -239,8 +239,8 @@ Result<PodInputs> readPodInputs(const json& pod, const Config& config, const Pod
   in.warnings = claims.warnings;
   if (auto read = readGpuContainers(*spec, *containers, claims, in); !read) return read.error();
   if (in.gpuContainers.empty()) return in;  // nothing to shape; the caller allows as is
-  if (auto read = readDataLoaderCounts(pod, config, in); !read) return read.error();
-  if (auto read = readNcclCommunicators(pod, config, in); !read) return read.error();
+  if (auto read = readDataLoaderCounts(pod, defaults, in); !read) return read.error();
+  if (auto read = readNcclCommunicators(pod, defaults, in); !read) return read.error();
   // With no workers no batch goes through /dev/shm: its size is needed only when given.
   if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {
     in.batch = BatchSize{0, "not needed with 0 workers"};

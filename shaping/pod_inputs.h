@@ -28,7 +28,7 @@ struct GpuContainer {
   bool runAsNonRoot = false;
 };
 
-// Everything shaping needs, read from the pod and defaulted from config.
+// Everything shaping needs, read from the pod and defaulted from config (its PodDefaults).
 struct PodInputs {
   std::vector<GpuContainer> gpuContainers;
   uint64_t podGpus = 0;  // with allGpus: 0 until the node class says G
@@ -52,6 +52,6 @@ struct PodInputs {
 
 // Reads the pod; `claims` are the GPUs of its resource claims (readPodClaimGpus). An
 // error message names the annotation or field and says what to change.
-Result<PodInputs> readPodInputs(const nlohmann::json& pod, const Config& config, const PodClaimGpus& claims = {});
+Result<PodInputs> readPodInputs(const nlohmann::json& pod, const PodDefaults& defaults, const PodClaimGpus& claims = {});
 
 }  // namespace podshaper

@@ -22,21 +22,26 @@ namespace {
 
 using json = nlohmann::json;
 
+// What podshaper says, it says under its name: the denial's message and each warning of
+// the create response (the podshaper.io/warnings annotation lists them without it).
+constexpr std::string_view kSignature = "podshaper: ";
+
 ShapeOutcome unchanged(json& pod, std::vector<std::string> warnings = {}) {
   ShapeOutcome out;
   out.pod = std::move(pod);
-  for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
+  out.warnings = std::move(warnings);
   return out;
 }
 
 // Without the pod: shapePod(const json&) puts the one it was given back.
-ShapeOutcome deny(const char* cause, std::string message) {
+ShapeOutcome deny(DenialCause cause, std::string message) {
   ShapeOutcome out;
   out.allowed = false;
   out.cause = cause;
-  out.message = "podshaper: " + std::move(message);
+  out.message = std::string(kSignature) + std::move(message);
   return out;
 }
+ShapeOutcome deny(const Denial& denial) { return deny(denial.cause, denial.message); }
 
 // Raises a container's memory (a quantity string) by `extra` bytes.
 Result<std::string> raiseMemory(const json& current, uint64_t extra, const std::string& what) {
@@ -62,14 +67,13 @@ bool alreadyShaped(const json& pod) { return annotation(pod, names::kShapedBy).h
 // What every GPU container of one pod gets, decided before the containers are shaped.
 struct PodShape {
   const PodInputs& in;
-  const Config& config;
+  const MemlockLimit& memlock;  // config memlock
   uint64_t ranks = 0;
   // podshaper's /dev/shm volume and the GPUs of the containers that mount it: the pod's
   // size when every GPU container does, else their share of it (docs/webhook.md
-  // "Several GPU containers").
-  ShmVolume volume;
-  // The user's own /dev/shm volumes, kept or adopted (config shm.adoptOwnVolume).
-  const std::vector<OwnShm>& owns;
+  // "Several GPU containers"); the user's own /dev/shm volumes, kept or adopted (config
+  // shm.adoptOwnVolume).
+  const PodShm& shm;
   GpuFit fit = GpuFit::kAsAsked;
   Privileges privileges = Privileges::kLeftOut;
 };
@@ -101,13 +105,13 @@ Result<void> raiseForShm(JsonEdit& edit, const ContainerAt& at, const GpuContain
 Result<void> mountShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p) {
   static const JsonText kMount(jsonObject("name", names::kShmVolume, "mountPath", names::kShmMountPath));
   edit.append({"spec", "containers", at.index, "volumeMounts"}, kMount);
-  return raiseForShm(edit, at, c, shareOf(p.volume.bytes, c.gpus, p.volume.gpus));
+  return raiseForShm(edit, at, c, shareOf(p.shm.volume.bytes, c.gpus, p.shm.volume.gpus));
 }
 
 // A volume of the user's: kept as written, or adopted, its containers' memory raised as
 // for podshaper's own volume (by their share of the sizeLimit set, all of it).
 Result<void> keepOwnShm(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p) {
-  for (const OwnShm& own : p.owns) {
+  for (const OwnShm& own : p.shm.owns) {
     if (own.volume.name != *c.ownShmVolume || !own.adopted) continue;
     return raiseForShm(edit, at, c, shareOf(own.needBytes, c.gpus, own.gpus));
   }
@@ -167,11 +171,11 @@ Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const Pod
     }
   }
   const json& annotations = member(member(edit.document(), "metadata"), "annotations");
-  MemlockAnnotation memlock = memlockAnnotation(annotations, c.name, p.config.memlock);
+  MemlockAnnotation memlock = memlockAnnotation(annotations, c.name, p.memlock);
   if (memlock.set) edit.set({"metadata", "annotations", memlock.set->first}, memlock.set->second);
   if (memlock.warning) warnings.push_back(*memlock.warning);
   if (privileged) {
-    if (auto nonRoot = nonRootMemlockWarning(c, memlock, p.config)) warnings.push_back(*nonRoot);
+    if (auto nonRoot = nonRootMemlockWarning(c, memlock, p.memlock)) warnings.push_back(*nonRoot);
   }
   setNprocs(edit, at, c, p, expandedHere, warnings);
   // The log's tail becomes the termination message when the container fails, so that a
@@ -205,15 +209,17 @@ std::string warningsAnnotation(const std::vector<std::string>& warnings) {
   return text;
 }
 
+// The steps in order, each given the part of the config it reads; the warnings they
+// return are collected here, in the order the steps told them.
 ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx) {
-  if (!pod.is_object() || !pod.contains("spec")) return deny("not-a-pod", "the object is not a Pod");
+  if (!pod.is_object() || !pod.contains("spec")) return deny(DenialCause::kNotAPod, "the object is not a Pod");
   if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return unchanged(pod);
-  if (auto sized = checkPodSize(pod); !sized) return deny("limits", sized.error().message);
+  if (auto sized = checkPodSize(pod); !sized) return deny(DenialCause::kLimits, sized.error().message);
 
   auto claims = readPodClaimGpus(pod, ctx.namespaceName, config.gpuDeviceClass, ctx.claims);
-  if (!claims) return deny("claims", claims.error().message);
-  auto read = readPodInputs(pod, config, *claims);
-  if (!read) return deny("input", read.error().message);
+  if (!claims) return deny(DenialCause::kClaims, claims.error().message);
+  auto read = readPodInputs(pod, config.podDefaults, *claims);
+  if (!read) return deny(DenialCause::kInput, read.error().message);
   PodInputs in = std::move(read).value();
   std::vector<std::string> warnings = std::move(in.warnings);
   if (in.gpuContainers.empty()) {
@@ -238,37 +244,33 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
                        std::to_string(nodeClass.gpus) + " (" + nodeClass.source + ")");
   }
   auto fit = fitNodeClass(in, nodeClass, config, warnings);
-  if (!fit) return deny("node-size", fit.error().message);
+  if (!fit) return deny(DenialCause::kNodeSize, fit.error().message);
   uint64_t ranks = in.ranks.value_or(in.podGpus);
   if (!in.ranks) {
     warnings.push_back(std::string(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) + ", the pod's " +
                        in.gpuWords);
   }
-  auto privileges = decidePrivileges(ctx, config, warnings);
-  if (!privileges) return deny("pod-security", privileges.error().message);
-  auto plan = planPodShm(in, ranks, nodeClass, config);
-  if (!plan) return deny("shm-size", plan.error().message);
-  if (auto capped = checkShmCap(*plan, nodeClass, config, warnings); !capped) return deny("shm-cap", capped.error().message);
+  auto privileges = decidePrivileges(ctx, config.podSecurity);
+  if (!privileges) return deny(DenialCause::kPodSecurity, privileges.error().message);
+  if (privileges->warning) warnings.push_back(*privileges->warning);
+  auto decided = decidePodShm(pod, in, ranks, nodeClass, config.shm);
+  if (!decided) return deny(decided.error());
+  const PodShm& shm = *decided;
+  warnings.insert(warnings.end(), shm.warnings.begin(), shm.warnings.end());
 
-  const ShmVolume volume = shmVolumeFor(in, *plan);
-  if (volume.gpus > 0 && volumeNamed(pod, names::kShmVolume)) {
-    return deny("volume-name", "spec.volumes has a volume named \"" + std::string(names::kShmVolume) +
-                         "\", the name of the /dev/shm volume podshaper adds: rename it");
-  }
-  const std::vector<OwnShm> owns = ownShmVolumes(pod, in, *plan, config);
-  const PodShape shapeOf{in, config, ranks, volume, owns, *fit, *privileges};
-  const std::string shmText = formatBytes(static_cast<int64_t>(volume.bytes));
+  const PodShape shapeOf{in, config.node.memlock, ranks, shm, *fit, privileges->privileges};
+  const std::string shmText = formatBytes(static_cast<int64_t>(shm.volume.bytes));
   // From here on the pod is changed where it lies, each change written down as the patch.
   const std::size_t annotationsBefore = annotationsBytes(pod);
   JsonEdit edit(pod);
   bool needVolume = false;
   for (const GpuContainer& c : in.gpuContainers) {
     auto mount = shapeContainer(edit, c, shapeOf, warnings);
-    if (!mount) return deny("container", mount.error().message);
+    if (!mount) return deny(DenialCause::kContainer, mount.error().message);
     needVolume = needVolume || *mount == ShmMount::kPodsVolume;
   }
-  for (const OwnShm& own : owns) {
-    warnOwnShm(pod, own, warnings);
+  for (const OwnShm& own : shm.owns) {
+    if (auto warning = ownShmWarning(pod, own)) warnings.push_back(std::move(*warning));
     if (own.adopted) {
       edit.set({"spec", "volumes", own.volume.index, "emptyDir", "sizeLimit"},
                formatBytes(static_cast<int64_t>(own.needBytes)));
@@ -279,45 +281,43 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
                 jsonObject("name", names::kShmVolume, "emptyDir",
                            jsonObject("medium", "Memory", "sizeLimit", shmText)));
   }
-  if (*privileges == Privileges::kGranted) edit.set({"spec", "hostIPC"}, true);
-  if (auto placed = placePod(edit, in, nodeClass, config, plan->ncclTransport == NcclTransport::kP2P); !placed) {
-    return deny("placement", placed.error().message);
+  if (privileges->privileges == Privileges::kGranted) edit.set({"spec", "hostIPC"}, true);
+  if (auto placed = placePod(edit, in, nodeClass, config, shm.plan.ncclTransport == NcclTransport::kP2P); !placed) {
+    return deny(DenialCause::kPlacement, placed.error().message);
   }
 
   // shm-size is the /dev/shm the pod will have: podshaper's volume's, else a kept
   // volume's sizeLimit; none for a volume without one, the host's, or one of several.
   std::optional<std::string> shmSize;
-  std::string formula = plan->formula;
-  if (owns.empty()) {
+  std::string formula = shm.plan.formula;
+  if (shm.owns.empty()) {
     shmSize = shmText;
   } else {
     formula += " needed";
-    if (volume.gpus > 0) {
+    if (shm.volume.gpus > 0) {
       shmSize = shmText;
-      formula += "; podshaper's /dev/shm serves the containers holding " + std::to_string(volume.gpus) +
+      formula += "; podshaper's /dev/shm serves the containers holding " + std::to_string(shm.volume.gpus) +
                  " of the pod's " + counted(in.podGpus, "GPU") + ": " + shmText;
-    } else if (owns.size() == 1) {
-      shmSize = owns.front().size();
+    } else if (shm.owns.size() == 1) {
+      shmSize = shm.owns.front().size();
     }
-    for (const OwnShm& own : owns) formula += "; " + ownShmWords(own, in);
+    for (const OwnShm& own : shm.owns) formula += "; " + ownShmWords(own, in);
   }
   if (shmSize) edit.set({"metadata", "annotations", names::kShmSize}, *shmSize);
   else edit.erase({"metadata", "annotations", names::kShmSize});
   edit.set({"metadata", "annotations", names::kShmFormula}, formula);
-  edit.set({"metadata", "annotations", names::kShapedBy}, ctx.shaperVersion + " config=" + config.hash());
-  for (auto& w : warnings) {
-    if (w.starts_with("podshaper: ")) w.erase(0, std::string_view("podshaper: ").size());
-  }
+  edit.set({"metadata", "annotations", names::kShapedBy},
+           ctx.shaperVersion + " config=" + (ctx.configHash.empty() ? config.hash() : std::string(ctx.configHash)));
   // What podshaper told at admission, and nothing a user wrote under its name.
   if (!warnings.empty()) edit.set({"metadata", "annotations", names::kWarnings}, warningsAnnotation(warnings));
   else edit.erase({"metadata", "annotations", names::kWarnings});
   edit.set({"metadata", "labels", names::kShapedLabel}, "true");
-  if (auto fit = fitAnnotations(annotationsBefore, edit); !fit) return deny("limits", fit.error().message);
+  if (auto fit = fitAnnotations(annotationsBefore, edit); !fit) return deny(DenialCause::kLimits, fit.error().message);
 
   ShapeOutcome out;
   out.patch = edit.patch();
   out.pod = std::move(pod);
-  for (auto& w : warnings) out.warnings.push_back("podshaper: " + w);
+  out.warnings = std::move(warnings);
   return out;
 }
 
@@ -330,14 +330,18 @@ bool optedIn(const json& pod) {
 }
 
 ShapeOutcome shapePod(json&& pod, const Config& config, const AdmissionContext& context) {
+  ShapeOutcome out;
   try {
-    return shape(pod, config, context);
+    out = shape(pod, config, context);
   } catch (const json::exception&) {
     // The API server decodes pods before admission, so this means a hand-made
     // request; deny rather than guess, in words (not the library's).
-    return deny("unreadable", "the pod could not be read: a field podshaper reads has the wrong type (a hand-made request? "
+    return deny(DenialCause::kUnreadable,
+                "the pod could not be read: a field podshaper reads has the wrong type (a hand-made request? "
                 "the API server sends pods it has decoded)");
   }
+  for (std::string& w : out.warnings) w.insert(0, kSignature);
+  return out;
 }
 
 ShapeOutcome shapePod(const json& pod, const Config& config, const AdmissionContext& context) {

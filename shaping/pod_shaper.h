@@ -7,22 +7,17 @@
 
 #include "shaping/admission_context.h"
 #include "shaping/config.h"
+#include "shaping/denial.h"
 
 namespace podshaper {
-
-// Why a pod was denied, in a word: the step of shape() that refused it (the metric
-// podshaper_admission_denials_total{cause}; docs/webhook.md "Metrics").
-inline constexpr const char* kDenialCauses[] = {"not-a-pod", "limits",    "claims",      "input",
-                                                "node-size", "pod-security", "shm-size", "shm-cap",
-                                                "volume-name", "container", "placement", "unreadable"};
 
 struct ShapeOutcome {
   bool allowed = true;
   std::string message;  // why, when denied
-  std::string cause;    // when denied: one of kDenialCauses
+  DenialCause cause = DenialCause::kNone;
   nlohmann::json pod;   // the shaped pod; equal to the input when nothing changes
   std::string patch;    // JSON Patch text from the input to `pod`; empty when nothing changes
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings;  // each "podshaper: ..."
 };
 
 // docs/design.md "A pod, from submit to shaped": the whole shaping rule as a pure

@@ -10,50 +10,37 @@
 #include "shaping/nccl.h"
 
 namespace podshaper {
-namespace {
 
 using json = nlohmann::json;
 
-ShmInputs shmInputsFor(const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass, const Config& config) {
-  ShmInputs shmIn;
-  shmIn.ranks = ranks;
-  shmIn.workers = in.workers;
-  shmIn.prefetchFactor = in.prefetchFactor;
-  shmIn.batch = in.batch;
-  shmIn.headroomPercent = config.headroomPercent;
-  // NCCL's segments per rank per communicator, by the transport the ranks will use:
-  // docs/webhook.md "The NCCL reserve".
-  shmIn.nccl = planNcclReserve(NcclReserveInputs{ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span,
-                                                 nodeClass.p2pAllPairs, config.ncclShmPerCommunicator, in.ncclEnv});
-  return shmIn;
+uint64_t shareOf(uint64_t bytes, uint64_t gpus, uint64_t of) {
+  return ceilMiB(mulDivCeil(bytes, gpus, of).value_or(bytes)) * kMiB;
 }
 
-}  // namespace
-
-Result<ShmPlan> planPodShm(const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass, const Config& config) {
-  return planShm(shmInputsFor(in, ranks, nodeClass, config),
-                 in.ranks ? std::string(names::kRanksPerPod) : "the pod's " + in.gpuWords);
+std::optional<std::string> OwnShm::size() const {
+  if (adopted) return formatBytes(static_cast<int64_t>(needBytes));
+  return volume.sizeAnnotation();
 }
 
-Result<void> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, const Config& config,
+namespace {
+
+// limits.maxShmPercentOfNodeMemory: a /dev/shm that would take too much of the node is
+// an error; a node class without memory is a warning.
+Result<void> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, uint64_t maxPercent,
                          std::vector<std::string>& warnings) {
   if (!nodeClass.memoryBytes) {
     warnings.push_back("node memory unknown: the /dev/shm cap (limits.maxShmPercentOfNodeMemory) was not checked");
     return {};
   }
-  auto cap = checkedMul(static_cast<uint64_t>(*nodeClass.memoryBytes), config.maxShmPercentOfNodeMemory);
+  auto cap = checkedMul(static_cast<uint64_t>(*nodeClass.memoryBytes), maxPercent);
   if (cap && plan.shmBytes > *cap / 100) {
     return makeError("/dev/shm would be " + formatBytes(static_cast<int64_t>(plan.shmBytes)) +
-                     ", above limits.maxShmPercentOfNodeMemory (" + std::to_string(config.maxShmPercentOfNodeMemory) +
+                     ", above limits.maxShmPercentOfNodeMemory (" + std::to_string(maxPercent) +
                      "%) of the node's " + formatBytes(*nodeClass.memoryBytes) + ": lower " + std::string(names::kWorkers) +
                      ", " + std::string(names::kPrefetchFactor) + ", the batch size or " + std::string(names::kNcclCommunicators) +
                      " (" + plan.formula + ")");
   }
   return {};
-}
-
-uint64_t shareOf(uint64_t bytes, uint64_t gpus, uint64_t of) {
-  return ceilMiB(mulDivCeil(bytes, gpus, of).value_or(bytes)) * kMiB;
 }
 
 ShmVolume shmVolumeFor(const PodInputs& in, const ShmPlan& plan) {
@@ -71,13 +58,6 @@ const json* volumeNamed(const json& pod, std::string_view name) {
   }
   return nullptr;
 }
-
-std::optional<std::string> OwnShm::size() const {
-  if (adopted) return formatBytes(static_cast<int64_t>(needBytes));
-  return volume.sizeAnnotation();
-}
-
-namespace {
 
 // Whether only GPU containers mount the volume, and only at /dev/shm: one that a sidecar or
 // an init container also uses is the user's to size.
@@ -125,9 +105,8 @@ std::optional<int64_t> memoryLimit(const json& pod, const GpuContainer& c) {
   return *bytes;
 }
 
-}  // namespace
-
-std::vector<OwnShm> ownShmVolumes(const json& pod, const PodInputs& in, const ShmPlan& plan, const Config& config) {
+// The user's /dev/shm volumes of the pod's GPU containers, in the order they are first mounted.
+std::vector<OwnShm> ownShmVolumes(const json& pod, const PodInputs& in, const ShmPlan& plan, bool adopt) {
   std::vector<OwnShm> out;
   for (const GpuContainer& c : in.gpuContainers) {
     if (!c.ownShmVolume) continue;
@@ -144,7 +123,7 @@ std::vector<OwnShm> ownShmVolumes(const json& pod, const PodInputs& in, const Sh
                                            : std::max(kMinShmBytes, shareOf(plan.shmBytes, own.gpus, in.podGpus));
     // Never lowered: only a memory-backed emptyDir without a sizeLimit, or with one below
     // the need, and only one that no other container (or path) shares.
-    own.adopted = config.adoptOwnShmVolume && own.volume.kind == ShmVolumeInfo::Kind::kMemory &&
+    own.adopted = adopt && own.volume.kind == ShmVolumeInfo::Kind::kMemory &&
                   (!own.volume.sizeLimit ||
                    (own.volume.sizeBytes && static_cast<uint64_t>(*own.volume.sizeBytes) < own.needBytes)) &&
                   onlyGpuShm(pod, own.volume.name, in);
@@ -152,7 +131,33 @@ std::vector<OwnShm> ownShmVolumes(const json& pod, const PodInputs& in, const Sh
   return out;
 }
 
-void warnOwnShm(const json& pod, const OwnShm& own, std::vector<std::string>& warnings) {
+}  // namespace
+
+Result<PodShm, Denial> decidePodShm(const json& pod, const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass,
+                                    const ShmSettings& settings) {
+  // The settings are read here, once; the formula and the NCCL reserve get plain numbers.
+  const uint64_t maxPercent = settings.maxShmPercentOfNodeMemory;
+  const bool adopt = settings.adoptOwnVolume;
+  ShmInputs shmIn{ranks, in.workers, in.prefetchFactor, in.batch, settings.headroomPercent, {}};
+  // NCCL's segments per rank per communicator, by the transport the ranks will use:
+  // docs/webhook.md "The NCCL reserve".
+  shmIn.nccl = planNcclReserve(NcclReserveInputs{ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span,
+                                                 nodeClass.p2pAllPairs, settings.ncclShmPerCommunicator, in.ncclEnv});
+  auto plan = planShm(shmIn, in.ranks ? std::string(names::kRanksPerPod) : "the pod's " + in.gpuWords);
+  if (!plan) return makeDenial(DenialCause::kShmSize, plan.error().message);
+  // A pod denied below has its own volumes read for nothing: they are few, and read without error.
+  PodShm out{*plan, shmVolumeFor(in, *plan), ownShmVolumes(pod, in, *plan, adopt), {}};
+  if (auto capped = checkShmCap(out.plan, nodeClass, maxPercent, out.warnings); !capped) {
+    return makeDenial(DenialCause::kShmCap, capped.error().message);
+  }
+  if (out.volume.gpus > 0 && volumeNamed(pod, names::kShmVolume)) {
+    return makeDenial(DenialCause::kVolumeName, "spec.volumes has a volume named \"" + std::string(names::kShmVolume) +
+                                                    "\", the name of the /dev/shm volume podshaper adds: rename it");
+  }
+  return out;
+}
+
+std::optional<std::string> ownShmWarning(const json& pod, const OwnShm& own) {
   using Kind = ShmVolumeInfo::Kind;
   const ShmVolumeInfo& v = own.volume;
   const std::string need = formatBytes(static_cast<int64_t>(own.needBytes));
@@ -163,9 +168,8 @@ void warnOwnShm(const json& pod, const OwnShm& own, std::vector<std::string>& wa
   const std::string orDrop = "or drop the /dev/shm mount and podshaper mounts a /dev/shm of " + need +
                              " and raises the memory for it";
   if (own.adopted) {
-    warnings.push_back(who + ": the pod's own /dev/shm, " + v.words() + ", adopted (config shm.adoptOwnVolume): " +
-                       "sizeLimit set to " + need + ", what " + theirRanks + " need, and the memory raised for it");
-    return;
+    return who + ": the pod's own /dev/shm, " + v.words() + ", adopted (config shm.adoptOwnVolume): " +
+           "sizeLimit set to " + need + ", what " + theirRanks + " need, and the memory raised for it";
   }
   switch (v.kind) {
     case Kind::kMemory:
@@ -193,33 +197,30 @@ void warnOwnShm(const json& pod, const OwnShm& own, std::vector<std::string>& wa
                      " memory limit, which podshaper did not raise";
           }
         }
-        warnings.push_back(keeps + ": " + taken + "; give the volume a sizeLimit of at least " + need +
-                           " and the memory for it, " + orDrop);
+        return keeps + ": " + taken + "; give the volume a sizeLimit of at least " + need +
+               " and the memory for it, " + orDrop;
       } else if (v.sizeBytes && static_cast<uint64_t>(*v.sizeBytes) < own.needBytes) {
-        warnings.push_back(keeps + ", smaller than the " + need + " " + theirRanks +
-                           " need: DataLoader workers may die with a bus error and NCCL fail to make its segments; "
-                           "raise the volume's sizeLimit to at least " + need + ", " + orDrop);
+        return keeps + ", smaller than the " + need + " " + theirRanks +
+               " need: DataLoader workers may die with a bus error and NCCL fail to make its segments; "
+               "raise the volume's sizeLimit to at least " + need + ", " + orDrop;
       }
-      return;
+      return std::nullopt;
     case Kind::kDisk:
-      warnings.push_back(keeps + ": DataLoader batches and NCCL's segments go through the node's disk, slower than "
-                         "memory" +
-                         (v.sizeBytes && static_cast<uint64_t>(*v.sizeBytes) < own.needBytes
-                              ? ", and its sizeLimit is below the " + need + " " + theirRanks + " need"
-                              : std::string()) +
-                         "; set medium: Memory with a sizeLimit of at least " + need + ", " + orDrop);
-      return;
+      return keeps + ": DataLoader batches and NCCL's segments go through the node's disk, slower than memory" +
+             (v.sizeBytes && static_cast<uint64_t>(*v.sizeBytes) < own.needBytes
+                  ? ", and its sizeLimit is below the " + need + " " + theirRanks + " need"
+                  : std::string()) +
+             "; set medium: Memory with a sizeLimit of at least " + need + ", " + orDrop;
     case Kind::kHostPath:
-      warnings.push_back(keeps + ": shared with every pod on the node that mounts it, not counted against the pod's "
-                         "memory, and not cleared when the pod ends (a crashed run's segments stay); podshaper cannot "
-                         "size it: the " + need + " " + theirRanks + " need must be free there, " + orDrop);
-      return;
+      return keeps + ": shared with every pod on the node that mounts it, not counted against the pod's memory, and "
+             "not cleared when the pod ends (a crashed run's segments stay); podshaper cannot size it: the " + need + " " +
+             theirRanks + " need must be free there, " + orDrop;
     case Kind::kOther:
-      warnings.push_back(keeps + ", not a memory-backed emptyDir: podshaper cannot size it, and the " + need + " " +
-                         theirRanks + " need must fit there; " + orDrop);
-      return;
-    case Kind::kMissing: return;  // the API server refuses a mount of no volume
+      return keeps + ", not a memory-backed emptyDir: podshaper cannot size it, and the " + need + " " + theirRanks +
+             " need must fit there; " + orDrop;
+    case Kind::kMissing: return std::nullopt;  // the API server refuses a mount of no volume
   }
+  return std::nullopt;
 }
 
 std::string ownShmWords(const OwnShm& own, const PodInputs& in) {

@@ -14,20 +14,12 @@
 #include "api/shm_volume.h"
 #include "base/result.h"
 #include "shaping/config.h"
+#include "shaping/denial.h"
 #include "shaping/node_class.h"
 #include "shaping/pod_inputs.h"
 #include "shaping/shm.h"
 
 namespace podshaper {
-
-// The pod's /dev/shm for `ranks` ranks, with the NCCL reserve of the transport its
-// ranks will use on the nodes of its class (docs/webhook.md "The NCCL reserve").
-Result<ShmPlan> planPodShm(const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass, const Config& config);
-
-// limits.maxShmPercentOfNodeMemory: a /dev/shm that would take too much of the node is
-// an error; a node class without memory is a warning.
-Result<void> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, const Config& config,
-                         std::vector<std::string>& warnings);
 
 // A container's share of `bytes`, by its GPUs out of `of`, in whole MiB.
 uint64_t shareOf(uint64_t bytes, uint64_t gpus, uint64_t of);
@@ -38,10 +30,6 @@ struct ShmVolume {
   uint64_t bytes = 0, gpus = 0;
   bool partial = false;
 };
-ShmVolume shmVolumeFor(const PodInputs& in, const ShmPlan& plan);
-
-// The pod's volume of that name, or null.
-const nlohmann::json* volumeNamed(const nlohmann::json& pod, std::string_view name);
 
 // A volume of the user's at /dev/shm and the GPU containers that mount it there: kept as
 // written, or adopted (config shm.adoptOwnVolume). docs/webhook.md "A /dev/shm of the user's".
@@ -56,12 +44,23 @@ struct OwnShm {
   std::optional<std::string> size() const;
 };
 
-// The user's /dev/shm volumes of the pod's GPU containers, in the order they are first mounted.
-std::vector<OwnShm> ownShmVolumes(const nlohmann::json& pod, const PodInputs& in, const ShmPlan& plan,
-                                  const Config& config);
+// The pod's /dev/shm: its size for `ranks` ranks with the NCCL reserve of the transport
+// its ranks will use on the nodes of its class (docs/webhook.md "The NCCL reserve"), the
+// cap against the node's memory, podshaper's volume and the user's own volumes.
+struct PodShm {
+  ShmPlan plan;
+  ShmVolume volume;
+  std::vector<OwnShm> owns;  // in the order the GPU containers first mount them
+  std::vector<std::string> warnings;
+};
+// Denied: a size that cannot be computed (shm-size), above limits.maxShmPercentOfNodeMemory
+// (shm-cap; a node class without memory is a warning), or a volume of the user's with the
+// name of podshaper's (volume-name).
+Result<PodShm, Denial> decidePodShm(const nlohmann::json& pod, const PodInputs& in, uint64_t ranks,
+                                    const NodeClass& nodeClass, const ShmSettings& settings);
 
 // What a kept volume earns: too small, no sizeLimit, the host's, on disk; or adopted.
-void warnOwnShm(const nlohmann::json& pod, const OwnShm& own, std::vector<std::string>& warnings);
+std::optional<std::string> ownShmWarning(const nlohmann::json& pod, const OwnShm& own);
 
 // The volume in the shm-formula annotation: "/dev/shm is the pod's own emptyDir ..., kept as written".
 std::string ownShmWords(const OwnShm& own, const PodInputs& in);

@@ -15,22 +15,20 @@ std::string podSecurityLevel(const AdmissionContext& ctx) {
 
 }  // namespace
 
-Result<Privileges> decidePrivileges(const AdmissionContext& ctx, const Config& config,
-                                    std::vector<std::string>& warnings) {
+Result<PodPrivileges> decidePrivileges(const AdmissionContext& ctx, PodSecurityAction podSecurity) {
   std::string level = podSecurityLevel(ctx);
-  if (level != "baseline" && level != "restricted") return Privileges::kGranted;
+  if (level != "baseline" && level != "restricted") return PodPrivileges{};
   std::string why = "namespace \"" + ctx.namespaceName + "\" enforces Pod Security level \"" + level +
                     "\", which forbids hostIPC and the IPC_LOCK capability";
-  if (config.podSecurity == PodSecurityAction::kDeny) {
+  if (podSecurity == PodSecurityAction::kDeny) {
     return makeError(why + ": label the namespace " + std::string(names::kPodSecurityEnforce) +
                      "=privileged, or ask the admin for config podSecurity: warn");
   }
-  warnings.push_back(why + ": hostIPC and IPC_LOCK left out (config podSecurity: warn)");
-  return Privileges::kLeftOut;
+  return PodPrivileges{Privileges::kLeftOut, why + ": hostIPC and IPC_LOCK left out (config podSecurity: warn)"};
 }
 
 std::optional<std::string> nonRootMemlockWarning(const GpuContainer& c, const MemlockAnnotation& memlock,
-                                                 const Config& config) {
+                                                 const MemlockLimit& asked) {
   std::string who;
   if (c.runAsUser) {
     if (*c.runAsUser == 0) return std::nullopt;
@@ -42,7 +40,7 @@ std::optional<std::string> nonRootMemlockWarning(const GpuContainer& c, const Me
   }
   std::string limit;
   if (memlock.set) {
-    limit = "RLIMIT_MEMLOCK from the NRI annotation " + memlock.set->first + " (" + config.memlock.words() +
+    limit = "RLIMIT_MEMLOCK from the NRI annotation " + memlock.set->first + " (" + asked.words() +
             "), which the node must grant (node label " + std::string(names::kMemlock) + ")";
   } else if (!memlock.warning) {
     limit = "RLIMIT_MEMLOCK from the pod's own ulimit annotation, which the node must grant";

@@ -17,7 +17,7 @@ struct TemplateReview {
   bool called = true;      // false: not labelled podshaper.io/inject=true, so the API server never calls podshaper
   bool allowed = true;
   std::string message;     // why, when denied
-  std::string cause;       // when denied: one of kDenialCauses
+  DenialCause cause = DenialCause::kNone;
   std::vector<std::string> warnings;
 };
 

@@ -130,12 +130,12 @@ std::string namespaceOf(const json& object, const cli::Flags& flags) {
 
 // What to do after a denial that review's own input decides.
 std::string offlineAdvice(const TemplateReview& t, bool nodesKnown) {
-  if (t.cause == "node-size" && !nodesKnown && t.message.find("defaults.gpusPerNode") != std::string::npos) {
+  if (t.cause == DenialCause::kNodeSize && !nodesKnown && t.message.find("defaults.gpusPerNode") != std::string::npos) {
     return "; review was given no Node, so the node size came from its config: pass the cluster's Nodes with "
            "--cluster (kubectl get namespaces,nodes -o json > cluster.json) or in -f's input, or set "
            "defaults.gpusPerNode in --config";
   }
-  if (t.cause == "claims" && t.message.find("was not found") != std::string::npos) {
+  if (t.cause == DenialCause::kClaims && t.message.find("was not found") != std::string::npos) {
     return "; review reads ResourceClaimTemplates and ResourceClaims from -f's input and --cluster: pass it there";
   }
   return "";

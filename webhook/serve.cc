@@ -121,23 +121,25 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
   struct Series {
     metrics::Counter *mutated, *allowed, *denied, *badRequest;
     metrics::Histogram* latency;
-    std::map<std::string, metrics::Counter*> denials;  // by cause, every one from 0
+    std::map<DenialCause, metrics::Counter*> denials;  // by cause, every one from 0
   };
   Series m{&reviews("mutated"), &reviews("allowed"), &reviews("denied"), &reviews("bad_request"),
            &registry.histogram("podshaper_admission_duration_seconds",
                                "Time to decide one AdmissionReview, decode to encode.",
                                {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1}),
            {}};
-  for (const char* cause : kDenialCauses) {
+  for (DenialCause cause : kDenialCauses) {
     m.denials[cause] = &registry.counter("podshaper_admission_denials_total",
                                          "Pods denied, by cause: the step of shaping that refused them "
                                          "(docs/webhook.md \"Metrics\").",
-                                         {{"cause", cause}});
+                                         {{"cause", std::string(toString(cause))}});
   }
   https.route("POST", "/mutate-v1-pod", [m, cfg, cache](const server::Request& req) {
+    // Each server thread answers one review at a time, and keeps what the next one reuses.
+    thread_local AdmissionScratch scratch;
     auto start = std::chrono::steady_clock::now();
     std::shared_ptr<const ClusterView> view = cache ? cache->view() : nullptr;
-    auto decision = admit(req.body, cfg, view.get(), kShaperVersion, cache ? cache->claims() : ClaimLookup());
+    auto decision = admit(scratch, req.body, cfg, view.get(), kShaperVersion, cache ? cache->claims() : ClaimLookup());
     m.latency->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!decision) {
       m.badRequest->inc();

@@ -39,7 +39,7 @@ ShapeOutcome shaped(const std::vector<Node>& nodes) {
   ClusterView cluster;
   cluster.nodes = nodes;
   Config config;
-  config.memlock = kAsked;
+  config.node.memlock = kAsked;
   AdmissionContext ctx;
   ctx.namespaceName = "ml";
   ctx.cluster = &cluster;

@@ -8,20 +8,20 @@ namespace {
 TEST(Config, EmptyMeansDefaults) {
   auto c = parseConfig("");
   ASSERT_TRUE(c.ok()) << c.error().message;
-  EXPECT_EQ(c->workers, 4u);
-  EXPECT_EQ(c->prefetchFactor, 2u);
-  EXPECT_EQ(c->headroomPercent, 20u);
-  EXPECT_EQ(c->ncclCommunicators, 4u);
-  EXPECT_EQ(c->ncclShmPerCommunicator.net, 34213888);  // NCCL 2.28's proxy pool, in pages
-  EXPECT_EQ(c->ncclShmPerCommunicator.p2p, 0);
-  EXPECT_EQ(c->ncclShmPerCommunicator.shm, 72814592);
-  EXPECT_EQ(c->gpusPerNode, 8u);
-  EXPECT_EQ(c->maxShmPercentOfNodeMemory, 50u);
-  EXPECT_EQ(c->partialNode, PartialNodePolicy::kDeny);
+  EXPECT_EQ(c->podDefaults.workers, 4u);
+  EXPECT_EQ(c->podDefaults.prefetchFactor, 2u);
+  EXPECT_EQ(c->shm.headroomPercent, 20u);
+  EXPECT_EQ(c->podDefaults.ncclCommunicators, 4u);
+  EXPECT_EQ(c->shm.ncclShmPerCommunicator.net, 34213888);  // NCCL 2.28's proxy pool, in pages
+  EXPECT_EQ(c->shm.ncclShmPerCommunicator.p2p, 0);
+  EXPECT_EQ(c->shm.ncclShmPerCommunicator.shm, 72814592);
+  EXPECT_EQ(c->node.gpusPerNode, 8u);
+  EXPECT_EQ(c->shm.maxShmPercentOfNodeMemory, 50u);
+  EXPECT_EQ(c->node.partialNode, PartialNodePolicy::kDeny);
   EXPECT_EQ(c->podSecurity, PodSecurityAction::kDeny);
-  EXPECT_FALSE(c->nodeMemory.has_value());
-  EXPECT_EQ(c->memlock, MemlockLimit{});  // unlimited
-  EXPECT_FALSE(c->adoptOwnShmVolume);
+  EXPECT_FALSE(c->node.nodeMemory.has_value());
+  EXPECT_EQ(c->node.memlock, MemlockLimit{});  // unlimited
+  EXPECT_FALSE(c->shm.adoptOwnVolume);
 }
 
 TEST(Config, ReadsEveryKey) {
@@ -46,33 +46,33 @@ shm:
   adoptOwnVolume: true
 )");
   ASSERT_TRUE(c.ok()) << c.error().message;
-  EXPECT_EQ(c->workers, 8u);
-  EXPECT_EQ(c->prefetchFactor, 4u);
-  EXPECT_EQ(c->headroomPercent, 0u);
-  EXPECT_EQ(c->ncclCommunicators, 0u);
-  EXPECT_EQ(c->ncclShmPerCommunicator.net, 31108 * 1024);
-  EXPECT_EQ(c->ncclShmPerCommunicator.p2p, 32260 * 1024);
-  EXPECT_EQ(c->ncclShmPerCommunicator.shm, 96 * 1024 * 1024);
-  EXPECT_EQ(c->gpusPerNode, 4u);
-  EXPECT_EQ(*c->nodeMemory, 2LL << 40);
-  EXPECT_EQ(c->maxShmPercentOfNodeMemory, 25u);
-  EXPECT_EQ(c->partialNode, PartialNodePolicy::kExpand);
+  EXPECT_EQ(c->podDefaults.workers, 8u);
+  EXPECT_EQ(c->podDefaults.prefetchFactor, 4u);
+  EXPECT_EQ(c->shm.headroomPercent, 0u);
+  EXPECT_EQ(c->podDefaults.ncclCommunicators, 0u);
+  EXPECT_EQ(c->shm.ncclShmPerCommunicator.net, 31108 * 1024);
+  EXPECT_EQ(c->shm.ncclShmPerCommunicator.p2p, 32260 * 1024);
+  EXPECT_EQ(c->shm.ncclShmPerCommunicator.shm, 96 * 1024 * 1024);
+  EXPECT_EQ(c->node.gpusPerNode, 4u);
+  EXPECT_EQ(*c->node.nodeMemory, 2LL << 40);
+  EXPECT_EQ(c->shm.maxShmPercentOfNodeMemory, 25u);
+  EXPECT_EQ(c->node.partialNode, PartialNodePolicy::kExpand);
   EXPECT_EQ(c->podSecurity, PodSecurityAction::kWarn);
-  EXPECT_EQ(c->memlock.bytes, 4194304u);
-  EXPECT_TRUE(c->adoptOwnShmVolume);
-  EXPECT_FALSE(parseConfig("shm:\n  adoptOwnVolume: false\n")->adoptOwnShmVolume);
-  EXPECT_EQ(parseConfig("memlock: unlimited\n")->memlock, MemlockLimit{});
-  EXPECT_EQ(parseConfig("memlock: 64Gi\n")->memlock.bytes, 64ULL << 30);
+  EXPECT_EQ(c->node.memlock.bytes, 4194304u);
+  EXPECT_TRUE(c->shm.adoptOwnVolume);
+  EXPECT_FALSE(parseConfig("shm:\n  adoptOwnVolume: false\n")->shm.adoptOwnVolume);
+  EXPECT_EQ(parseConfig("memlock: unlimited\n")->node.memlock, MemlockLimit{});
+  EXPECT_EQ(parseConfig("memlock: 64Gi\n")->node.memlock.bytes, 64ULL << 30);
 }
 
 TEST(Config, HashChangesWithSettings) {
   Config a, b;
   EXPECT_EQ(a.hash(), b.hash());
   EXPECT_EQ(a.hash().size(), 16u);
-  b.headroomPercent = 21;
+  b.shm.headroomPercent = 21;
   EXPECT_NE(a.hash(), b.hash());
   Config c;
-  c.memlock = MemlockLimit{4194304};
+  c.node.memlock = MemlockLimit{4194304};
   EXPECT_NE(a.hash(), c.hash());
   EXPECT_EQ(c.hash(), parseConfig("memlock: 4Mi\n")->hash());
   EXPECT_NE(a.hash(), parseConfig("defaults:\n  ncclCommunicators: 3\n")->hash());

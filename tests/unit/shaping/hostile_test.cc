@@ -177,7 +177,7 @@ TEST(Hostile, AShapedManifestWithAMemlockQuantityIsNotMultipliedAgain) {
   cluster.nodes = {gpuNode("a", 8)};
   cluster.nodes[0].labels.set("podshaper.io/memlock", "8388608");
   Config config;
-  config.memlock = MemlockLimit{4 << 20};
+  config.node.memlock = MemlockLimit{4 << 20};
   AdmissionContext ctx;
   ctx.namespaceName = "ml";
   ctx.cluster = &cluster;

@@ -25,7 +25,7 @@ ShapeOutcome shape(const json& pod, Config config = {}) {
 
 Config adopting() {
   Config config;
-  config.adoptOwnShmVolume = true;
+  config.shm.adoptOwnVolume = true;
   return config;
 }
 
@@ -205,7 +205,7 @@ TEST(OwnShm, TwoGpuContainersOnOneVolumeOfTheirsShareIt) {
 }
 
 TEST(OwnShm, AdoptionIsOffByDefault) {
-  EXPECT_FALSE(Config{}.adoptOwnShmVolume);
+  EXPECT_FALSE(Config{}.shm.adoptOwnVolume);
   auto out = shape(withOwnShm(memoryDir("dshm")));
   EXPECT_FALSE(out.pod["spec"]["volumes"][0]["emptyDir"].contains("sizeLimit"));
 }

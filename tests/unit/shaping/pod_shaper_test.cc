@@ -245,7 +245,7 @@ TEST(PodShaper, NodeAffinityIsAddedToEveryExistingTerm) {
 
 TEST(PodShaper, AMemlockQuantityIsAskedAndNodesGrantingItAdmitted) {
   Config config;
-  config.memlock = MemlockLimit{4 << 20};
+  config.node.memlock = MemlockLimit{4 << 20};
   ClusterView cluster;
   cluster.nodes = {gpuNode("a", 8)};
   auto out = shapeWith(TrainingPod(), cluster, config);
@@ -275,7 +275,7 @@ TEST(PodShaper, NodeRequirementsFollowEachPodWhateverThePodBefore) {
   ClusterView cluster;
   cluster.nodes = {gpuNode("a", 8), gpuNode("b", 4)};
   Config unlimited, bytes;
-  bytes.memlock = MemlockLimit{4 << 20};
+  bytes.node.memlock = MemlockLimit{4 << 20};
   const TrainingPod eight, four = TrainingPod().withGpus(4),
                            shared = TrainingPod().annotate("podshaper.io/placement", "shared");
   const std::vector<std::pair<const json*, const Config*>> pods = {
@@ -302,7 +302,7 @@ TEST(PodShaper, AMemlockQuantityDoublesEveryExistingTerm) {
          json::parse(R"([{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]},
                          {"matchExpressions":[{"key":"zone","operator":"In","values":["b"]}]}])"));
   Config config;
-  config.memlock = MemlockLimit{64ULL << 30};
+  config.node.memlock = MemlockLimit{64ULL << 30};
   auto out = shapeNoCluster(pod, config);
   ASSERT_TRUE(out.allowed) << out.message;
   const json& terms = out.pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
@@ -338,7 +338,7 @@ TEST(PodShaper, NodesThatDoNotGrantTheMemlockAreNotTargetsAndThePodWaitsForOne) 
       << expr;
   // Asked for 64 KiB or less, it is a target.
   Config small;
-  small.memlock = MemlockLimit{65536};
+  small.node.memlock = MemlockLimit{65536};
   auto granted = shapeWith(TrainingPod(), cluster, small);
   EXPECT_TRUE(granted.allowed) << granted.message;
   EXPECT_FALSE(hasWarning(granted, "can take the pod now"));
@@ -428,7 +428,7 @@ TEST(PodShaper, NonRootGpuContainersAreWarnedThatIpcLockDoesNotHelp) {
             "podshaper.io/memlock)");
   // The pod's, with the limit asked in the config.
   Config config;
-  config.memlock = MemlockLimit{4 << 20};
+  config.node.memlock = MemlockLimit{4 << 20};
   auto pod = shapeNoCluster(TrainingPod().at("/spec/securityContext/runAsUser", 65532), config);
   EXPECT_NE(runsAs(pod).find("runs as user 65532"), std::string::npos) << runsAs(pod);
   EXPECT_NE(runsAs(pod).find("(4Mi)"), std::string::npos) << runsAs(pod);
@@ -497,7 +497,7 @@ TEST(PodShaper, SingleRankKeepsTheNcclReserve) {
 
 TEST(PodShaper, TheNcclReserveCanBeTurnedOff) {
   Config config;
-  config.ncclCommunicators = 0;
+  config.podDefaults.ncclCommunicators = 0;
   auto out = shapeNoCluster(TrainingPod(), config);
   ASSERT_TRUE(out.allowed) << out.message;
   EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "6008Mi");
@@ -689,7 +689,7 @@ TEST(PodShaper, TheCommunicatorsAnnotationScalesTheReserve) {
                                     "defaults.ncclCommunicators"));
   // The admin's costs, for an older NCCL.
   Config older;
-  older.ncclShmPerCommunicator.net = 31108 * 1024;  // NCCL 2.25's pool
+  older.shm.ncclShmPerCommunicator.net = 31108 * 1024;  // NCCL 2.25's pool
   EXPECT_EQ(shmOf(shapeWith(TrainingPod(), cluster, older)), "6981Mi");  // 6008 + 8 × 4 × 31108Ki → 973Mi
 }
 
@@ -723,7 +723,7 @@ TEST(PodShaper, NoWorkersMeansNoBatchesInShm) {
   ASSERT_TRUE(out.allowed) << out.message;
   EXPECT_EQ(out.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "2223Mi");  // 8 × 4 × 71108Ki
   Config config;
-  config.ncclCommunicators = 0;
+  config.podDefaults.ncclCommunicators = 0;
   auto bare = shapeNoCluster(TrainingPod().annotate("podshaper.io/dataloader-workers", "0"), config);
   ASSERT_TRUE(bare.allowed) << bare.message;
   EXPECT_EQ(bare.pod["metadata"]["annotations"]["podshaper.io/shm-size"], "64Mi");
@@ -774,13 +774,13 @@ TEST(PodShaper, PartialNodePolicies) {
             "(from config defaults.gpusPerNode): request 8 GPUs (one rank per GPU), or set "
             "podshaper.io/placement: shared to share the node");
 
-  config.partialNode = PartialNodePolicy::kWarn;
+  config.node.partialNode = PartialNodePolicy::kWarn;
   auto warned = shapeNoCluster(TrainingPod().withGpus(4), config);
   ASSERT_TRUE(warned.allowed);
   EXPECT_TRUE(hasWarning(warned, "the other GPUs stay idle"));
   EXPECT_EQ(warned.pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "4");
 
-  config.partialNode = PartialNodePolicy::kExpand;
+  config.node.partialNode = PartialNodePolicy::kExpand;
   TrainingPod pod = TrainingPod().withGpus(4);
   pod.at("/spec/containers/0/env", json::array({{{"name", "PET_NPROC_PER_NODE"}, {"value", "4"}}}));
   auto expanded = shapeNoCluster(pod, config);
@@ -830,7 +830,7 @@ TEST(PodShaper, ShmAboveTheNodeCapIsDenied) {
   EXPECT_NE(out.message.find("/dev/shm would be 7053Mi, above limits.maxShmPercentOfNodeMemory (50%) of the node's 8Gi"),
             std::string::npos) << out.message;
   Config config;
-  config.nodeMemory = 8LL << 30;
+  config.node.nodeMemory = 8LL << 30;
   EXPECT_FALSE(shapeNoCluster(TrainingPod(), config).allowed);
 }
 
@@ -855,7 +855,7 @@ TEST(PodShaper, ADefaultThatWorkersZeroMakesMootIsNotWarned) {
     pod.withoutAnnotation("podshaper.io/prefetch-factor").withoutAnnotation("podshaper.io/batch-dtype");
     Config config;
     if (std::string(from) == "annotation") pod.annotate("podshaper.io/dataloader-workers", "0");
-    else config.workers = 0, pod.withoutAnnotation("podshaper.io/dataloader-workers");
+    else config.podDefaults.workers = 0, pod.withoutAnnotation("podshaper.io/dataloader-workers");
     auto out = shapeNoCluster(pod, config);
     ASSERT_TRUE(out.allowed) << out.message;
     EXPECT_FALSE(hasWarning(out, "prefetch-factor")) << json(out.warnings);
@@ -874,13 +874,13 @@ TEST(PodShaper, ADefaultThatWorkersZeroMakesMootIsNotWarned) {
 
 TEST(PodShaper, OneGpuIsOneGpuInWords) {
   Config config;
-  config.gpusPerNode = 1;
+  config.node.gpusPerNode = 1;
   auto out = shapeNoCluster(TrainingPod().withGpus(2), config);
   EXPECT_FALSE(out.allowed);
   EXPECT_NE(out.message.find("split the job into pods of 1 GPU each"), std::string::npos) << out.message;
   EXPECT_EQ(out.message.find("1 GPUs"), std::string::npos) << out.message;
-  config.gpusPerNode = 2;
-  config.partialNode = PartialNodePolicy::kDeny;
+  config.node.gpusPerNode = 2;
+  config.node.partialNode = PartialNodePolicy::kDeny;
   auto one = shapeNoCluster(TrainingPod().withGpus(1), config);
   EXPECT_NE(one.message.find("the pod asks 1 nvidia.com/gpu but node-exclusive pods own whole 2-GPU nodes"),
             std::string::npos)
@@ -957,16 +957,17 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The metric's cause: the step that refused the pod.
 TEST(PodShaper, EachDenialSaysItsCause) {
-  EXPECT_EQ(shapeNoCluster(TrainingPod().annotate("podshaper.io/batch-dtype", "fp8")).cause, "input");
-  EXPECT_EQ(shapeNoCluster(TrainingPod().withGpus(4)).cause, "node-size");
-  EXPECT_EQ(shapeNoCluster(json::array()).cause, "not-a-pod");
+  EXPECT_EQ(toString(shapeNoCluster(TrainingPod().annotate("podshaper.io/batch-dtype", "fp8")).cause), "input");
+  EXPECT_EQ(toString(shapeNoCluster(TrainingPod().withGpus(4)).cause), "node-size");
+  EXPECT_EQ(toString(shapeNoCluster(json::array()).cause), "not-a-pod");
   Config small;
-  small.nodeMemory = 8LL << 30;
-  EXPECT_EQ(shapeNoCluster(TrainingPod(), small).cause, "shm-cap");
-  EXPECT_EQ(shapeNoCluster(TrainingPod().at("/spec/volumes", json::array({{{"name", "podshaper-dshm"}}}))).cause,
+  small.node.nodeMemory = 8LL << 30;
+  EXPECT_EQ(toString(shapeNoCluster(TrainingPod(), small).cause), "shm-cap");
+  EXPECT_EQ(toString(shapeNoCluster(TrainingPod().at("/spec/volumes", json::array({{{"name", "podshaper-dshm"}}}))).cause),
             "volume-name");
-  EXPECT_EQ(shapeNoCluster(TrainingPod()).cause, "");  // allowed: none
-  const std::vector<std::string> known(std::begin(kDenialCauses), std::end(kDenialCauses));
+  EXPECT_EQ(toString(shapeNoCluster(TrainingPod()).cause), "");  // allowed: none
+  std::vector<std::string_view> known;
+  for (DenialCause cause : kDenialCauses) known.push_back(toString(cause));
   for (const char* c : {"input", "node-size", "not-a-pod", "shm-cap", "volume-name"}) {
     EXPECT_NE(std::find(known.begin(), known.end(), c), known.end()) << c;
   }
