@@ -109,6 +109,7 @@ Result<AdmissionDecision> admit(AdmissionScratch& scratch, std::string_view body
     context.claims = claims;
     context.shaperVersion = std::string(shaperVersion);
     context.configHash = scratch.configHash.of(config);
+    context.nodeRequirements = &scratch.nodeRequirements;
     ShapeOutcome outcome = shapePod(std::move(pod), config, context);
     if (!outcome.allowed) {
       decision.allowed = false;

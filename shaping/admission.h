@@ -8,6 +8,7 @@
 #include "shaping/cluster_view.h"
 #include "shaping/config.h"
 #include "shaping/denial.h"
+#include "shaping/node_requirements_text.h"
 #include "shaping/pod_claims.h"
 
 namespace podshaper {
@@ -29,11 +30,12 @@ struct AdmissionDecision {
 
 // What a webhook thread keeps from one admission to the next, not to make it anew each
 // time: the review's tree, read into again (parseJsonInto: the reviews one thread answers
-// share most of their shape, and most of what a tree costs is making and freeing it), and
-// the config's hash. One admission at a time uses it.
+// share most of their shape, and most of what a tree costs is making and freeing it), the
+// config's hash and the node requirements' JSON text. One admission at a time uses it.
 struct AdmissionScratch {
   nlohmann::json review;
   ConfigHashMemo configHash;
+  NodeRequirementsText nodeRequirements;
 };
 
 // The webhook's handler as a pure function: AdmissionReview v1 in, AdmissionReview

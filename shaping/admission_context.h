@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "shaping/cluster_view.h"
+#include "shaping/node_requirements_text.h"
 #include "shaping/pod_claims.h"
 
 namespace podshaper {
@@ -21,6 +22,9 @@ struct AdmissionContext {
   std::string shaperVersion = "podshaper-webhook/dev";
   // The config's hash where the caller keeps it (admit's AdmissionScratch); empty: shapePod hashes the config.
   std::string_view configHash;
+  // The node requirements' JSON text the caller keeps (admit's AdmissionScratch); null:
+  // shapePod makes them.
+  NodeRequirementsText* nodeRequirements = nullptr;
 };
 
 }  // namespace podshaper

@@ -89,11 +89,11 @@ std::string sizesInWords(const std::vector<NodeKind>& kinds) {
 }  // namespace
 
 NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
-                           const Config& config, const ClusterView* cluster) {
+                           const NodeSettings& settings, const ClusterView* cluster) {
   NodeClass nc;
   if (cluster == nullptr || !cluster->nodesKnown) {
-    nc.gpus = requestedGpus.value_or(config.node.gpusPerNode);
-    nc.memoryBytes = config.node.nodeMemory;
+    nc.gpus = requestedGpus.value_or(settings.gpusPerNode);
+    nc.memoryBytes = settings.nodeMemory;
     nc.source = requestedGpus ? "from the pod's nodeSelector " + std::string(names::kGpuCount)
                               : "from config defaults.gpusPerNode";
     return nc;
@@ -111,7 +111,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   // 12,500 nodes as at 4.
   std::vector<NodeKind> scratch;
   const std::vector<NodeKind>& kinds = kindsOf(*cluster, scratch);
-  const PlaceableBy placeable(config.node.memlock);
+  const PlaceableBy placeable(settings.memlock);
   std::set<uint64_t> classes;
   for (const auto& kind : kinds) {
     if (auto g = nodeGpus(kind.node, byLabels, placeable)) classes.insert(*g);
@@ -149,7 +149,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
                           " can take the pod now: " + nodesAndWhy(waitingFor, placeable) +
                           ": it waits Pending until one can (kubectl describe pod tells why it waits)");
   } else if (classes.empty()) {
-    nc.gpus = config.node.gpusPerNode;
+    nc.gpus = settings.gpusPerNode;
     nc.source = "from config defaults.gpusPerNode";
     nc.warnings.push_back("no " + std::string(byLabels ? "validated " : "") +
                           "GPU node found: assuming " + counted(nc.gpus, "GPU") +
@@ -189,7 +189,7 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
       if (!nc.memoryBytes || *kind.node.memoryBytes < *nc.memoryBytes) nc.memoryBytes = kind.node.memoryBytes;
     }
   }
-  if (!nc.memoryBytes) nc.memoryBytes = config.node.nodeMemory;
+  if (!nc.memoryBytes) nc.memoryBytes = settings.nodeMemory;
   nc.p2pAllPairs = byLabels && anyTarget && allP2P;
   return nc;
 }

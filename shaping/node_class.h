@@ -39,6 +39,6 @@ struct NodeClass {
 // repaired), is shaped for that size and waits Pending, told why (docs/webhook.md
 // "A pod that could wait is not refused").
 NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
-                           const Config& config, const ClusterView* cluster);
+                           const NodeSettings& settings, const ClusterView* cluster);
 
 }  // namespace podshaper

@@ -81,23 +81,6 @@ void requireOnePodPerNode(JsonEdit& edit) {
   }
 }
 
-// The node requirements of `ask` (api/node_labels.h) with their JSON text. The last answer
-// is kept per thread: the pods one webhook answers ask the same few things, and these are a
-// dozen JSON values.
-const std::vector<std::vector<JsonText>>& nodeRequirementsText(const NodeAsk& ask) {
-  thread_local std::optional<NodeAsk> last;
-  thread_local std::vector<std::vector<JsonText>> alternatives;
-  if (last == ask) return alternatives;
-  alternatives.clear();
-  for (const auto& term : nodeRequirements(ask)) {
-    std::vector<JsonText> requirements;
-    for (const NodeRequirement& r : term) requirements.emplace_back(r.toJson());
-    alternatives.push_back(std::move(requirements));
-  }
-  last = ask;
-  return alternatives;
-}
-
 // The pod's GPUs as it asks them: "8 nvidia.com/gpu", or "1 GPU" through resource claims.
 std::string asked(const PodInputs& in) {
   return in.gpusFromClaims ? counted(in.podGpus, "GPU") : std::to_string(in.podGpus) + " " + in.gpuWords;
@@ -105,14 +88,13 @@ std::string asked(const PodInputs& in) {
 
 }  // namespace
 
-Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
-                            std::vector<std::string>& warnings) {
+Result<NodeFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, PartialNodePolicy partialNode) {
   const uint64_t G = nodeClass.gpus;
   if (!in.nodeExclusive && !in.allGpus && nodeClass.largestNode && in.podGpus > *nodeClass.largestNode) {
     return makeError("the pod asks " + asked(in) + " but no node has that many: " + nodeClass.sizes +
                      ": split the job into pods of at most " + counted(*nodeClass.largestNode, "GPU") + " each");
   }
-  if (!in.nodeExclusive || in.podGpus == G) return GpuFit::kAsAsked;
+  if (!in.nodeExclusive || in.podGpus == G) return NodeFit{};
   if (in.podGpus > G) {
     return makeError("the pod asks " + asked(in) + " but nodes of its class have " + std::to_string(G) + " (" +
                      nodeClass.source + ")" + (nodeClass.sizes.empty() ? "" : "; " + nodeClass.sizes) +
@@ -123,40 +105,36 @@ Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Con
                      ")";
   const std::string request = "request " + counted(G, "GPU") +
                               (in.gpusFromClaims ? " in all (exactly.count in its resource claims)" : "");
-  switch (config.node.partialNode) {
+  switch (partialNode) {
     case PartialNodePolicy::kDeny:
       return makeError(asks + ": " + request + " (one rank per GPU), or set " + std::string(names::kPlacement) +
                        ": shared to share the node");
     case PartialNodePolicy::kWarn:
-      warnings.push_back(asks + "; the other GPUs stay idle");
-      return GpuFit::kAsAsked;
+      return NodeFit{GpuFit::kAsAsked, {asks + "; the other GPUs stay idle"}};
     case PartialNodePolicy::kExpand: {
       if (in.gpusFromClaims) {
         // A claim is its own object (the template's, or a claim several pods share):
         // the webhook does not rewrite it.
-        warnings.push_back(asks + "; the other GPUs stay idle: config partialNode: expand does not raise a resource "
-                           "claim's count, " + request);
-        return GpuFit::kAsAsked;
+        return NodeFit{GpuFit::kAsAsked, {asks + "; the other GPUs stay idle: config partialNode: expand does not "
+                                                 "raise a resource claim's count, " + request}};
       }
       // The extra GPUs go to the first GPU container; its ranks follow.
       GpuContainer& first = in.gpuContainers.front();
       first.gpus += G - in.podGpus;
-      warnings.push_back(asks + "; raised container \"" + first.name + "\" to " + counted(first.gpus, "GPU") +
-                         " (config partialNode: expand)");
       in.podGpus = G;
-      return GpuFit::kExpanded;
+      return NodeFit{GpuFit::kExpanded, {asks + "; raised container \"" + first.name + "\" to " +
+                                         counted(first.gpus, "GPU") + " (config partialNode: expand)"}};
     }
   }
-  return GpuFit::kAsAsked;
+  return NodeFit{};
 }
 
-Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
-                      bool needsP2P) {
+Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& nodeClass,
+                      const std::vector<std::vector<JsonText>>& nodeRequirements) {
   if (in.nodeExclusive) requireOnePodPerNode(edit);
   if (!nodeClass.placeByLabels) return {};
   if (auto sized = checkNodeAffinitySize(edit.document()); !sized) return sized;
-  requireNodeLabels(edit, nodeRequirementsText({config.node.memlock,
-                                              in.nodeExclusive ? std::optional(nodeClass.gpus) : std::nullopt, needsP2P}));
+  requireNodeLabels(edit, nodeRequirements);
   return {};
 }
 

@@ -24,13 +24,17 @@ enum class GpuFit {
 
 // The pod's GPUs against the nodes of its class: a node-exclusive pod owns a whole
 // node. Errors: a size no node has, more than the class has, fewer under partialNode: deny.
-Result<GpuFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, const Config& config,
-                            std::vector<std::string>& warnings);
+struct NodeFit {
+  GpuFit fit = GpuFit::kAsAsked;
+  std::vector<std::string> warnings;
+};
+Result<NodeFit> fitNodeClass(PodInputs& in, const NodeClass& nodeClass, PartialNodePolicy partialNode);
 
 // Alone on its node (node-exclusive), and on nodes the operator validated, with the
 // class's GPUs, granting the memlock asked; with P2P between all GPU pairs where its
 // NCCL reserve counts on P2P (a node without it would need more).
-Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& nodeClass, const Config& config,
-                      bool needsP2P);
+// `nodeRequirements`: the requirements of what the pod asks (NodeRequirementsText).
+Result<void> placePod(JsonEdit& edit, const PodInputs& in, const NodeClass& nodeClass,
+                      const std::vector<std::vector<JsonText>>& nodeRequirements);
 
 }  // namespace podshaper

@@ -232,7 +232,7 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   }
 
   NodeClass nodeClass = resolveNodeClass(in.allGpus ? std::nullopt : std::optional<uint64_t>(in.podGpus),
-                                         in.requestedNodeGpus, in.nodeExclusive, config, ctx.cluster);
+                                         in.requestedNodeGpus, in.nodeExclusive, config.node, ctx.cluster);
   warnings.insert(warnings.end(), nodeClass.warnings.begin(), nodeClass.warnings.end());
   if (in.allGpus) {
     // allocationMode All: the containers that use it see every GPU of the node.
@@ -243,8 +243,9 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
     warnings.push_back("the pod asks every GPU of its node (allocationMode All): counted as " +
                        std::to_string(nodeClass.gpus) + " (" + nodeClass.source + ")");
   }
-  auto fit = fitNodeClass(in, nodeClass, config, warnings);
+  auto fit = fitNodeClass(in, nodeClass, config.node.partialNode);
   if (!fit) return deny(DenialCause::kNodeSize, fit.error().message);
+  warnings.insert(warnings.end(), fit->warnings.begin(), fit->warnings.end());
   uint64_t ranks = in.ranks.value_or(in.podGpus);
   if (!in.ranks) {
     warnings.push_back(std::string(names::kRanksPerPod) + " not set: using " + std::to_string(ranks) + ", the pod's " +
@@ -258,7 +259,14 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   const PodShm& shm = *decided;
   warnings.insert(warnings.end(), shm.warnings.begin(), shm.warnings.end());
 
-  const PodShape shapeOf{in, config.node.memlock, ranks, shm, *fit, privileges->privileges};
+  const PodShape shapeOf{in, config.node.memlock, ranks, shm, fit->fit, privileges->privileges};
+  // What the pod's node must be (api/node_labels.h), with its JSON text: the thread's kept
+  // one where the caller keeps it.
+  NodeRequirementsText made;
+  const auto& nodeRequirements = (ctx.nodeRequirements != nullptr ? *ctx.nodeRequirements : made)
+                                     .of({config.node.memlock,
+                                          in.nodeExclusive ? std::optional(nodeClass.gpus) : std::nullopt,
+                                          shm.plan.ncclTransport == NcclTransport::kP2P});
   const std::string shmText = formatBytes(static_cast<int64_t>(shm.volume.bytes));
   // From here on the pod is changed where it lies, each change written down as the patch.
   const std::size_t annotationsBefore = annotationsBytes(pod);
@@ -282,7 +290,7 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
                            jsonObject("medium", "Memory", "sizeLimit", shmText)));
   }
   if (privileges->privileges == Privileges::kGranted) edit.set({"spec", "hostIPC"}, true);
-  if (auto placed = placePod(edit, in, nodeClass, config, shm.plan.ncclTransport == NcclTransport::kP2P); !placed) {
+  if (auto placed = placePod(edit, in, nodeClass, nodeRequirements); !placed) {
     return deny(DenialCause::kPlacement, placed.error().message);
   }
 

@@ -116,8 +116,8 @@ TEST(PlacementContract, TheExplanationNamesTheRequirementEachNodeFails) {
     // The requirements the webhook wrote, read back in the operator's words.
     EXPECT_NE(j.event->message.find("It needs a node that has 8 GPUs (podshaper.io/gpu-count=8), is validated by "
                                     "podshaper (podshaper.io/topology-validated=true), grants memlock at least 4Mi "
-                                    "or unlimited (podshaper.io/memlock) and has P2P between all its GPUs "
-                                    "(podshaper.io/p2p=all)."),
+                                    "or unlimited (podshaper.io/memlock), has P2P between all its GPUs "
+                                    "(podshaper.io/p2p=all) and runs no other node-exclusive pod."),
               std::string::npos)
         << c.what << ": " << j.event->message;
   }

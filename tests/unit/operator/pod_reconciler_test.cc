@@ -103,7 +103,7 @@ TEST_F(PodReconcilerTest, NewWordsForTheSameCauseAreToldAtMostEveryTenMinutes) {
   reconcile(waitingPod(40));
   ASSERT_EQ(api.events().size(), 1u);
   nodes.push_back(fourGpuNode());  // "Of 2 nodes": other words, the same cause
-  nodes.back().name = "b";
+  nodes.back().node.name = "b";
   clock.advance(60);
   reconcile(waitingPod(100));
   EXPECT_EQ(api.events().size(), 1u);

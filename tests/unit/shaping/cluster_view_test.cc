@@ -77,8 +77,8 @@ TEST(ClusterView, PlacementSaysTheSameFromKindsAsFromEveryNode) {
   for (bool exclusive : {true, false}) {
     for (std::optional<uint64_t> gpus : {std::optional<uint64_t>(4), std::optional<uint64_t>(8),
                                          std::optional<uint64_t>(16), std::optional<uint64_t>()}) {
-      const NodeClass a = resolveNodeClass(gpus, std::nullopt, exclusive, config, &byHand);
-      const NodeClass b = resolveNodeClass(gpus, std::nullopt, exclusive, config, &built);
+      const NodeClass a = resolveNodeClass(gpus, std::nullopt, exclusive, config.node, &byHand);
+      const NodeClass b = resolveNodeClass(gpus, std::nullopt, exclusive, config.node, &built);
       EXPECT_EQ(a.gpus, b.gpus);
       EXPECT_EQ(a.memoryBytes, b.memoryBytes);
       EXPECT_EQ(a.p2pAllPairs, b.p2pAllPairs);
@@ -92,7 +92,7 @@ TEST(ClusterView, PlacementSaysTheSameFromKindsAsFromEveryNode) {
     if (n.gpus() == 8) n.labels.set("podshaper.io/topology-validated", "false");
   }
   built.kinds = nodeKinds(built.nodes);
-  const NodeClass waiting = resolveNodeClass(8, std::nullopt, true, config, &built);
+  const NodeClass waiting = resolveNodeClass(8, std::nullopt, true, config.node, &built);
   ASSERT_FALSE(waiting.warnings.empty());
   EXPECT_NE(waiting.warnings[0].find("n1 (not validated (kubectl describe gtr n1)), n2 (not validated "
                                      "(kubectl describe gtr n2)), n4 (not validated (kubectl describe gtr n4)) and 17 more"),
