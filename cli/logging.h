@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <spdlog/common.h>
 #include <spdlog/fwd.h>
@@ -50,7 +51,21 @@ struct LogField {
   std::string_view key;
   std::string value;
 };
-using LogFields = std::initializer_list<LogField>;
+// A line's fields: `{{"node", name}, {"gpus", 8}}`, or a vector a class builds once for
+// all its lines. Only for the call it is passed to.
+class LogFields {
+ public:
+  LogFields() = default;
+  // The list lives until the end of the call it is written in, as long as this.
+  LogFields(std::initializer_list<LogField> f) : begin_(std::data(f)), end_(std::data(f) + f.size()) {}
+  LogFields(const std::vector<LogField>& f) : begin_(f.data()), end_(f.data() + f.size()) {}
+  const LogField* begin() const { return begin_; }
+  const LogField* end() const { return end_; }
+
+ private:
+  const LogField* begin_ = nullptr;
+  const LogField* end_ = nullptr;
+};
 
 // A named logger: `logger("lease").info({{"lease", name}}, "took over from {}", holder)`.
 // Its lines go where the binary's go, at the binary's level.
