@@ -220,6 +220,12 @@ void setUpLogging(const std::string& name, const LogOptions& options) {
 }
 
 const Logger& logger(std::string_view name) {
+  // A call site may look its logger up on each line (a webhook thread, per admission):
+  // each thread keeps those it found, so that no lock is shared. Loggers are never freed.
+  thread_local std::vector<const Logger*> found;
+  for (const Logger* l : found) {
+    if (l->name() == name) return *l;
+  }
   auto& all = loggers();
   std::lock_guard lock(all.mu);
   auto at = all.byName.find(name);
@@ -228,6 +234,7 @@ const Logger& logger(std::string_view name) {
     made->logger_ = makeLogger(made->name());
     at = all.byName.emplace(std::string(name), std::move(made)).first;
   }
+  found.push_back(at->second.get());
   return *at->second;
 }
 

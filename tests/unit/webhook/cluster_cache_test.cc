@@ -139,7 +139,7 @@ TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
   const Node& n = view->nodes[0];
   EXPECT_EQ(n.name, "gpu-1");
   EXPECT_EQ(n.uid, "u1");
-  EXPECT_EQ(n.labels, (Labels{{"podshaper.io/gpu-count", "8"}, {"podshaper.io/topology-validated", "true"}}));
+  EXPECT_EQ(n.labels.toMap(), (Labels{{"podshaper.io/gpu-count", "8"}, {"podshaper.io/topology-validated", "true"}}));
   EXPECT_EQ(n.gpus(), 8u);
   EXPECT_EQ(n.memoryBytes, int64_t{2} << 40);
   EXPECT_EQ(view->namespaceLabels.at("ml"),
