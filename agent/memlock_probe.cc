@@ -1,6 +1,5 @@
 #include "agent/memlock_probe.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -14,10 +13,12 @@
 #include "api/names.h"
 #include "base/json_util.h"
 #include "cli/flags.h"
+#include "cli/logging.h"
 #include "cli/signals.h"
 
 namespace podshaper::agent {
 namespace {
+const cli::Logger& kLog = cli::logger("memlock-probe");
 
 using nlohmann::json;
 
@@ -119,12 +120,12 @@ int runMemlockProbe(int argc, char** argv) {
     if (!out) return fail(tmp + ": " + std::strerror(errno));
   }
   if (std::rename(tmp.c_str(), output.c_str()) != 0) return fail(output + ": " + std::strerror(errno));
-  spdlog::info("memlock-probe: RLIMIT_MEMLOCK soft {} hard {}, written to {}; waiting for SIGTERM",
-               MemlockLimit{limit.soft}.text(), MemlockLimit{limit.hard}.text(), output);
+  kLog.info("RLIMIT_MEMLOCK soft {} hard {}, written to {}; waiting for SIGTERM", MemlockLimit{limit.soft}.text(),
+            MemlockLimit{limit.hard}.text(), output);
 
   int signal = 0;
   sigwait(&signals, &signal);
-  spdlog::info("memlock-probe: signal received, stopping");
+  kLog.info("signal received, stopping");
   return 0;
 }
 

@@ -1,6 +1,5 @@
 // The real backend: what NVML's and CUDA's answers (agent/gpu_driver.h) say about
 // the node's GPUs, their pairs, links and P2P status, in the topology model.
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,9 +12,11 @@
 #include "agent/gpu_driver.h"
 #include "agent/gpu_recording.h"
 #include "agent/host.h"
+#include "cli/logging.h"
 
 namespace podshaper::agent {
 namespace {
+const cli::Logger& kLog = cli::logger("probe");
 
 // nvidia-smi's words for NVML's P2P status.
 std::string p2pWord(int status) {
@@ -219,7 +220,7 @@ PeerAccess cudaPeerAccess(const GpuSources& sources, const std::vector<GpuInfo>&
   PeerAccess out;
   auto opened = sources.openCuda();
   if (!opened) {
-    spdlog::warn("agent: {}: cudaPeerAccess left unknown", opened.error().message);
+    kLog.warn("{}: cudaPeerAccess left unknown", opened.error().message);
     return out;
   }
   const Cuda& cuda = **opened;
@@ -271,9 +272,9 @@ void measureIfIdle(const Nvml& nvml, const GpuSources& sources, const std::vecto
     if (!nvml.computeIdle(device.handle)) busy = true;
   }
   if (busy) {
-    spdlog::warn("agent: bandwidth not measured: a compute process is running on a GPU (or NVML cannot tell)");
+    kLog.warn("bandwidth not measured: a compute process is running on a GPU (or NVML cannot tell)");
   } else if (auto measured = sources.measureBandwidth(topo); !measured) {
-    spdlog::warn("agent: {}", measured.error().message);
+    kLog.warn("{}", measured.error().message);
   }
 }
 
@@ -291,9 +292,9 @@ class NvmlBackend : public Backend {
       const NvmlOpenError& error = opened.error();
       if (error.kind == NvmlOpenError::Kind::kIncomplete) return makeError(error.message);
       if (error.kind == NvmlOpenError::Kind::kNotLoadable) {
-        spdlog::warn("agent: {}: no NVIDIA driver here, reporting no GPUs", error.message);
+        kLog.warn("{}: no NVIDIA driver here, reporting no GPUs", error.message);
       } else {
-        spdlog::warn("agent: {}; reporting no GPUs", error.message);
+        kLog.warn("{}; reporting no GPUs", error.message);
       }
       return topo;
     }

@@ -16,6 +16,7 @@
 #include "base/json_util.h"
 #include "base/quantity.h"
 #include "cli/flags.h"
+#include "cli/logging.h"
 #include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -27,6 +28,8 @@
 
 namespace podshaper::agent {
 namespace {
+const cli::Logger& kMemlock = cli::logger("memlock-probe");
+const cli::Logger& kReport = cli::logger("report");
 
 // Where the agent hears from its pod's memlock-probe container (--memlock-probe-*).
 struct MemlockProbeSource {
@@ -51,12 +54,12 @@ MemlockProbeStatus observeMemlockProbe(const kube::Client& client, const Memlock
       status.memlockBytes = limit->soft;
       return status;
     }
-    spdlog::warn("agent: memlock-probe file {}: {}", source.file, limit.error().message);
+    kMemlock.warn({{"file", source.file}}, "its file: {}", limit.error().message);
   }
   if (!readPod || source.podName.empty()) return status;
   auto pod = client.get(kube::resourcePath("v1", "pods", source.podNamespace, source.podName));
   if (!pod) {
-    spdlog::warn("agent: Pod {}/{}: {}", source.podNamespace, source.podName, pod.error().message);
+    kMemlock.warn({{"pod", source.podNamespace + "/" + source.podName}}, "its Pod: {}", pod.error().message);
     return before;
   }
   return memlockProbeFromPod(*pod);
@@ -147,7 +150,7 @@ class Serving {
       return std::nullopt;
     });
     if (auto started = s->https_->start(); !started) return started.error();
-    spdlog::info("agent: serving /metrics and probes on {}:{}", at->host, s->https_->boundPort());
+    spdlog::info("podshaper-agent: serving /metrics and probes on {}:{}", at->host, s->https_->boundPort());
     return s;
   }
   ~Serving() {
@@ -250,7 +253,7 @@ int runReporter(int argc, char** argv) {
   auto sleep = [&](unsigned long long seconds) {
     timespec wait{static_cast<time_t>(seconds), 0};
     if (sigtimedwait(&signals, nullptr, &wait) <= 0) return true;
-    spdlog::info("agent: signal received, stopping");
+    spdlog::info("podshaper-agent: signal received, stopping");
     return false;
   };
   using State = MemlockProbeStatus::State;
@@ -264,8 +267,8 @@ int runReporter(int argc, char** argv) {
       memlock = observeMemlockProbe(client, *source, (waited + 1) % 5 == 0, memlock);
     }
     if (memlock.state == State::kWaiting) {
-      spdlog::info("agent: the memlock-probe has neither written {} nor failed within {} s: reporting without it",
-                   source->file, probeWait);
+      kMemlock.info("the memlock-probe has neither written {} nor failed within {} s: reporting without it",
+                    source->file, probeWait);
     }
   }
   while (true) {
@@ -274,9 +277,9 @@ int runReporter(int argc, char** argv) {
                             memlock);
     if (serving) serving->probed(result ? *result : "error", std::chrono::steady_clock::now() - start);
     if (result) {
-      spdlog::info("agent: GPUTopologyReport/{}: {}", node, *result);
+      kReport.info({{"report", node}}, "{}", *result);
     } else {
-      spdlog::warn("agent: GPUTopologyReport/{}: {}", node, result.error().message);
+      kReport.warn({{"report", node}}, "{}", result.error().message);
     }
     if (flags->has("once")) return result ? 0 : 1;
     if (!source || memlock.state != State::kWaiting) {

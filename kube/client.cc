@@ -3,7 +3,6 @@
 // cpprest's U() macro would break fmt (its templates have a parameter named U).
 #define _TURN_OFF_PLATFORM_STRING
 #include <cpprest/http_client.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -15,11 +14,14 @@
 
 #include "base/json_parse.h"
 #include "base/json_util.h"
+#include "cli/logging.h"
 #include "kube/tls.h"
 #include "metrics/metrics.h"
 
 namespace podshaper::kube {
+
 namespace {
+const cli::Logger& kLog = cli::logger("kube-client");
 
 namespace http = web::http;
 using http::client::http_client;
@@ -134,7 +136,7 @@ struct Client::Impl {
         setupError = "server \"" + config.server + "\": " + e.what();
       }
     }
-    if (setupError) spdlog::error("kube client: {}", *setupError);
+    if (setupError) kLog.error("{}", *setupError);
   }
 
   std::unique_ptr<http_client> makeHttpClient(std::chrono::milliseconds timeout) const {
@@ -146,7 +148,7 @@ struct Client::Impl {
     auto tls = tlsConfig;
     c.set_ssl_context_callback([tls](boost::asio::ssl::context& context) {
       // Checked in the constructor; a failure here cannot come from the config.
-      if (auto r = applyTlsConfig(context, *tls); !r) spdlog::error("kube client: {}", r.error().message);
+      if (auto r = applyTlsConfig(context, *tls); !r) kLog.error("{}", r.error().message);
     });
     return std::make_unique<http_client>(web::uri(config.server), c);
   }
@@ -163,8 +165,8 @@ struct Client::Impl {
       if (!fresh.empty()) {
         token = std::move(fresh);
       } else {
-        spdlog::warn("kube client: token file {}: {}; using the last token read", config.tokenFile,
-                     r ? std::string("empty") : r.error().message);
+        kLog.warn({{"file", config.tokenFile}}, "token file: {}; using the last token read",
+                  r ? std::string("empty") : r.error().message);
       }
     }
     return token.empty() ? config.bearerToken : token;
@@ -245,8 +247,8 @@ struct Client::Impl {
       if (status >= 200 && status < 300) return text;
       if (attempt < options.maxRetries) {
         if (auto delay = retryDelay(status, retryAfter, idempotent, options.maxRetryDelay)) {
-          spdlog::warn("kube client: {} {}: HTTP {}, retrying in {} ms ({}/{})", method,
-                       target.substr(0, target.find('?')), status, delay->count(), attempt + 1, options.maxRetries);
+          kLog.warn({{"method", method}, {"path", target.substr(0, target.find('?'))}}, "HTTP {}, retrying in {} ms ({}/{})",
+                    status, delay->count(), attempt + 1, options.maxRetries);
           const auto until = std::chrono::steady_clock::now() + *delay;
           while (std::chrono::steady_clock::now() < until) {
             if (stopFlag.load()) return transportError(method, target, "stopped");
@@ -297,7 +299,7 @@ ApiResult<json> Client::list(const std::string& path, const std::string& labelSe
     auto text = impl_->exchange(http::methods::GET, target, nullptr, {}, stop, "application/json");
     if (!text && text.error().isGone() && !continueToken.empty()) {
       // The snapshot behind the continue token was compacted away.
-      spdlog::info("kube client: list {}: continue token expired, listing again in one request", path);
+      kLog.info({{"path", path}}, "list: continue token expired, listing again in one request");
       continueToken.clear();
       combined = nullptr;
       items = json::array();

@@ -1,13 +1,16 @@
 #include "kube/informer.h"
 
-#include <spdlog/spdlog.h>
-
 #include <random>
 
+#include "cli/logging.h"
 #include "kube/backoff.h"
 #include "metrics/heap.h"
 
 namespace podshaper::kube {
+
+namespace {
+const cli::Logger& kLog = cli::logger("informer");
+}  // namespace
 
 Informer::Informer(const Client& client, std::string path, InformerOptions options)
     : client_(client), path_(std::move(path)), options_(std::move(options)) {}
@@ -49,7 +52,7 @@ nlohmann::json Informer::unpacked(const nlohmann::json& stored) const {
   auto object = unpackObject(stored);
   if (object) return std::move(*object);
   // Only memory going bad could do this: what the store keeps is packed here.
-  spdlog::error("informer {}: {}", path_, object.error().message);
+  kLog.error({{"informer", path_}}, "{}", object.error().message);
   return stored;
 }
 
@@ -111,7 +114,7 @@ void Informer::notifyKeys(const std::vector<std::string>& keys) {
   try {
     if (onKeys_) onKeys_(keys);
   } catch (const std::exception& e) {
-    spdlog::error("informer {}: onKeys threw: {}", path_, e.what());
+    kLog.error({{"informer", path_}}, "onKeys threw: {}", e.what());
   }
 }
 
@@ -119,7 +122,7 @@ void Informer::notifyChanged() {
   try {
     if (onChange_) onChange_();
   } catch (const std::exception& e) {
-    spdlog::error("informer {}: onChange threw: {}", path_, e.what());
+    kLog.error({{"informer", path_}}, "onChange threw: {}", e.what());
   }
 }
 
@@ -139,7 +142,7 @@ void Informer::handleEvent(const WatchEvent& original) {
     changed = applyWatchEvent(store_, event);
   }
   if (!changed) {
-    spdlog::warn("informer {}: ignored a watch event: {}", path_, changed.error().message);
+    kLog.warn({{"informer", path_}}, "ignored a watch event: {}", changed.error().message);
   } else if (*changed) {
     auto key = objectKey(event.object);
     notifyChange(key ? std::vector<std::string>{*key} : std::vector<std::string>{});
@@ -159,7 +162,7 @@ void Informer::run() {
       if (stop_.load()) return;
       if (!list) {
         const auto delay = backoff.next();
-        spdlog::warn("informer {}: list failed: {}; retrying in {} ms", path_, list.error().message, delay.count());
+        kLog.warn({{"informer", path_}}, "list failed: {}; retrying in {} ms", list.error().message, delay.count());
         sleepUnlessStopped(delay);
         continue;
       }
@@ -183,7 +186,7 @@ void Informer::run() {
       // hasSynced() (a cache building its view on another thread) finds them there already.
       if (changed) notifyKeys(keys);
       const bool first = !synced_.exchange(true);
-      spdlog::info("informer {}: {} {} objects at resourceVersion {}", path_, first ? "synced" : "relisted", count, rv);
+      kLog.info({{"informer", path_}}, "{} {} objects at resourceVersion {}", first ? "synced" : "relisted", count, rv);
       if (changed) notifyChanged();
       needList = false;
       backoff.reset();
@@ -211,8 +214,8 @@ void Informer::run() {
       case WatchEnd::Stopped:
         return;
       case WatchEnd::Gone:
-        spdlog::info("informer {}: resourceVersion {} expired ({}); relisting", path_, status.resourceVersion,
-                     status.error.message);
+        kLog.info({{"informer", path_}}, "resourceVersion {} expired ({}); relisting", status.resourceVersion,
+                  status.error.message);
         needList = true;
         break;
       case WatchEnd::Closed:
@@ -225,7 +228,7 @@ void Informer::run() {
         break;
       case WatchEnd::Error: {
         const auto delay = backoff.next();
-        spdlog::warn("informer {}: watch failed: {}; retrying in {} ms", path_, status.error.message, delay.count());
+        kLog.warn({{"informer", path_}}, "watch failed: {}; retrying in {} ms", status.error.message, delay.count());
         // A stream we could not decode may have lost an event: start over from a list.
         if (status.error.code == 200) needList = true;
         sleepUnlessStopped(delay);

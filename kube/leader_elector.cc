@@ -1,15 +1,17 @@
 #include "kube/leader_elector.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <random>
 #include <stdexcept>
 #include <utility>
 
+#include "cli/logging.h"
+
 namespace podshaper::kube {
+
 namespace {
+const cli::Logger& kLog = cli::logger("lease");
 
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
@@ -50,7 +52,10 @@ ClientOptions electionOptions(ClientOptions options, const LeaseConfig& config, 
   return options;
 }
 
-std::string describe(const LeaseConfig& c) { return c.ns + "/" + c.name + " (" + c.identity + ")"; }
+// What each lease line is about: the lease and which candidate we are.
+std::vector<cli::LogField> about(const LeaseConfig& c) {
+  return {{"lease", c.ns + "/" + c.name}, {"identity", c.identity}};
+}
 
 }  // namespace
 
@@ -108,7 +113,7 @@ void LeaderElector::callback(const std::function<void()>& f, const char* name) {
   try {
     f();
   } catch (const std::exception& e) {
-    spdlog::error("lease {}: {} threw: {}", describe(config_), name, e.what());
+    kLog.error(about(config_), "{} threw: {}", name, e.what());
   }
 }
 
@@ -186,7 +191,7 @@ LeaderElector::Attempt LeaderElector::tryAcquireOrRenew() {
     auto created = client.create(leasesPath(config_), leaseToJson(config_, newLeaseRecord(config_, wallMicros())));
     if (!created) {
       if (created.error().isConflict()) {
-        spdlog::debug("lease {}: another candidate created it first", describe(config_));
+        kLog.debug(about(config_), "another candidate created it first");
         return Attempt::Conflict;
       }
       reportFailure("create", created.error());
@@ -208,15 +213,15 @@ LeaderElector::Attempt LeaderElector::tryAcquireOrRenew() {
   auto written = client.replace(leasePath(config_), leaseToJson(config_, decision.record));
   if (!written) {
     if (written.error().isConflict()) {
-      spdlog::debug("lease {}: changed while we tried to {} it", describe(config_), toString(decision.action));
+      kLog.debug(about(config_), "changed while we tried to {} it", toString(decision.action));
       return Attempt::Conflict;
     }
     reportFailure(decision.action == LeaseAction::Renew ? "renew" : "acquire", written.error());
     return Attempt::Failed;
   }
   if (decision.action == LeaseAction::Acquire && !observation_->record.holderIdentity.empty()) {
-    spdlog::info("lease {}: took over from {}, not seen renewing for {}s", describe(config_),
-                 observation_->record.holderIdentity, (steadyMicros() - observation_->observedAtMicros) / 1000000);
+    kLog.info(about(config_), "took over from {}, not seen renewing for {}s", observation_->record.holderIdentity,
+              (steadyMicros() - observation_->observedAtMicros) / 1000000);
   }
   return succeeded(leaseRecordFromJson(*written), sentAt);
 }
@@ -231,7 +236,7 @@ LeaderElector::Attempt LeaderElector::succeeded(LeaseRecord written, long long w
   // Won just as stop() came: not worth starting to lead; run() releases it.
   if (stop_.load() && !leading_.load()) return Attempt::Leading;
   if (!leading_.exchange(true)) {
-    spdlog::info("became leader of lease {}", describe(config_));
+    kLog.info(about(config_), "became leader");
     callback(onStartedLeading_, "onStartedLeading");
   }
   return Attempt::Leading;
@@ -240,22 +245,21 @@ LeaderElector::Attempt LeaderElector::succeeded(LeaseRecord written, long long w
 void LeaderElector::reportFailure(const char* what, const ApiError& error) {
   if (leading_.load()) {
     const long long left = lastRenewMicros_.load() + micros(config_.renewDeadline) - steadyMicros();
-    spdlog::warn("lease {}: {} failed: {}; {} ms left to renew before stepping down", describe(config_), what,
-                 error.message, std::max(0LL, left / 1000));
+    kLog.warn(about(config_), "{} failed: {}; {} ms left to renew before stepping down", what, error.message,
+              std::max(0LL, left / 1000));
   } else if (failures_++ == 0) {
-    spdlog::warn("lease {}: {} failed: {}; retrying every {}s", describe(config_), what, error.message,
-                 config_.retryPeriod.count());
+    kLog.warn(about(config_), "{} failed: {}; retrying every {}s", what, error.message, config_.retryPeriod.count());
   } else {
-    spdlog::debug("lease {}: {} failed again ({} in a row): {}", describe(config_), what, failures_, error.message);
+    kLog.debug(about(config_), "{} failed again ({} in a row): {}", what, failures_, error.message);
   }
 }
 
 void LeaderElector::stopLeading(bool voluntary, const std::string& why) {
   if (!leading_.exchange(false)) return;
   if (voluntary) {
-    spdlog::info("stopped leading lease {}: {}", describe(config_), why);
+    kLog.info(about(config_), "stopped leading: {}", why);
   } else {
-    spdlog::warn("lost lease {}: {}", describe(config_), why);
+    kLog.warn(about(config_), "lost the lease: {}", why);
   }
   callback(onStoppedLeading_, "onStoppedLeading");
 }
@@ -271,12 +275,11 @@ void LeaderElector::release() {
   if (r) {
     written_.reset();
     setHolder("");
-    spdlog::info("released lease {}", describe(config_));
+    kLog.info(about(config_), "released");
   } else if (r.error().isConflict()) {
-    spdlog::info("lease {}: not released, it changed since our last renewal", describe(config_));
+    kLog.info(about(config_), "not released, it changed since our last renewal");
   } else {
-    spdlog::warn("lease {}: release failed: {}; a standby takes over when the lease expires", describe(config_),
-                 r.error().message);
+    kLog.warn(about(config_), "release failed: {}; a standby takes over when the lease expires", r.error().message);
   }
 }
 

@@ -1,7 +1,5 @@
 #include "operator/pod_reconciler.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 
 #include "base/json_util.h"
@@ -9,6 +7,11 @@
 #include "operator/writes.h"
 
 namespace podshaper::op {
+
+namespace {
+const cli::Logger& kEvent = cli::logger("event");
+const cli::Logger& kLog = cli::logger("pod");
+}  // namespace
 
 using nlohmann::json;
 
@@ -32,8 +35,8 @@ bool PodReconciler::tell(const PodTell& t) {
       api_.createEvent(about.ns, eventObject(about, event, about.ns, options_.identity, clock_.wallMicros(),
                                              eventSequence_.fetch_add(1, std::memory_order_relaxed)));
   if (!created) {
-    spdlog::warn("event {} {} on {} {}/{}: not recorded: {}", event.type, event.reason, about.kind, about.ns,
-                 about.name, created.error().message);
+    kEvent.warn({{"event", event.reason}, {"type", event.type}, {"on", about.kind + " " + about.ns + "/" + about.name}},
+                "not recorded: {}", created.error().message);
     return false;
   }
   writesEvent_.inc();
@@ -51,16 +54,17 @@ std::map<std::string, LogRead> PodReconciler::readLogs(const json& pod, const st
     if (read) {
       answer.text = std::move(*read);
     } else if (read.error().code == 403) {
-      spdlog::warn("pods/log is not allowed ({}): a container's death is judged from its termination message only "
-                   "(the log's last 2 KiB) for the next {} minutes; grant the operator pods/log get to read further "
-                   "back", read.error().message, kLogsForbiddenSeconds / 60);
+      kLog.warn({{"pod", ns + "/" + name}},
+                "pods/log is not allowed ({}): a container's death is judged from its termination message only "
+                "(the log's last 2 KiB) for the next {} minutes; grant the operator pods/log get to read further back",
+                read.error().message, kLogsForbiddenSeconds / 60);
       answer.kind = LogRead::Kind::Forbidden;
       break;  // the others wait for the window's end too
     } else if (read.error().isNotFound()) {
       answer.kind = LogRead::Kind::Gone;
     } else {
-      spdlog::warn("pod {}/{}: the log of container {} could not be read (tried again later): {}", ns, name,
-                   ask.container, read.error().message);
+      kLog.warn({{"pod", ns + "/" + name}, {"container", ask.container}},
+                "the container's log could not be read (tried again later): {}", read.error().message);
       answer.kind = LogRead::Kind::Failed;
     }
   }
@@ -118,9 +122,9 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
     if (t.cause.empty()) continue;  // the controller's
     podEvents(t.event.reason, t.cause).inc();
     if (t.container.empty()) {
-      spdlog::info("pod {}: {} ({})", key, t.event.reason, t.cause);
+      kLog.info({{"pod", key}}, "{} ({})", t.event.reason, t.cause);
     } else {
-      spdlog::info("pod {}: {} ({}), container {}", key, t.event.reason, t.cause, t.container);
+      kLog.info({{"pod", key}, {"container", t.container}}, "{} ({})", t.event.reason, t.cause);
     }
   }
   {

@@ -1,12 +1,15 @@
 #include "operator/policy_status_controller.h"
 
-#include <spdlog/spdlog.h>
-
 #include "base/json_util.h"
+#include "cli/logging.h"
 #include "judging/policy_status.h"
 #include "operator/writes.h"
 
 namespace podshaper::op {
+
+namespace {
+const cli::Logger& kLog = cli::logger("policy");
+}  // namespace
 
 using nlohmann::json;
 
@@ -43,20 +46,19 @@ Reconciler::Result PolicyStatusController::reconcile() {
       // 404 for a policy the cache holds: a CRD of an earlier version, without the status
       // subresource (Helm does not upgrade CRDs). Said once per policy.
       if (!written.error().isNotFound() || withoutStatus_.insert(name).second) {
-        spdlog::warn("TopologyPolicy {}: status not written: {}{}", name, written.error().message,
-                     written.error().isNotFound() ? " (is the TopologyPolicy CRD this version's? kubectl apply -k crds/)"
-                                                  : "");
+        kLog.warn({{"policy", name}}, "status not written: {}{}", written.error().message,
+                  written.error().isNotFound() ? " (is the TopologyPolicy CRD this version's? kubectl apply -k crds/)"
+                                               : "");
       }
       continue;
     }
     writes_.inc();
     const json& accepted = member(next, "conditions")[0];
     if (stringMember(accepted, "status") != "True") {
-      spdlog::warn("TopologyPolicy {}: not accepted: {}", name, stringMember(accepted, "message"));
+      kLog.warn({{"policy", name}}, "not accepted: {}", stringMember(accepted, "message"));
     } else {
-      spdlog::info("TopologyPolicy {}: selects {} nodes: {} validated, {} failing", name,
-                   member(next, "selectedNodes").dump(), member(next, "validatedNodes").dump(),
-                   member(next, "failingNodes").dump());
+      kLog.info({{"policy", name}}, "selects {} nodes: {} validated, {} failing", member(next, "selectedNodes").dump(),
+                member(next, "validatedNodes").dump(), member(next, "failingNodes").dump());
     }
   }
   return again;

@@ -2,13 +2,18 @@
 
 #include <algorithm>
 
-#include <spdlog/spdlog.h>
-
+#include "cli/logging.h"
 #include "judging/events.h"
 #include "kube/protocol.h"
 #include "operator/writes.h"
 
 namespace podshaper::op {
+
+namespace {
+const cli::Logger& kEvent = cli::logger("event");
+const cli::Logger& kNode = cli::logger("node");
+const cli::Logger& kReport = cli::logger("report");
+}  // namespace
 
 using nlohmann::json;
 
@@ -144,8 +149,14 @@ Reconciler::Result Reconciler::execute(const std::string& key, const json& repor
     }
     rememberWrite(replacedReport_, key, kube::resourceVersionOf(report));
     const Condition* validated = verdict.condition(conditions::kValidated);
-    spdlog::info("report {}: Validated={} ({}) gpus={} interconnect={} p2p={} memlock={}", key, validated->status,
-                 validated->reason, verdict.gpus, verdict.interconnect, verdict.p2p, verdict.memlock);
+    kReport.info({{"report", key},
+                  {"validated", validated->status},
+                  {"reason", validated->reason},
+                  {"gpus", verdict.gpus},
+                  {"interconnect", verdict.interconnect},
+                  {"p2p", verdict.p2p},
+                  {"memlock", verdict.memlock}},
+                 "judged");
     recordEvents(p.events);
   }
   if (node != nullptr) {
@@ -157,11 +168,15 @@ Reconciler::Result Reconciler::execute(const std::string& key, const json& repor
 
 Reconciler::Outcome Reconciler::writeFailed(const char* what, const std::string& key, const kube::ApiError& error) {
   if (error.isNotFound()) return Outcome::Done;  // deleted meanwhile: its DELETED event follows
+  // what: "report", "node" or "node status": the object's logger, the part in words.
+  const std::string_view w(what);
+  const cli::Logger& log = w == "report" ? kReport : kNode;
+  const std::string_view part = w == "node status" ? "status " : "";
   if (error.isConflict()) {
     conflicts_.inc();
-    spdlog::info("{} {}: changed since read; judging it again ({})", what, key, error.message);
+    log.info({{log.name(), key}}, "{}changed since read; judging it again ({})", part, error.message);
   } else {
-    spdlog::warn("{} {}: not written: {}", what, key, error.message);
+    log.warn({{log.name(), key}}, "{}not written: {}", part, error.message);
   }
   return Outcome::Retry;
 }
@@ -180,7 +195,7 @@ Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& no
     writesNode_.inc();
     rememberWrite(replacedNode_, key, version);
     version = kube::resourceVersionOf(*written);
-    spdlog::info("node {}: {}", key, p.nodePatch.dump());
+    kNode.info({{"node", key}}, "{}", p.nodePatch.dump());
   }
   if (!p.nodeStatusPatch.is_null()) {
     if (!mayWrite_()) return Outcome::NotLeader;
@@ -193,7 +208,7 @@ Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& no
     writesNode_.inc();
     rememberWrite(replacedNode_, key, version);
     if (metadata != nullptr && metadata->contains("labels")) {
-      spdlog::info("node {}: {}", key, (*metadata)["labels"].dump());
+      kNode.info({{"node", key}}, "{}", (*metadata)["labels"].dump());
     }
   }
   return Outcome::Done;
@@ -204,16 +219,16 @@ Reconciler::Outcome Reconciler::writeNode(const std::string& key, const json& no
 // waits for the grant, retried as any failed write.
 Reconciler::Outcome Reconciler::labelNodeItself(const std::string& key, const json& metadata,
                                                 const kube::ApiError& refused) {
-  spdlog::warn("node {}: its status subresource was refused ({}): where RBAC refused it, grant the "
-               "operator patch on nodes/status; its labels go to the Node itself meanwhile, its condition "
-               "is not written",
-               key, refused.message);
+  kNode.warn({{"node", key}},
+             "its status subresource was refused ({}): where RBAC refused it, grant the operator patch on "
+             "nodes/status; its labels go to the Node itself meanwhile, its condition is not written",
+             refused.message);
   if (!mayWrite_()) return Outcome::NotLeader;
   auto written = api_.patchNode(key, {{"metadata", metadata}});
   if (!written) return writeFailed("node", key, written.error());
   writesNode_.inc();
   rememberWrite(replacedNode_, key, metadata.value("resourceVersion", std::string()));
-  spdlog::info("node {}: {}", key, metadata.value("labels", json::object()).dump());
+  kNode.info({{"node", key}}, "{}", metadata.value("labels", json::object()).dump());
   return Outcome::Retry;
 }
 
@@ -229,8 +244,8 @@ void Reconciler::recordEvents(const std::vector<PlannedEvent>& events) {
     auto created = api_.createEvent(options_.eventNamespace, event);
     if (!created) {
       // Best effort, as in client-go's recorder: the status already says it.
-      spdlog::warn("event {} {} on {} {}: not recorded: {}", e.type, e.reason, about.kind, about.name,
-                   created.error().message);
+      kEvent.warn({{"event", e.reason}, {"type", e.type}, {"on", about.kind + " " + about.name}}, "not recorded: {}",
+                  created.error().message);
       continue;
     }
     writesEvent_.inc();

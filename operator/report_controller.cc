@@ -1,11 +1,13 @@
 #include "operator/report_controller.h"
 
-#include <spdlog/spdlog.h>
-
 #include "cli/logging.h"
 #include "judging/policy_status.h"
 
 namespace podshaper::op {
+
+namespace {
+const cli::Logger& kPolicy = cli::logger("policy");
+}  // namespace
 
 ReportController::ReportController(const Cache& reports, const Cache& nodes, const Cache& policies,
                                    ReconcileApi& api, const Clock& clock, metrics::Registry& metrics,
@@ -46,7 +48,7 @@ bool ReportController::reloadPolicies() {
     auto policy = policyFromJson(object);
     if (!policy) {
       ++errors;
-      spdlog::warn("left out {}", policy.error().message);
+      kPolicy.warn("left out {}", policy.error().message);
       continue;
     }
     parsed.push_back(std::move(*policy));

@@ -1,9 +1,9 @@
 #include "operator/runner.h"
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <exception>
+
+#include "cli/logging.h"
 
 namespace podshaper::op {
 
@@ -60,7 +60,7 @@ void Runner::process(const std::string& key) {
   try {
     result = reconcile_(key);
   } catch (const std::exception& e) {
-    spdlog::error("{} {}: {}", options_.name, key, e.what());
+    cli::logger(options_.name).error({{options_.name, key}}, "{}", e.what());
   }
   duration_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   switch (result.outcome) {

@@ -1,16 +1,16 @@
 #include "operator/webhook_certs.h"
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <set>
 
 #include "base/base64.h"
+#include "cli/logging.h"
 #include "kube/protocol.h"
 #include "pki/certs.h"
 
 namespace podshaper::op {
 namespace {
+const cli::Logger& kLog = cli::logger("webhook-certificate");
 
 using nlohmann::json;
 
@@ -76,7 +76,7 @@ Result<bool> ensureCa(std::string& caCert, std::string& caKey, std::vector<std::
   if (why.empty()) return false;
   auto ca = pki::makeCertificateAuthority("podshaper-webhook-ca", validity.count());
   if (!ca) return makeError("making a CA: " + ca.error().message);
-  spdlog::info("webhook certificate: a new CA ({})", why);
+  kLog.info("a new CA ({})", why);
   caCert = ca->certPem;
   caKey = ca->keyPem;
   bundle.insert(bundle.begin(), caCert);
@@ -170,7 +170,7 @@ void WebhookCertificates::loop() {
     if (!mayWrite_()) continue;
     if (auto done = reconcile(); !done) {
       errors_.inc();
-      spdlog::warn("webhook certificate: {}", done.error().message);
+      kLog.warn("{}", done.error().message);
       delay = std::min<std::chrono::seconds>(delay, std::chrono::seconds(5));
     }
   }
@@ -209,7 +209,7 @@ Result<bool> WebhookCertificates::reconcile() {
   if (!leafWhy.empty()) {
     auto leaf = pki::issueServingCertificate({caCert, caKey}, config_.sans(), config_.validity.count());
     if (!leaf) return makeError("issuing the serving certificate: " + leaf.error().message);
-    spdlog::info("webhook certificate: a new serving certificate ({})", leafWhy);
+    kLog.info("a new serving certificate ({})", leafWhy);
     cert = leaf->certPem;
     key = leaf->keyPem;
     issued_.inc();
@@ -240,8 +240,8 @@ Result<WebhookCertificates::BundleWrite> WebhookCertificates::writeCaBundle(cons
   if (!written) return makeError("writing the caBundle: " + written.error().message);
   bundleWrites_.inc();
   const std::size_t cas = splitPem(caBundle).size();
-  spdlog::info("webhook certificate: caBundle of MutatingWebhookConfiguration {} set ({} CA{})",
-               config_.webhookConfiguration, cas, cas == 1 ? "" : "s");
+  kLog.info("caBundle of MutatingWebhookConfiguration {} set ({} CA{})", config_.webhookConfiguration, cas,
+            cas == 1 ? "" : "s");
   return BundleWrite::kWritten;
 }
 
@@ -262,7 +262,7 @@ Result<void> WebhookCertificates::writeSecret(const json& secret, const std::map
   if (!written) {
     return makeError("writing Secret " + config_.ns + "/" + config_.secretName + ": " + written.error().message);
   }
-  spdlog::info("webhook certificate: Secret {}/{} written", config_.ns, config_.secretName);
+  kLog.info("Secret {}/{} written", config_.ns, config_.secretName);
   return {};
 }
 

@@ -9,15 +9,17 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <optional>
 #include <vector>
 
+#include "cli/logging.h"
+
 namespace podshaper::server {
 
 namespace {
+const cli::Logger& kLog = cli::logger("https");
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -208,19 +210,18 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
   void readFailed(const beast::error_code& ec) {
     if (started_ == Clock::time_point{}) started_ = Clock::now();
     if (ec == http::error::body_limit) {
-      spdlog::warn("https: {} {} from {}: body larger than {} bytes, refused", methodSeen(),
-                   pathSeen(), peer_, options().maxBodyBytes);
+      kLog.warn({{"method", methodSeen()}, {"path", pathSeen()}, {"peer", peer_}},
+                "body larger than {} bytes, refused", options().maxBodyBytes);
       respond(plain(413, "request body larger than " + std::to_string(options().maxBodyBytes) +
                              " bytes\n"),
               {}, false);
     } else if (ec == http::error::header_limit) {
-      spdlog::warn("https: request from {}: header larger than {} bytes, refused", peer_,
-                   kHeaderLimit);
+      kLog.warn({{"peer", peer_}}, "request header larger than {} bytes, refused", kHeaderLimit);
       respond(plain(431, "request header too large\n"), {}, false);
     } else if (isQuietClose(ec)) {
       dropped(ec);
     } else if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
-      spdlog::debug("https: malformed request from {}: {}", peer_, ec.message());
+      kLog.debug({{"peer", peer_}}, "malformed request: {}", ec.message());
       respond(plain(400, "malformed HTTP request\n"), {}, false);
     } else {
       dropped(ec);
@@ -255,17 +256,16 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
     try {
       response = handler->second(request);
     } catch (const std::exception& e) {
-      spdlog::error("https: handler for {} {} threw: {}", request.method, request.path, e.what());
+      kLog.error({{"method", request.method}, {"path", request.path}}, "handler threw: {}", e.what());
       response = plain(500, "internal error\n");
     } catch (...) {
-      spdlog::error("https: handler for {} {} threw a non-exception", request.method,
-                    request.path);
+      kLog.error({{"method", request.method}, {"path", request.path}}, "handler threw a non-exception");
       response = plain(500, "internal error\n");
     }
     if (response.status < 200 || response.status > 599 ||
         response.contentType.find_first_of("\r\n") != std::string::npos) {
-      spdlog::error("https: handler for {} {} returned status {} with content type \"{}\"",
-                    request.method, request.path, response.status, response.contentType);
+      kLog.error({{"method", request.method}, {"path", request.path}},
+                 "handler returned status {} with content type \"{}\"", response.status, response.contentType);
       response = plain(500, "internal error\n");
     }
     if (response.status == 204 || response.status == 304) {
@@ -337,7 +337,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session> 
   }
 
   void dropped(const beast::error_code& ec) {
-    spdlog::debug("https: connection from {} closed: {}", peer_, ec.message());
+    kLog.debug({{"peer", peer_}}, "connection closed: {}", ec.message());
     ended();
   }
 
@@ -484,8 +484,7 @@ bool ServerState::admitConnection() {
   auto interval = std::chrono::duration_cast<Clock::duration>(kRejectLogInterval).count();
   if (now - last >= interval &&
       lastRejectLogNs_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    spdlog::warn("https: {} connections open (maxConnections), closing new ones",
-                 options_.maxConnections);
+    kLog.warn("{} connections open (maxConnections), closing new ones", options_.maxConnections);
   }
   return false;
 }
@@ -546,9 +545,9 @@ void ServerState::handshakeFailed(const std::string& peer, const boost::system::
   // A TCP probe or a client hanging up is routine; a refused protocol, cipher
   // or certificate (e.g. "tlsv1 alert unknown ca": a wrong caBundle) is not.
   if (isQuietClose(ec)) {
-    spdlog::debug("https: TLS handshake with {} ended: {}", peer, ec.message());
+    kLog.debug({{"peer", peer}}, "TLS handshake ended: {}", ec.message());
   } else {
-    spdlog::warn("https: TLS handshake with {} failed: {}", peer, ec.message());
+    kLog.warn({{"peer", peer}}, "TLS handshake failed: {}", ec.message());
   }
 }
 

@@ -8,7 +8,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <future>
@@ -17,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/logging.h"
 #include "metrics/process.h"
 #include "server/http_session.h"
 #include "server/tls_context.h"
@@ -27,6 +27,7 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 namespace {
+const cli::Logger& kLog = cli::logger("https");
 constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
 #ifdef SO_REUSEPORT
 using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
@@ -132,8 +133,8 @@ Result<void> HttpsServer::Impl::start() {
   scheduleCertificateCheck();
   for (int i = 0; i < threadCount; ++i) threads.emplace_back([this] { runLoop(); });
   started = true;
-  spdlog::info(
-      "https: listening on {}:{} ({} threads, max body {} bytes, read timeout {}s, idle timeout "
+  kLog.info(
+      "listening on {}:{} ({} threads, max body {} bytes, read timeout {}s, idle timeout "
       "{}s, max connections {})",
       options().host, port.load(), threadCount, options().maxBodyBytes,
       options().readTimeout.count(), options().idleTimeout.count(), options().maxConnections);
@@ -155,7 +156,7 @@ void HttpsServer::Impl::stop() {
   acceptStrand.reset();
   work.reset();
   ioc.reset();
-  spdlog::info("https: stopped on port {}", port.load());
+  kLog.info("stopped on port {}", port.load());
 }
 
 bool HttpsServer::Impl::shutdown(std::chrono::milliseconds timeout) {
@@ -173,24 +174,22 @@ bool HttpsServer::Impl::shutdown(std::chrono::milliseconds timeout) {
     closed->set_value();
   });
   if (closed->get_future().wait_until(began + timeout) != std::future_status::ready) {
-    spdlog::warn("https: no thread free to close the listener within {} ms, stopping",
-                 timeout.count());
+    kLog.warn("no thread free to close the listener within {} ms, stopping", timeout.count());
     stop();
     return false;
   }
   std::size_t open = state->openConnections();
-  spdlog::info(
-      "https: draining: stopped listening on port {}; {} connections open, waiting up to {} ms",
+  kLog.info(
+      "draining: stopped listening on port {}; {} connections open, waiting up to {} ms",
       port.load(), open, timeout.count());
   state->drainConnections();
   bool drained = state->waitForNoConnections(began + timeout);
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - began);
   if (drained) {
-    spdlog::info("https: drained in {} ms", took.count());
+    kLog.info("drained in {} ms", took.count());
   } else {
-    spdlog::warn("https: {} connections still open after {} ms, closing them",
-                 state->openConnections(), took.count());
+    kLog.warn("{} connections still open after {} ms, closing them", state->openConnections(), took.count());
   }
   stop();
   return drained;
@@ -225,7 +224,7 @@ void HttpsServer::Impl::runLoop() {
     } catch (const std::exception& e) {
       // Handlers' exceptions are caught in the session; this is a last guard so
       // one bad connection cannot take a thread away.
-      spdlog::error("https: event loop: {}", e.what());
+      kLog.error("event loop: {}", e.what());
     }
   }
 }
@@ -247,7 +246,7 @@ void HttpsServer::Impl::onAccept(const boost::system::error_code& ec, tcp::socke
   if (ec == net::error::operation_aborted) return;
   if (ec) {
     // Out of file descriptors, usually; retrying at once would spin.
-    spdlog::warn("https: accept failed: {}", ec.message());
+    kLog.warn("accept failed: {}", ec.message());
     acceptRetry->expires_after(kAcceptRetryDelay);
     acceptRetry->async_wait([this](const boost::system::error_code& waitEc) {
       if (!waitEc && listening) accept();
@@ -298,7 +297,7 @@ HttpsServer::~HttpsServer() = default;
 void HttpsServer::route(std::string method, std::string path, Handler handler) {
   std::lock_guard lock(impl_->lifecycle);
   if (impl_->started) {
-    spdlog::error("https: route {} {} registered after start(), ignored", method, path);
+    kLog.error({{"method", method}, {"path", path}}, "route registered after start(), ignored");
     return;
   }
   impl_->state->addRoute(std::move(method), std::move(path), std::move(handler));

@@ -2,7 +2,6 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -10,11 +9,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cli/logging.h"
 #include "pki/openssl_util.h"
 
 namespace podshaper::server {
 
 namespace {
+const cli::Logger& kLog = cli::logger("https");
 
 namespace ssl = boost::asio::ssl;
 
@@ -63,9 +64,12 @@ Result<std::string> readFile(const std::string& path, const char* what) {
   return content;
 }
 
-std::string describe(const CertificateInfo& info) {
-  return "subject " + info.subject + ", serial " + info.serial + ", expires " + info.notAfter +
-         ", sha256 " + info.sha256.substr(0, 16);
+std::vector<cli::LogField> describe(const std::string& file, const CertificateInfo& info) {
+  return {{"file", file},
+          {"subject", info.subject},
+          {"serial", info.serial},
+          {"expires", info.notAfter},
+          {"sha256", info.sha256.substr(0, 16)}};
 }
 
 void warnIfExpired(const CertificateInfo& info, const std::string& certFile) {
@@ -73,8 +77,7 @@ void warnIfExpired(const CertificateInfo& info, const std::string& certFile) {
                  std::chrono::system_clock::now().time_since_epoch())
                  .count();
   if (info.notAfterUnix != 0 && info.notAfterUnix < now) {
-    spdlog::warn("https: certificate \"{}\" expired at {}; clients will refuse it", certFile,
-                 info.notAfter);
+    kLog.warn({{"file", certFile}}, "TLS certificate expired at {}; clients will refuse it", info.notAfter);
   }
 }
 
@@ -174,7 +177,7 @@ Result<void> CertificateReloader::load() {
   auto tls = makeServerTls(*cert, *key, certFile_, keyFile_);
   if (!tls) return tls.error();
 
-  spdlog::info("https: TLS certificate loaded from \"{}\": {}", certFile_, describe(tls->info));
+  kLog.info(describe(certFile_, tls->info), "TLS certificate loaded");
   warnIfExpired(tls->info, certFile_);
   lastStamps_ = stamps;
   servingHash_ = pki::openssl::sha256Hex(*cert + '\0' + *key);
@@ -216,8 +219,7 @@ CertificateReloader::PollResult CertificateReloader::poll() {
   retryPending_ = false;
   reloads_.fetch_add(1, std::memory_order_relaxed);
   CertificateInfo now = info();
-  spdlog::info("https: TLS certificate reloaded from \"{}\" (was serial {}): {}", certFile_,
-               previousSerial, describe(now));
+  kLog.info(describe(certFile_, now), "TLS certificate reloaded (was serial {})", previousSerial);
   warnIfExpired(now, certFile_);
   return PollResult::reloaded;
 }
@@ -227,8 +229,8 @@ CertificateReloader::PollResult CertificateReloader::fail(const std::string& pro
   retryPending_ = true;
   failedHash_ = contentHash;
   if (problem != lastProblem_) {
-    spdlog::warn("https: new TLS certificate not loaded, still serving serial {}: {}",
-                 info().serial, problem);
+    kLog.warn({{"file", certFile_}}, "new TLS certificate not loaded, still serving serial {}: {}", info().serial,
+            problem);
     lastProblem_ = problem;
   }
   return PollResult::failed;

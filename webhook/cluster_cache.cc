@@ -1,16 +1,16 @@
 #include "webhook/cluster_cache.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 
 #include "api/names.h"
 #include "base/json_util.h"
+#include "cli/logging.h"
 #include "kube/protocol.h"
 
 namespace podshaper::webhook {
 namespace {
+const cli::Logger& kLog = cli::logger("cluster-cache");
 
 // Node heartbeats change Nodes every few seconds each; rebuild the view at
 // most this often however many events arrive.
@@ -190,8 +190,8 @@ Result<std::optional<nlohmann::json>> ClusterCache::claimSpec(std::string_view n
   }
   auto got = missClient_.get(path);
   if (got) {
-    spdlog::info("cluster cache: {} {}/{} read from the API server (its watch event had not come yet)",
-                 kindName(ref.kind), ns, ref.name);
+    kLog.info("{} {}/{} read from the API server (its watch event had not come yet)", kindName(ref.kind), ns,
+              ref.name);
     nlohmann::json object = *got;
     object["kind"] = std::string(kindName(ref.kind));
     return std::optional(claimSpecOf(object));
@@ -199,7 +199,7 @@ Result<std::optional<nlohmann::json>> ClusterCache::claimSpec(std::string_view n
   // The object is missing (a Status NotFound); a 404 without one means the API server
   // does not serve resource.k8s.io/v1.
   if (got.error().code == 404 && got.error().reason == "NotFound") return std::optional<nlohmann::json>();
-  spdlog::warn("cluster cache: GET {}: {}", path, got.error().message);
+  kLog.warn("GET {}: {}", path, got.error().message);
   return makeError("GET " + path + ": " + got.error().message);
 }
 
@@ -238,9 +238,8 @@ void ClusterCache::rebuildLoop() {
         view_ = view;
       }
       if (first) {
-        spdlog::info("cluster cache: synced: {} namespaces, {} GPU nodes, podshaper labels {}",
-                     view->namespaceLabels.size(), view->nodes.size(),
-                     view->hasPodshaperLabels() ? "present" : "absent");
+        kLog.info("synced: {} namespaces, {} GPU nodes, podshaper labels {}", view->namespaceLabels.size(),
+                  view->nodes.size(), view->hasPodshaperLabels() ? "present" : "absent");
       }
     }
     std::this_thread::sleep_for(kCoalesce);

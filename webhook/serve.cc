@@ -143,7 +143,7 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
     m.latency->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!decision) {
       m.badRequest->inc();
-      spdlog::warn("admission: bad request: {}", decision.error().message);
+      cli::logger("admission").warn("bad request: {}", decision.error().message);
       return server::Response{400, "text/plain; charset=utf-8", decision.error().message + "\n"};
     }
     cli::LogObject about(decision->object, decision->owner);
@@ -151,13 +151,13 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
     if (!decision->allowed) {
       m.denied->inc();
       if (auto it = m.denials.find(decision->cause); it != m.denials.end()) it->second->inc();
-      spdlog::info("admission: denied {}{} uid={}: {}", decision->object, owner,
-                   decision->review["response"]["uid"].get<std::string>(),
-                   decision->review["response"]["status"]["message"].get<std::string>());
+      cli::logger("admission").info({{"uid", decision->review["response"]["uid"].get<std::string>()}}, "denied {}{}: {}",
+                                    decision->object, owner,
+                                    decision->review["response"]["status"]["message"].get<std::string>());
     } else {
       (decision->mutated ? m.mutated : m.allowed)->inc();
       if (!decision->object.empty()) {
-        spdlog::debug("admission: {} {}{}", decision->mutated ? "shaped" : "allowed as it is", decision->object, owner);
+        cli::logger("admission").debug("{} {}{}", decision->mutated ? "shaped" : "allowed as it is", decision->object, owner);
       }
     }
     return server::Response{200, "application/json", decision->body()};

@@ -71,11 +71,12 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 assert lines, "no log lines"
 for l in lines:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", l["time"]), l
-    assert l["logger"] == "podshaper-webhook" and l["level"] and l["msg"], l
-denied = [l for l in lines if l["msg"].startswith("admission: denied")]
-assert len(denied) == 1 and denied[0]["object"] == "ml/resnet-0", denied
+    assert re.fullmatch(r"podshaper-webhook(\.[a-z-]+)?", l["logger"]) and l["level"] and l["msg"], l
+admission = [l for l in lines if l["logger"] == "podshaper-webhook.admission"]
+denied = [l for l in admission if l["msg"].startswith("denied")]
+assert len(denied) == 1 and denied[0]["object"] == "ml/resnet-0" and denied[0]["uid"], denied
 assert "podshaper.io/batch-dtype" in denied[0]["msg"] and "ml/resnet-0" in denied[0]["msg"], denied
-shaped = [l for l in lines if l["msg"].startswith("admission: shaped")]
+shaped = [l for l in admission if l["msg"].startswith("shaped")]
 assert len(shaped) == 1 and shaped[0]["level"] == "debug", shaped   # --log-level debug prints debug lines
 PY
 set +e; "$bin" serve --log-level loud 2>"$tmp/err"; rc=$?; set -e

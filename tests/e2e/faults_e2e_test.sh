@@ -490,7 +490,7 @@ cp "$p2p/4gpu-ns.p2p-r.txt" "$tmp/g6e.p2p.new" && mv "$tmp/g6e.p2p.new" "$tmp/g6
 sleep 4  # longer than renewDeadline: the leader steps down by its own clock
 check "the leader stepped down by its clock while the API server was away" \
   bash -c "$(declare -f lines_after_mark); { lines_after_mark $logs/operator-a.log; lines_after_mark $logs/operator-b.log; } |
-    grep -q 'lost lease.*not renewed within renewDeadline'"
+    grep -q 'lost the lease: not renewed within renewDeadline'"
 check "kube-apiserver starts again over the same etcd" bash "$root/scripts/cluster.sh" start-apiserver
 up_at=$(now)
 measure "fault 1: API server away $(python3 -c "print(f'{$up_at - $down_at:.1f}')") s (from SIGTERM to /readyz after the restart)"
@@ -650,7 +650,7 @@ rv_before_cont=$(kc get gtr $g6e -o jsonpath='{.metadata.resourceVersion}')
 node_rv_before_cont=$(kc get node $g6e -o jsonpath='{.metadata.resourceVersion}')
 kill -CONT "${pid_of[op-$L]}"
 resumed_at=$(date +%s)
-check "op-$L, resumed, says it lost the lease" eventually 15 "*lost lease*" bash -c "tail -n 30 $logs/operator-$L.log"
+check "op-$L, resumed, says it lost the lease" eventually 15 "*lost the lease*" bash -c "tail -n 30 $logs/operator-$L.log"
 check "its podshaper_operator_leader is 0" eventually 10 0 op_metric "$L" podshaper_operator_leader
 check "it saw the change and refused to judge it as leader (not_leader reconciles)" \
   eventually 10 "[1-9]*" grown "$L" "$skipped_before" podshaper_operator_reconciles_total 'controller="report",result="not_leader"'
@@ -699,7 +699,7 @@ log_time() {
 import datetime, sys
 print(datetime.datetime.strptime(sys.stdin.read()[1:24], "%Y-%m-%d %H:%M:%S.%f").timestamp())'
 }
-stepped=$(log_time "$logs/operator-c.log" "lost lease")
+stepped=$(log_time "$logs/operator-c.log" "lost the lease")
 took=$(log_time "$logs/operator-d.log" "took over from op-c")
 lead=$(python3 -c "print(f'{$took - $stepped:.2f}')")
 measure "fault 2: op-c stepped down (onStoppedLeading) $lead s before op-d took over"

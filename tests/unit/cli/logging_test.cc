@@ -97,5 +97,60 @@ TEST(Logging, TextAtTheLevelAsked) {
   EXPECT_NE(text.find("] [warning] shown\n"), std::string::npos) << text;
 }
 
+// A value no log pipeline can take apart wrongly: quotes, a backslash, a new line and a
+// control character.
+constexpr const char* kAwkward = "a \"quoted\" C:\\dir,\nnext line \x01 (end)";
+
+TEST(Logging, NamedLoggerJsonHasItsNameAndEachField) {
+  const Logger& lease = logger("lease");  // made before setUpLogging: it follows the binary's
+  setUpLogging("podshaper-test", {.level = "info", .format = "json"});
+  ::testing::internal::CaptureStderr();
+  lease.info({{"lease", "ns/podshaper"}, {"from", kAwkward}, {"seconds", 15}}, "took over from {}", "op-a");
+  {
+    LogObject about("ml/train-0", "Job train");
+    logger("admission").warn({{"uid", "u-1"}}, "denied");
+  }
+  logger("https").info("stopped");
+  lease.debug({{"lease", "x"}}, "not at info");
+  spdlog::info("the binary's own");
+  const auto lines = jsonLines(::testing::internal::GetCapturedStderr());
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["logger"], "podshaper-test.lease");
+  EXPECT_EQ(lines[0]["msg"], "took over from op-a");
+  EXPECT_EQ(lines[0]["lease"], "ns/podshaper");
+  EXPECT_EQ(lines[0]["from"], kAwkward);
+  EXPECT_EQ(lines[0]["seconds"], "15");
+  EXPECT_EQ(lines[0]["level"], "info");
+  EXPECT_EQ(lines[1]["logger"], "podshaper-test.admission");
+  EXPECT_EQ(lines[1]["uid"], "u-1");
+  EXPECT_EQ(lines[1]["object"], "ml/train-0");
+  EXPECT_EQ(lines[1]["owner"], "Job train");
+  EXPECT_EQ(lines[1]["level"], "warning");
+  EXPECT_EQ(lines[2]["logger"], "podshaper-test.https");
+  EXPECT_EQ(lines[2].size(), 4u) << lines[2];  // time, level, logger, msg
+  EXPECT_EQ(lines[3]["logger"], "podshaper-test");
+  EXPECT_EQ(&logger("lease"), &lease);
+}
+
+TEST(Logging, NamedLoggerTextNamesItsSubjectAndListsTheRest) {
+  setUpLogging("podshaper-test", {.level = "info", .format = "text"});
+  ::testing::internal::CaptureStderr();
+  logger("lease").info({{"lease", "ns/podshaper"}, {"identity", "op-b"}}, "took over from {}", "op-a");
+  logger("https").warn({{"peer", kAwkward}, {"empty", ""}}, "refused");
+  logger("https").info("stopped");
+  {
+    LogObject about("ml/train-0");
+    spdlog::info("the binary's own");
+  }
+  const std::string text = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(text.find("] [info] lease ns/podshaper: took over from op-a (identity=op-b)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("] [warning] https: refused (peer=\"a \\\"quoted\\\" C:\\\\dir,\\nnext line \\u0001 (end)\", "
+                      "empty=\"\")\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("] [info] https: stopped\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("] [info] the binary's own\n"), std::string::npos) << text;  // LogObject: JSON only
+}
+
 }  // namespace
 }  // namespace podshaper::cli
