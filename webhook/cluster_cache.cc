@@ -52,6 +52,17 @@ kube::InformerOptions keepClaimSpec(bool isTemplate) {
   return options;
 }
 
+kube::InformerOptions keeping(void (*transform)(nlohmann::json&), bool packed = false) {
+  kube::InformerOptions options;
+  options.transform = transform;
+  options.packed = packed;
+  return options;
+}
+
+constexpr const char* kResourceApi = "resource.k8s.io/v1";
+
+}  // namespace
+
 // What the Namespace and Node caches keep: what admission reads. Of a Namespace, its
 // podshaper.io/ and Pod Security labels; of a Node, its name, uid, podshaper.io/ labels
 // (placement reads no other), allocatable GPUs and memory capacity. A GPU node's other
@@ -59,6 +70,8 @@ kube::InformerOptions keepClaimSpec(bool isTemplate) {
 // managedFields are nearly all of its bytes, and its kubelet rewrites them every few
 // minutes: kept, 12,500 Nodes cost the webhook hundreds of MiB, and every heartbeat
 // rebuilt the view (kube::applyWatchEvent: what is kept did not change).
+namespace {
+
 nlohmann::json labelsWithPrefixes(const nlohmann::json& object, std::initializer_list<std::string_view> prefixes) {
   nlohmann::json kept = nlohmann::json::object();
   for (const auto& [key, value] : member(member(object, "metadata"), "labels").items()) {
@@ -68,6 +81,8 @@ nlohmann::json labelsWithPrefixes(const nlohmann::json& object, std::initializer
   }
   return kept;
 }
+
+}  // namespace
 
 void keepNamespace(nlohmann::json& ns) {
   if (!ns.is_object()) return;
@@ -98,16 +113,6 @@ void keepNode(nlohmann::json& node) {
   node = std::move(kept);
 }
 
-kube::InformerOptions keeping(void (*transform)(nlohmann::json&), bool packed = false) {
-  kube::InformerOptions options;
-  options.transform = transform;
-  options.packed = packed;
-  return options;
-}
-
-constexpr const char* kResourceApi = "resource.k8s.io/v1";
-
-}  // namespace
 
 ClusterCache::ClusterCache(const kube::Client& client, metrics::Registry* metrics)
     : missClient_(client.config(), missOptions(client.options())),

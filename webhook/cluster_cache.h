@@ -17,6 +17,11 @@
 
 namespace podshaper::webhook {
 
+// What the Namespace and Node caches keep of each object (informer transforms): what
+// admission reads (tests/unit/webhook/cluster_cache_test.cc holds them to it).
+void keepNamespace(nlohmann::json& ns);
+void keepNode(nlohmann::json& node);
+
 // Namespaces (Pod Security labels) and Nodes (podshaper's labels, GPUs,
 // memory) kept current by watches. Admission reads the latest snapshot and
 // never waits on the API server. ResourceClaimTemplates and ResourceClaims

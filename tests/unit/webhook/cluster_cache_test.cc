@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "metrics/metrics.h"
+#include "shaping/pod_shaper.h"
 
 #include "tests/unit/kube/black_hole.h"
 #include "tests/unit/support/eventually.h"
@@ -192,6 +193,60 @@ TEST(ClusterCacheWatches, KeepWhatAdmissionReadsAndCountIt) {
   EXPECT_EQ(cache.view()->nodes[0].name, "gpu-2");
   EXPECT_EQ(cache.view()->kinds.size(), 1u);
   cache.stop();
+}
+
+}  // namespace
+}  // namespace podshaper::webhook
+
+namespace podshaper::webhook {
+namespace {
+
+// What the Namespace and Node caches keep is all admission reads: a pod shaped against the
+// objects as the API server sends them and as the caches keep them comes out the same.
+TEST(ClusterCacheKeeps, WhatAdmissionReads) {
+  json node = {{"metadata",
+                {{"name", "gpu-1"},
+                 {"uid", "u1"},
+                 {"resourceVersion", "9"},
+                 {"labels",
+                  {{"podshaper.io/topology-validated", "true"}, {"podshaper.io/gpu-count", "8"},
+                   {"podshaper.io/p2p", "all"}, {"podshaper.io/memlock", "unlimited"},
+                   {"kubernetes.io/hostname", "gpu-1"}, {"nvidia.com/gpu.product", "H100"}}},
+                 {"managedFields", {{{"manager", "kubelet"}}}}}},
+               {"spec", {{"podCIDR", "10.0.0.0/24"}}},
+               {"status",
+                {{"allocatable", {{"nvidia.com/gpu", "8"}, {"memory", "1Ti"}, {"cpu", "96"}}},
+                 {"capacity", {{"nvidia.com/gpu", "8"}, {"memory", "1Ti"}}},
+                 {"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
+                 {"images", {{{"names", {"pytorch"}}, {"sizeBytes", 9000000000}}}}}}};
+  json ns = {{"metadata",
+              {{"name", "ml"},
+               {"labels", {{"pod-security.kubernetes.io/enforce", "baseline"}, {"team", "a"}}},
+               {"annotations", {{"owner", "x"}}}}}};
+  json keptNode = node, keptNs = ns;
+  keepNode(keptNode);
+  keepNamespace(keptNs);
+  EXPECT_FALSE(keptNode.contains("spec"));
+  json pod = json::parse(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"t","namespace":"ml",
+    "labels":{"podshaper.io/inject":"true"},"annotations":{"podshaper.io/dataloader-workers":"2",
+    "podshaper.io/batch-bytes":"64Mi"}},"spec":{"containers":[{"name":"c","image":"i",
+    "resources":{"limits":{"nvidia.com/gpu":"8","memory":"64Gi"}}}]}})");
+  Config config;
+  config.node.memlock = MemlockLimit{4194304};
+  for (const char* podSecurity : {"baseline", "privileged"}) {
+    ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = podSecurity;
+    keptNs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = podSecurity;
+    const ClusterView whole = buildClusterView({ns}, {node}), kept = buildClusterView({keptNs}, {keptNode});
+    AdmissionContext a, b;
+    a.namespaceName = b.namespaceName = "ml";
+    a.cluster = &whole;
+    b.cluster = &kept;
+    const ShapeOutcome x = shapePod(pod, config, a), y = shapePod(pod, config, b);
+    EXPECT_EQ(x.allowed, y.allowed) << podSecurity;
+    EXPECT_EQ(x.message, y.message);
+    EXPECT_EQ(x.pod, y.pod) << podSecurity;
+    EXPECT_EQ(x.warnings, y.warnings);
+  }
 }
 
 }  // namespace
