@@ -23,11 +23,9 @@ using json = nlohmann::json;
 // a bound, so that keys in an order made to defeat it cost a search each, not a walk.
 constexpr int kPassUpTo = 4;
 
-// A JsonReader's lists that fillTree fills and empties again (JsonReader's hits_, passed_).
-struct RefillLists {
-  std::vector<const json*>& hits;
-  std::vector<json::object_t::iterator>& passed;
-};
+// A JsonReader's lists that fillTree fills and empties again (its hits_ and passed_).
+using Hits = std::vector<const json*>;
+using Passed = std::vector<json::object_t::iterator>;
 
 // Erases the members of a refilled object whose keys the text does not have.
 void eraseStale(json::object_t& members, simdjson::dom::object text) {
@@ -52,7 +50,7 @@ void eraseStale(json::object_t& members, simdjson::dom::object text) {
 // made in its place and filled there, and what `out` held is filled again rather than
 // freed and made anew: a member of the same key, an item at the same place, a string's
 // buffer. Depth is bounded by the parser's max_depth.
-void fillTree(json& out, simdjson::dom::element e, RefillLists& lists) {
+void fillTree(json& out, simdjson::dom::element e, Hits& hits, Passed& passed) {
   switch (e.type()) {
     case simdjson::dom::element_type::OBJECT: {
       simdjson::dom::object o = e.get_object().value_unsafe();
@@ -63,11 +61,10 @@ void fillTree(json& out, simdjson::dom::element e, RefillLists& lists) {
           // In the text's order; a key seen before is filled again: the last one wins.
           auto at = members.emplace_hint(members.end(), std::piecewise_construct, std::forward_as_tuple(key),
                                          std::forward_as_tuple());
-          fillTree(at->second, value, lists);
+          fillTree(at->second, value, hits, passed);
         }
         return;
       }
-      auto& [hits, passed] = lists;
       const std::size_t base = hits.size(), passedBase = passed.size();
       auto next = members.begin();  // where the key after the last one met would be
       bool inOrder = true;          // every key so far met its member at or a few after `next`
@@ -92,7 +89,7 @@ void fillTree(json& out, simdjson::dom::element e, RefillLists& lists) {
           }
         }
         hits.push_back(&at->second);
-        fillTree(at->second, value, lists);
+        fillTree(at->second, value, hits, passed);
         next = std::next(at);
       }
       if (inOrder) {  // each member met once, in order: those passed and those after, the text lacks
@@ -123,7 +120,7 @@ void fillTree(json& out, simdjson::dom::element e, RefillLists& lists) {
       simdjson::dom::array a = e.get_array().value_unsafe();
       items.resize(a.size());
       std::size_t i = 0;
-      for (simdjson::dom::element item : a) fillTree(items[i++], item, lists);
+      for (simdjson::dom::element item : a) fillTree(items[i++], item, hits, passed);
       return;
     }
     case simdjson::dom::element_type::STRING: {
@@ -237,8 +234,7 @@ Result<void, JsonParseError> JsonReader::into(json& tree, std::string_view text,
   }
   simdjson::dom::element root;
   if (parser->parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return slowly();
-  RefillLists lists{hits_, passed_};
-  fillTree(tree, root, lists);
+  fillTree(tree, root, hits_, passed_);
   return {};
 }
 
