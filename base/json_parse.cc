@@ -23,10 +23,9 @@ using json = nlohmann::json;
 // a bound, so that keys in an order made to defeat it cost a search each, not a walk.
 constexpr int kPassUpTo = 4;
 
-// The members met so far in each object being refilled (fillTree), innermost last.
-thread_local std::vector<const json*> hits;
-// The members passed over by keys met in order, likewise: the text lacks them.
-thread_local std::vector<json::object_t::iterator> passed;
+// A JsonReader's lists that fillTree fills and empties again (its hits_ and passed_).
+using Hits = std::vector<const json*>;
+using Passed = std::vector<json::object_t::iterator>;
 
 // Erases the members of a refilled object whose keys the text does not have.
 void eraseStale(json::object_t& members, simdjson::dom::object text) {
@@ -51,7 +50,7 @@ void eraseStale(json::object_t& members, simdjson::dom::object text) {
 // made in its place and filled there, and what `out` held is filled again rather than
 // freed and made anew: a member of the same key, an item at the same place, a string's
 // buffer. Depth is bounded by the parser's max_depth.
-void fillTree(json& out, simdjson::dom::element e) {
+void fillTree(json& out, simdjson::dom::element e, Hits& hits, Passed& passed) {
   switch (e.type()) {
     case simdjson::dom::element_type::OBJECT: {
       simdjson::dom::object o = e.get_object().value_unsafe();
@@ -62,7 +61,7 @@ void fillTree(json& out, simdjson::dom::element e) {
           // In the text's order; a key seen before is filled again: the last one wins.
           auto at = members.emplace_hint(members.end(), std::piecewise_construct, std::forward_as_tuple(key),
                                          std::forward_as_tuple());
-          fillTree(at->second, value);
+          fillTree(at->second, value, hits, passed);
         }
         return;
       }
@@ -90,7 +89,7 @@ void fillTree(json& out, simdjson::dom::element e) {
           }
         }
         hits.push_back(&at->second);
-        fillTree(at->second, value);
+        fillTree(at->second, value, hits, passed);
         next = std::next(at);
       }
       if (inOrder) {  // each member met once, in order: those passed and those after, the text lacks
@@ -121,7 +120,7 @@ void fillTree(json& out, simdjson::dom::element e) {
       simdjson::dom::array a = e.get_array().value_unsafe();
       items.resize(a.size());
       std::size_t i = 0;
-      for (simdjson::dom::element item : a) fillTree(items[i++], item);
+      for (simdjson::dom::element item : a) fillTree(items[i++], item, hits, passed);
       return;
     }
     case simdjson::dom::element_type::STRING: {
@@ -209,7 +208,12 @@ Result<void, JsonParseError> checkJson(std::string_view text, int maxDepth) {
   return *check.error;
 }
 
-Result<void, JsonParseError> parseJsonInto(json& tree, std::string_view text, int maxDepth) {
+JsonReader::JsonReader() = default;
+JsonReader::~JsonReader() = default;
+JsonReader::JsonReader(JsonReader&&) noexcept = default;
+JsonReader& JsonReader::operator=(JsonReader&&) noexcept = default;
+
+Result<void, JsonParseError> JsonReader::into(json& tree, std::string_view text, int maxDepth) {
   // simdjson's levels are nestedDeeperThan's brackets (tests/unit/base/json_parse_test.cc).
   const std::size_t depth = static_cast<std::size_t>(maxDepth);
   auto slowly = [&]() -> Result<void, JsonParseError> {
@@ -223,21 +227,20 @@ Result<void, JsonParseError> parseJsonInto(json& tree, std::string_view text, in
   // (6 MB) would pass 80 MB through the heap. nlohmann builds its tree as it reads.
   // At a limit of 0 simdjson took "[]" (the list page fuzzer found it): nestedDeeperThan counts.
   if (text.size() > kSimdjsonReadsUpTo || maxDepth < 1) return slowly();
-  thread_local std::unique_ptr<simdjson::dom::parser> reused;
-  if (!reused) reused = std::make_unique<simdjson::dom::parser>(kSimdjsonReadsUpTo);
-  simdjson::dom::parser* parser = reused.get();
+  if (!parser_) parser_ = std::make_unique<simdjson::dom::parser>(kSimdjsonReadsUpTo);
+  simdjson::dom::parser* parser = parser_.get();
   if (parser->max_depth() != depth && parser->allocate(std::max<std::size_t>(parser->capacity(), 1), depth)) {
     return slowly();  // no memory for simdjson's buffers
   }
   simdjson::dom::element root;
   if (parser->parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return slowly();
-  fillTree(tree, root);
+  fillTree(tree, root, hits_, passed_);
   return {};
 }
 
-Result<json, JsonParseError> parseJson(std::string_view text, int maxDepth) {
+Result<json, JsonParseError> JsonReader::read(std::string_view text, int maxDepth) {
   json tree;
-  if (auto read = parseJsonInto(tree, text, maxDepth); !read) return read.error();
+  if (auto read = into(tree, text, maxDepth); !read) return read.error();
   return tree;
 }
 

@@ -665,7 +665,7 @@ Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
                      ": a byte order mark inside the text (one is read only as its first bytes)");
   }
   if (isJsonText(text)) {
-    auto parsed = parseJson(text, kMaxDepth);
+    auto parsed = JsonReader().read(text, kMaxDepth);
     if (!parsed) return makeError((parsed.error().tooDeep ? "JSON " : "") + parsed.error().message);
     return std::vector<Document>{Document{std::move(*parsed), std::string(text), jsonLayout(text)}};
   }

@@ -40,8 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int maxDepth = data[0] < 128 ? 1 + data[0] % 8 : kube::kMaxObjectDepth;
   const std::string_view text = podshaper::fuzz::asText(data + 1, size - 1);
 
+  podshaper::JsonReader reader;
   std::vector<json> items;
-  auto page = kube::readListPage(text, maxDepth, [&](json&& item) { items.push_back(std::move(item)); });
+  auto page = kube::readListPage(reader, text, maxDepth, [&](json&& item) { items.push_back(std::move(item)); });
 
   // nlohmann's parser ends the text at a NUL outside a string (one inside is an error
   // either way): the text it reads, and whose depth counts, is what comes before the first.

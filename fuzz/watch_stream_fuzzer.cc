@@ -29,9 +29,9 @@ namespace {
 using nlohmann::json;
 namespace kube = podshaper::kube;
 
-void applyLine(const std::string& line, kube::ObjectStore& store) {
+void applyLine(podshaper::JsonReader& reader, const std::string& line, kube::ObjectStore& store) {
   if (line.empty()) return;  // the client skips blank lines
-  auto event = kube::decodeWatchLine(line);
+  auto event = kube::decodeWatchLine(reader, line);
   if (!event) {
     FUZZ_CHECK(event.error().message.starts_with("watch: "), event.error().message);
     return;
@@ -91,6 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   kube::LineSplitter splitter(maxLine);
   kube::ObjectStore store;
+  podshaper::JsonReader reader;  // one for the stream's lines, as a watch keeps it
   std::size_t expectedLineStart = 0;  // in `stream`: where the next line begins
   std::size_t fed = 0;
   std::size_t tailStart = 0;  // in `stream`: after the last '\n' fed so far
@@ -107,7 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!want.empty() && want.back() == '\r') want.remove_suffix(1);
       FUZZ_CHECK(*line == want, "line \"" + *line + "\", expected \"" + std::string(want) + "\"");
       expectedLineStart = nl + 1;
-      applyLine(*line, store);
+      applyLine(reader, *line, store);
     }
     // Every complete line was returned; what is left is the unfinished one.
     FUZZ_CHECK(expectedLineStart == tailStart, "a line was held back");

@@ -37,6 +37,11 @@ constexpr auto kCancelWait = std::chrono::milliseconds(500);
 constexpr auto kTokenRefresh = std::chrono::minutes(1);
 constexpr std::size_t kReadChunk = 64 * 1024;
 
+// Reads the JSON answers of send() (a GET, a patch) on each thread: one Client serves many
+// threads at once, and a reader kept per thread makes simdjson's buffers once, not for
+// each answer.
+thread_local JsonReader answerReader;
+
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
   return s;
@@ -206,7 +211,7 @@ struct Client::Impl {
     auto text = exchange(method, target, body, contentType, stop, "application/json");
     if (!text) return text.error();
     if (text->empty()) return json::object();
-    auto doc = parseJson(*text, kMaxObjectDepth);
+    auto doc = answerReader.read(*text, kMaxObjectDepth);
     if (!doc) {
       ApiError e = transportError(method, target, "response is not JSON (" + doc.error().message + ")");
       e.code = 200;
@@ -292,6 +297,7 @@ ApiResult<json> Client::list(const std::string& path, const std::string& labelSe
     items.push_back(std::move(item));
   };
   std::string continueToken;
+  JsonReader pageReader;  // every page of this list
   const ClientOptions& o = impl_->options;
   int limit = o.listPageBytes > 0 ? std::min(o.listPageSize, kFirstListPage) : o.listPageSize;
   do {
@@ -307,7 +313,7 @@ ApiResult<json> Client::list(const std::string& path, const std::string& labelSe
       text = impl_->exchange(http::methods::GET, target, nullptr, {}, stop, "application/json");
     }
     if (!text) return text.error();
-    auto page = readListPage(*text, kMaxObjectDepth, keep);
+    auto page = readListPage(pageReader, *text, kMaxObjectDepth, keep);
     if (!page) {
       ApiError e = transportError("GET", target, page.error().message);
       e.code = 200;
@@ -393,11 +399,12 @@ WatchStatus Client::watch(const std::string& path, const std::string& resourceVe
 
     auto buffer = response->body().streambuf();
     LineSplitter lines;
+    JsonReader lineReader;  // every line of this stream
     std::vector<std::uint8_t> chunk(kReadChunk);
     for (;;) {
       while (auto line = lines.next()) {
         if (line->empty()) continue;
-        auto event = decodeWatchLine(*line);
+        auto event = decodeWatchLine(lineReader, *line);
         if (!event) {
           ApiError e = transportError("GET", target, event.error().message);
           e.code = 200;

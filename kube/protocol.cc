@@ -158,7 +158,7 @@ std::size_t skipSpace(std::string_view text, std::size_t i) {
 // Where the JSON value that starts at text[i] ends: after its closing quote or bracket (the
 // brackets counted, strings skipped), or at the character that ends a bare word (a number,
 // true, false, null; a NUL too, which ends the text for nlohmann's parser). npos when the
-// text ends first or no value begins there. Nothing else is checked: parseJson reads what
+// text ends first or no value begins there. Nothing else is checked: the reader reads what
 // it spans.
 std::size_t valueEnd(std::string_view text, std::size_t i) {
   constexpr auto npos = std::string_view::npos;
@@ -189,7 +189,7 @@ std::size_t valueEnd(std::string_view text, std::size_t i) {
     return npos;
   }
   // A bare word begins as a number or a literal does; anything else (a byte-order mark
-  // that parseJson alone would skip) is not a value here.
+  // that a reader alone would skip) is not a value here.
   const char first = text[i];
   if (first != '-' && (first < '0' || first > '9') && first != 't' && first != 'f' && first != 'n') return npos;
   while (i < text.size() && !isJsonSpace(text[i]) && text[i] != ',' && text[i] != ':' && text[i] != '}' &&
@@ -201,23 +201,23 @@ std::size_t valueEnd(std::string_view text, std::size_t i) {
 
 }  // namespace
 
-Result<ListPage> readListPage(std::string_view text, int maxDepth,
+Result<ListPage> readListPage(JsonReader& reader, std::string_view text, int maxDepth,
                               const std::function<void(nlohmann::json&&)>& onItem) {
   constexpr auto npos = std::string_view::npos;
   // Text this reader cannot take. Where the page is not JSON, checkJson of all of it says
-  // where, as parseJson would (and builds no tree); else what was wrong.
+  // where, as the reader would (and builds no tree); else what was wrong.
   auto refused = [&](std::string_view what) -> Error {
     auto whole = checkJson(text, maxDepth);
     if (!whole) return makeError("list: response is not JSON (" + whole.error().message + ")");
     return makeError("list: " + std::string(what));
   };
   // Every member of the page but items is read at the items' depth: one depth for every
-  // parseJson on this thread, so that simdjson's buffers are not made again between them.
+  // read of the page, so that the reader's simdjson buffers are not made again between them.
   // A member that deep, but within the page's limit, is read again at its own depth.
   const int itemDepth = maxDepth - 2;
   auto member = [&](std::string_view value) {
-    auto parsed = parseJson(value, std::max(itemDepth, 0));
-    if (!parsed && parsed.error().tooDeep && itemDepth + 1 >= 0) parsed = parseJson(value, itemDepth + 1);
+    auto parsed = reader.read(value, std::max(itemDepth, 0));
+    if (!parsed && parsed.error().tooDeep && itemDepth + 1 >= 0) parsed = reader.read(value, itemDepth + 1);
     return parsed;
   };
 
@@ -250,7 +250,7 @@ Result<ListPage> readListPage(std::string_view text, int maxDepth,
           for (;;) {
             const std::size_t end = valueEnd(text, i);
             if (end == npos) return refused("an unfinished item");
-            auto item = parseJson(text.substr(i, end - i), itemDepth);
+            auto item = reader.read(text.substr(i, end - i), itemDepth);
             if (!item) return refused("an item is not JSON");
             onItem(std::move(*item));
             ++page.items;
@@ -309,10 +309,10 @@ Result<ListPage> readListPage(std::string_view text, int maxDepth,
   return page;
 }
 
-Result<WatchEvent> decodeWatchLine(std::string_view line) {
+Result<WatchEvent> decodeWatchLine(JsonReader& reader, std::string_view line) {
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
   if (line.empty()) return makeError("watch: empty line");
-  auto parsed = parseJson(line, kMaxObjectDepth);
+  auto parsed = reader.read(line, kMaxObjectDepth);
   if (!parsed) {
     return makeError(parsed.error().tooDeep ? "watch: line " + parsed.error().message + ": " + truncated(line, 120)
                                             : "watch: line is not JSON: " + truncated(line, 120));

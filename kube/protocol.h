@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/json_parse.h"
 #include "base/result.h"
 #include "kube/api_result.h"
 
@@ -103,15 +104,15 @@ struct ListPage {
 };
 
 // Reads a list page's text item by item: `onItem` gets each of its items in order, each
-// parsed alone (parseJson: simdjson for an item of up to 64 KiB), so that no tree of the
+// parsed alone by `reader` (simdjson for an item of up to 64 KiB), so that no tree of the
 // whole page is ever built (a page of 61 GPU Nodes is about 1 MiB of text, and nlohmann's
 // tree of it several times that). What it accepts is what nlohmann::json::parse of the
 // whole page accepts, read the same way (the last of duplicate members kept), with objects
 // and arrays nested deeper than maxDepth refused (an item's levels count after the page's
-// two). An Error ("list: ...") for text that is not JSON (saying where, as parseJson of the
+// two). An Error ("list: ...") for text that is not JSON (saying where, as reading the
 // whole page would), not an object with an items array (or null: no items), or with two
 // items members; the items already given to onItem then belong to a list to be dropped.
-Result<ListPage> readListPage(std::string_view text, int maxDepth,
+Result<ListPage> readListPage(JsonReader& reader, std::string_view text, int maxDepth,
                               const std::function<void(nlohmann::json&&)>& onItem);
 
 // ---- Watches
@@ -123,8 +124,9 @@ struct WatchEvent {
 
 // One line of a watch stream: {"type":"ADDED","object":{...}}. A trailing '\r' is
 // ignored. Anything else (not JSON, nested deeper than 1000, no or unknown type,
-// object not a JSON object) is an Error that says what was wrong.
-Result<WatchEvent> decodeWatchLine(std::string_view line);
+// object not a JSON object) is an Error that says what was wrong. `reader` reads it: one
+// kept across a stream's lines keeps simdjson's buffers.
+Result<WatchEvent> decodeWatchLine(JsonReader& reader, std::string_view line);
 
 // An ERROR event carrying a Status with code 410 (Expired / Gone): the
 // resourceVersion is too old and the caller must relist.

@@ -67,6 +67,10 @@ std::optional<Packed> readPacked(const nlohmann::json& stored) {
   return p;
 }
 
+// Reads packed objects' texts on each thread that unpacks them (an informer's snapshot, a
+// lookup): a reader kept per thread makes simdjson's buffers once, not for each object.
+thread_local JsonReader packedObjectReader;
+
 }  // namespace
 
 Result<std::string> objectKey(const nlohmann::json& object) {
@@ -150,7 +154,7 @@ Result<nlohmann::json> unpackObject(const nlohmann::json& stored) {
       size != packed->length) {
     return makeError("packed object: its bytes do not uncompress");
   }
-  auto parsed = parseJson(text, kMaxObjectDepth);
+  auto parsed = packedObjectReader.read(text, kMaxObjectDepth);
   if (!parsed) return makeError("packed object: its text is not JSON (" + parsed.error().message + ")");
   nlohmann::json object = std::move(*parsed);
   if (!packed->version.empty() && object.is_object()) {

@@ -73,7 +73,7 @@ Result<AdmissionDecision> admit(AdmissionScratch& scratch, std::string_view body
       if (bytes > kSimdjsonReadsUpTo) freeTree(tree);  // read by nlohmann's parser
     }
   } freeLarge{kept, body.size()};
-  auto parsed = parseJsonInto(kept, body, kMaxDepth);
+  auto parsed = scratch.reader.into(kept, body, kMaxDepth);
   if (!parsed) {
     return makeError(parsed.error().tooDeep
                          ? "not an AdmissionReview: JSON " + parsed.error().message

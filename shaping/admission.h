@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_parse.h"
 #include "base/result.h"
 #include "shaping/cluster_view.h"
 #include "shaping/config.h"
@@ -29,11 +30,13 @@ struct AdmissionDecision {
 };
 
 // What a webhook thread keeps from one admission to the next, not to make it anew each
-// time: the review's tree, read into again (parseJsonInto: the reviews one thread answers
-// share most of their shape, and most of what a tree costs is making and freeing it), the
-// config's hash and the node requirements' JSON text. One admission at a time uses it.
+// time: the review's tree, read into again by the same reader (JsonReader::into: the
+// reviews one thread answers share most of their shape, and most of what a tree costs is
+// making and freeing it; the reader keeps simdjson's buffers), the config's hash and the
+// node requirements' JSON text. One admission at a time uses it.
 struct AdmissionScratch {
   nlohmann::json review;
+  JsonReader reader;
   ConfigHashMemo configHash;
   NodeRequirementsText nodeRequirements;
 };

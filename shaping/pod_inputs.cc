@@ -8,6 +8,7 @@
 #include "base/text.h"
 #include "shaping/request_limits.h"
 
+#include <optional>
 #include <set>
 
 namespace podshaper {
@@ -25,22 +26,26 @@ Error annotationError(std::string_view key, const std::string& why, std::string_
   return makeError("annotation " + std::string(key) + ": " + why + "; " + std::string(hint));
 }
 
+// A count annotation's value, and the warning that says its default was used.
+struct Count {
+  uint64_t value = 0;
+  std::optional<std::string> warning;
+};
+
 // A count annotation, its default (with a warning saying so) and its lower bound.
-Result<uint64_t> countAnnotation(const json& pod, std::string_view key, uint64_t fallback,
-                                 std::string_view fallbackFrom, uint64_t min, std::string_view hint,
-                                 std::vector<std::string>& warnings) {
+Result<Count> countAnnotation(const json& pod, std::string_view key, uint64_t fallback, std::string_view fallbackFrom,
+                              uint64_t min, std::string_view hint) {
   auto text = annotation(pod, key);
   if (!text) {
-    warnings.push_back(std::string(key) + " not set: using " + std::to_string(fallback) + " from " +
-                       std::string(fallbackFrom));
-    return fallback;
+    return Count{fallback, std::string(key) + " not set: using " + std::to_string(fallback) + " from " +
+                               std::string(fallbackFrom)};
   }
   auto value = parseCount(*text);
   if (!value) return annotationError(key, value.error().message, hint);
   if (*value < min) {
     return annotationError(key, inQuotes(*text) + " must be at least " + std::to_string(min), hint);
   }
-  return *value;
+  return Count{*value, std::nullopt};
 }
 
 // nvidia.com/gpu of a container: limits (where the device plugin requires it), else requests.
@@ -68,8 +73,14 @@ const json* securityField(const json* podSecurity, const json& container, std::s
   return podSecurity ? memberPtr(*podSecurity, key) : nullptr;
 }
 
+// A batch's size, and the warning about its dtype annotation, if any.
+struct Batch {
+  BatchSize size;
+  std::optional<std::string> warning;
+};
+
 // With 0 workers a batch is only checked: the dtype's default is moot, and not warned.
-Result<BatchSize> readBatch(const json& pod, uint64_t workers, std::vector<std::string>& warnings) {
+Result<Batch> readBatch(const json& pod, uint64_t workers) {
   auto bytes = annotation(pod, names::kBatchBytes);
   auto shape = annotation(pod, names::kBatchShape);
   auto dtype = annotation(pod, names::kBatchDtype);
@@ -84,20 +95,24 @@ Result<BatchSize> readBatch(const json& pod, uint64_t workers, std::vector<std::
     auto value = parseQuantity(*bytes);
     if (!value) return annotationError(names::kBatchBytes, value.error().message, both);
     if (*value == 0) return annotationError(names::kBatchBytes, inQuotes(*bytes) + " is zero", both);
-    if (dtype) warnings.push_back(std::string(names::kBatchDtype) + " ignored: it applies only with " +
-                                  std::string(names::kBatchShape));
-    return BatchSize{static_cast<uint64_t>(*value), "batch-bytes " + *bytes};
+    Batch batch{BatchSize{static_cast<uint64_t>(*value), "batch-bytes " + *bytes}, std::nullopt};
+    if (dtype) {
+      batch.warning =
+          std::string(names::kBatchDtype) + " ignored: it applies only with " + std::string(names::kBatchShape);
+    }
+    return batch;
   }
   if (shape) {
     std::string d = dtype.value_or("float32");
-    if (!dtype && workers > 0) warnings.push_back(std::string(names::kBatchDtype) + " not set: using float32");
     auto value = shapeBytes(*shape, d);
     if (!value) {
       bool dtypeWrong = !dtypeBytes(d).ok();
       return annotationError(dtypeWrong ? names::kBatchDtype : names::kBatchShape,
                              value.error().message, both);
     }
-    return BatchSize{*value, *shape + " " + d};
+    Batch batch{BatchSize{*value, *shape + " " + d}, std::nullopt};
+    if (!dtype && workers > 0) batch.warning = std::string(names::kBatchDtype) + " not set: using float32";
+    return batch;
   }
   return makeError("the pod does not say how large a DataLoader batch is: " + both);
 }
@@ -161,18 +176,18 @@ Result<void> readGpuContainers(const json& spec, const json& containers, const P
 
 // The DataLoader's workers and prefetch factor, and the ranks, from the annotations or config.
 Result<void> readDataLoaderCounts(const json& pod, const PodDefaults& defaults, PodInputs& in) {
-  auto& w = in.warnings;
   auto workers = countAnnotation(pod, names::kWorkers, defaults.workers, "config defaults.workers", 0,
-                                 "set it to the DataLoader's num_workers, e.g. \"8\"", w);
+                                 "set it to the DataLoader's num_workers, e.g. \"8\"");
   if (!workers) return workers.error();
-  in.workers = *workers;
-  // No workers, no prefetch: a default for it changes nothing, so it is not warned of.
-  std::vector<std::string> moot;
+  in.workers = workers->value;
+  if (workers->warning) in.warnings.push_back(std::move(*workers->warning));
   auto prefetch = countAnnotation(pod, names::kPrefetchFactor, defaults.prefetchFactor,
                                   "config defaults.prefetchFactor", 1,
-                                  "set it to the DataLoader's prefetch_factor, e.g. \"2\"", in.workers == 0 ? moot : w);
+                                  "set it to the DataLoader's prefetch_factor, e.g. \"2\"");
   if (!prefetch) return prefetch.error();
-  in.prefetchFactor = *prefetch;
+  in.prefetchFactor = prefetch->value;
+  // No workers, no prefetch: a default for it changes nothing, so it is not warned of.
+  if (prefetch->warning && in.workers > 0) in.warnings.push_back(std::move(*prefetch->warning));
   if (auto ranks = annotation(pod, names::kRanksPerPod)) {
     auto value = parseCount(*ranks);
     const char* hint = "set it to the training processes in the pod, e.g. \"8\"";
@@ -189,10 +204,10 @@ Result<void> readNcclCommunicators(const json& pod, const PodDefaults& defaults,
   auto communicators = countAnnotation(
       pod, names::kNcclCommunicators, defaults.ncclCommunicators, "config defaults.ncclCommunicators", 0,
       "set it to the process groups each rank makes (1 for DDP, 3 for a data × tensor parallel mesh), or \"0\" "
-      "for a pod that runs no NCCL",
-      in.warnings);
+      "for a pod that runs no NCCL");
   if (!communicators) return communicators.error();
-  in.ncclCommunicators = *communicators;
+  in.ncclCommunicators = communicators->value;
+  if (communicators->warning) in.warnings.push_back(std::move(*communicators->warning));
   in.ncclCommunicatorsFrom =
       communicatorsSet ? std::string(names::kNcclCommunicators) : "config defaults.ncclCommunicators";
   return {};
@@ -245,9 +260,10 @@ Result<PodInputs> readPodInputs(const json& pod, const PodDefaults& defaults, co
   if (in.workers == 0 && !annotation(pod, names::kBatchBytes) && !annotation(pod, names::kBatchShape)) {
     in.batch = BatchSize{0, "not needed with 0 workers"};
   } else {
-    auto batch = readBatch(pod, in.workers, in.warnings);
+    auto batch = readBatch(pod, in.workers);
     if (!batch) return batch.error();
-    in.batch = *batch;
+    in.batch = std::move(batch->size);
+    if (batch->warning) in.warnings.push_back(std::move(*batch->warning));
   }
   if (auto read = readPlacement(pod, *spec, in); !read) return read.error();
   return in;

@@ -1,6 +1,8 @@
 #include "shaping/pod_shaper.h"
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 
 #include "api/names.h"
 #include "base/checked.h"
@@ -118,9 +120,10 @@ Result<void> keepOwnShm(JsonEdit& edit, const ContainerAt& at, const GpuContaine
   return {};
 }
 
-// torchrun in each container starts its share of the pod's ranks.
-void setNprocs(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p, bool expandedHere,
-               std::vector<std::string>& warnings) {
+// torchrun in each container starts its share of the pod's ranks; the warning when a value
+// the user set was changed.
+std::optional<std::string> setNprocs(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, const PodShape& p,
+                                     bool expandedHere) {
   const json& env = member(at.container, "env");
   std::string nprocs = std::to_string(mulDivCeil(p.ranks, c.gpus, p.in.podGpus).value_or(p.ranks));
   auto isNproc = [](const json& e) { return hasText(member(e, "name"), names::kNprocEnv); };
@@ -129,10 +132,12 @@ void setNprocs(JsonEdit& edit, const ContainerAt& at, const GpuContainer& c, con
     edit.append({"spec", "containers", at.index, "env"},
                 jsonObject("name", names::kNprocEnv, "value", std::move(nprocs)));
   } else if (expandedHere && !hasText(member(*nproc, "value"), nprocs)) {
-    warnings.push_back("container \"" + c.name + "\": " + std::string(names::kNprocEnv) + " set to " + nprocs +
-                       " for the expanded GPU count");
+    std::string warning = "container \"" + c.name + "\": " + std::string(names::kNprocEnv) + " set to " + nprocs +
+                          " for the expanded GPU count";
     edit.set({"spec", "containers", at.index, "env", static_cast<std::size_t>(nproc - env.begin()), "value"}, nprocs);
+    return warning;
   }
+  return std::nullopt;
 }
 
 enum class ShmMount {
@@ -140,10 +145,15 @@ enum class ShmMount {
   kItsOwn,      // a /dev/shm volume of the user's, kept
 };
 
+// A shaped container's /dev/shm, and the warnings shaping it gave, in order.
+struct ShapedContainer {
+  ShmMount mount = ShmMount::kItsOwn;
+  std::vector<std::string> warnings;
+};
+
 // One GPU container: its GPUs if expanded, /dev/shm and memory, IPC_LOCK, memlock,
 // its ranks.
-Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const PodShape& p,
-                                std::vector<std::string>& warnings) {
+Result<ShapedContainer> shapeContainer(JsonEdit& edit, const GpuContainer& c, const PodShape& p) {
   const ContainerAt at{edit.document().at("spec").at("containers").at(c.index), c.index};
   const bool expandedHere = p.fit == GpuFit::kExpanded && &c == &p.in.gpuContainers.front();
   if (expandedHere) {
@@ -154,14 +164,14 @@ Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const Pod
       edit.set({"spec", "containers", c.index, "resources", "requests", names::kGpuResource}, gpus);
     }
   }
-  ShmMount mount = ShmMount::kItsOwn;
+  ShapedContainer out;
   if (c.ownShmVolume) {
     auto kept = keepOwnShm(edit, at, c, p);
     if (!kept) return kept.error();
   } else {
     auto mounted = mountShm(edit, at, c, p);
     if (!mounted) return mounted.error();
-    mount = ShmMount::kPodsVolume;
+    out.mount = ShmMount::kPodsVolume;
   }
   const bool privileged = p.privileges == Privileges::kGranted;
   if (privileged) {
@@ -173,11 +183,11 @@ Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const Pod
   const json& annotations = member(member(edit.document(), "metadata"), "annotations");
   MemlockAnnotation memlock = memlockAnnotation(annotations, c.name, p.memlock);
   if (memlock.set) edit.set({"metadata", "annotations", memlock.set->first}, memlock.set->second);
-  if (memlock.warning) warnings.push_back(*memlock.warning);
+  if (memlock.warning) out.warnings.push_back(*memlock.warning);
   if (privileged) {
-    if (auto nonRoot = nonRootMemlockWarning(c, memlock, p.memlock)) warnings.push_back(*nonRoot);
+    if (auto nonRoot = nonRootMemlockWarning(c, memlock, p.memlock)) out.warnings.push_back(std::move(*nonRoot));
   }
-  setNprocs(edit, at, c, p, expandedHere, warnings);
+  if (auto nprocs = setNprocs(edit, at, c, p, expandedHere)) out.warnings.push_back(std::move(*nprocs));
   // The log's tail becomes the termination message when the container fails, so that a
   // DataLoader's "Bus error" or NCCL's "No space left on device" reach the pod's status
   // (the operator reads them there: docs/operator.md "Shaped pods explain themselves").
@@ -187,7 +197,7 @@ Result<ShmMount> shapeContainer(JsonEdit& edit, const GpuContainer& c, const Pod
       policy.is_null() || hasText(policy, "File")) {
     edit.set({"spec", "containers", c.index, "terminationMessagePolicy"}, names::kFallbackToLogsOnError);
   }
-  return mount;
+  return out;
 }
 
 // The warnings, one per line, as the podshaper.io/warnings annotation: at most
@@ -273,9 +283,11 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   JsonEdit edit(pod);
   bool needVolume = false;
   for (const GpuContainer& c : in.gpuContainers) {
-    auto mount = shapeContainer(edit, c, shapeOf, warnings);
-    if (!mount) return deny(DenialCause::kContainer, mount.error().message);
-    needVolume = needVolume || *mount == ShmMount::kPodsVolume;
+    auto shaped = shapeContainer(edit, c, shapeOf);
+    if (!shaped) return deny(DenialCause::kContainer, shaped.error().message);
+    needVolume = needVolume || shaped->mount == ShmMount::kPodsVolume;
+    warnings.insert(warnings.end(), std::make_move_iterator(shaped->warnings.begin()),
+                    std::make_move_iterator(shaped->warnings.end()));
   }
   for (const OwnShm& own : shm.owns) {
     if (auto warning = ownShmWarning(pod, own)) warnings.push_back(std::move(*warning));

@@ -1,6 +1,7 @@
 #include "shaping/pod_shm.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "api/names.h"
 #include "base/checked.h"
@@ -25,12 +26,11 @@ std::optional<std::string> OwnShm::size() const {
 namespace {
 
 // limits.maxShmPercentOfNodeMemory: a /dev/shm that would take too much of the node is
-// an error; a node class without memory is a warning.
-Result<void> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, uint64_t maxPercent,
-                         std::vector<std::string>& warnings) {
+// an error; a node class without memory is a warning, returned.
+Result<std::optional<std::string>> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, uint64_t maxPercent) {
   if (!nodeClass.memoryBytes) {
-    warnings.push_back("node memory unknown: the /dev/shm cap (limits.maxShmPercentOfNodeMemory) was not checked");
-    return {};
+    return std::optional<std::string>(
+        "node memory unknown: the /dev/shm cap (limits.maxShmPercentOfNodeMemory) was not checked");
   }
   auto cap = checkedMul(static_cast<uint64_t>(*nodeClass.memoryBytes), maxPercent);
   if (cap && plan.shmBytes > *cap / 100) {
@@ -40,7 +40,7 @@ Result<void> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, uint64
                      ", " + std::string(names::kPrefetchFactor) + ", the batch size or " + std::string(names::kNcclCommunicators) +
                      " (" + plan.formula + ")");
   }
-  return {};
+  return std::optional<std::string>();
 }
 
 ShmVolume shmVolumeFor(const PodInputs& in, const ShmPlan& plan) {
@@ -147,9 +147,9 @@ Result<PodShm, Denial> decidePodShm(const json& pod, const PodInputs& in, uint64
   if (!plan) return makeDenial(DenialCause::kShmSize, plan.error().message);
   // A pod denied below has its own volumes read for nothing: they are few, and read without error.
   PodShm out{*plan, shmVolumeFor(in, *plan), ownShmVolumes(pod, in, *plan, adopt), {}};
-  if (auto capped = checkShmCap(out.plan, nodeClass, maxPercent, out.warnings); !capped) {
-    return makeDenial(DenialCause::kShmCap, capped.error().message);
-  }
+  auto capped = checkShmCap(out.plan, nodeClass, maxPercent);
+  if (!capped) return makeDenial(DenialCause::kShmCap, capped.error().message);
+  if (*capped) out.warnings.push_back(std::move(**capped));
   if (out.volume.gpus > 0 && volumeNamed(pod, names::kShmVolume)) {
     return makeDenial(DenialCause::kVolumeName, "spec.volumes has a volume named \"" + std::string(names::kShmVolume) +
                                                     "\", the name of the /dev/shm volume podshaper adds: rename it");

@@ -19,15 +19,16 @@ std::string nested(int levels, char open, char close) {
   return text;
 }
 
-// What nlohmann's parser reads, parseJson reads the same, value and type.
-TEST(ParseJson, ReadsWhatNlohmannReads) {
+// What nlohmann's parser reads, a JsonReader reads the same, value and type.
+TEST(JsonReader, ReadsWhatNlohmannReads) {
+  JsonReader reader;
   for (const char* text :
        {R"({"kind":"AdmissionReview","request":{"uid":"u","object":{"spec":{"containers":[{"name":"c"}]}}}})",
         R"([1, -2, 3.5, 1e3, 18446744073709551615, -9223372036854775808, true, false, null])",
         R"("\u00e9\u0000\ud83d\ude00 \"quoted\" \\ \/")", R"({"a":1,"a":2})", " { } ", "[]", "0", "\"\"",
         R"({"z":1,"a":{"y":[{}],"b":[]}})", "18446744073709551616", "1.5e308"}) {
     SCOPED_TRACE(text);
-    auto fast = parseJson(text, 128);
+    auto fast = reader.read(text, 128);
     ASSERT_TRUE(fast.ok()) << fast.error().message;
     const json slow = json::parse(text);
     EXPECT_EQ(*fast, slow);
@@ -43,9 +44,10 @@ TEST(ParseJson, ReadsWhatNlohmannReads) {
   }
 }
 
-// Read into a tree that held anything before, parseJsonInto gives what nlohmann reads:
+// Read into a tree that held anything before, JsonReader::into gives what nlohmann reads:
 // every pair of texts, one read after the other into the same tree, value and type.
-TEST(ParseJsonInto, ReadsWhatNlohmannReadsWhateverTheTreeHeld) {
+TEST(JsonReaderInto, ReadsWhatNlohmannReadsWhateverTheTreeHeld) {
+  JsonReader reader;
   const std::vector<std::string> texts = {
       R"({"kind":"AdmissionReview","request":{"uid":"u","object":{"spec":{"containers":[{"name":"c"}]}}}})",
       R"({"kind":"AdmissionReview","request":{"object":{"spec":{"containers":[{"name":"d","env":[]}],"x":1}},"uid":"v"}})",
@@ -62,9 +64,9 @@ TEST(ParseJsonInto, ReadsWhatNlohmannReadsWhateverTheTreeHeld) {
     for (const std::string& after : texts) {
       SCOPED_TRACE(before + " then " + after);
       json tree;
-      ASSERT_TRUE(parseJsonInto(tree, before, 128).ok());
+      ASSERT_TRUE(reader.into(tree, before, 128).ok());
       if (tree.is_object()) tree["added by the reader"] = {{"k", "v"}};  // what shaping adds
-      ASSERT_TRUE(parseJsonInto(tree, after, 128).ok());
+      ASSERT_TRUE(reader.into(tree, after, 128).ok());
       const json slow = json::parse(after);
       EXPECT_EQ(tree, slow);
       EXPECT_EQ(tree.dump(), slow.dump());
@@ -74,85 +76,90 @@ TEST(ParseJsonInto, ReadsWhatNlohmannReadsWhateverTheTreeHeld) {
 
 // A text it refuses leaves the tree null, whatever it held; one past simdjson's size is
 // read by nlohmann into the same tree.
-TEST(ParseJsonInto, ARefusedTextLeavesNothing) {
+TEST(JsonReaderInto, ARefusedTextLeavesNothing) {
+  JsonReader reader;
   json tree = {{"a", 1}};
-  auto refused = parseJsonInto(tree, "{\"kind\":", 128);
+  auto refused = reader.into(tree, "{\"kind\":", 128);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("not valid JSON at byte"), std::string::npos);
   EXPECT_TRUE(tree.is_null());
   const std::string large = "[\"" + std::string(70 * 1024, 'x') + "\"]";
-  ASSERT_TRUE(parseJsonInto(tree, large, 128).ok());
+  ASSERT_TRUE(reader.into(tree, large, 128).ok());
   EXPECT_EQ(tree, json::parse(large));
-  ASSERT_TRUE(parseJsonInto(tree, R"({"b":2})", 128).ok());
+  ASSERT_TRUE(reader.into(tree, R"({"b":2})", 128).ok());
   EXPECT_EQ(tree, json::parse(R"({"b":2})"));
 }
 
-TEST(ParseJson, RefusesWhatNlohmannRefusesWithTheByte) {
+TEST(JsonReader, RefusesWhatNlohmannRefusesWithTheByte) {
+  JsonReader reader;
   for (const char* text : {"", "{\"kind\":", "[1,2] x", "\"\xff\"", "{'a':1}", "[1,]", "nul"}) {
     SCOPED_TRACE(text);
-    auto r = parseJson(text, 128);
+    auto r = reader.read(text, 128);
     ASSERT_FALSE(r.ok());
     EXPECT_FALSE(r.error().tooDeep);
     EXPECT_NE(r.error().message.find("not valid JSON at byte"), std::string::npos) << r.error().message;
   }
-  auto huge = parseJson("1e400", 128);
+  auto huge = reader.read("1e400", 128);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.error().message, "not valid JSON: a number out of range");
 }
 
 // The depth limit is nestedDeeperThan's, for arrays and objects, at the edge.
-TEST(ParseJson, DepthAtTheEdge) {
+TEST(JsonReader, DepthAtTheEdge) {
+  JsonReader reader;
   for (char open : {'[', '{'}) {
     const char close = open == '[' ? ']' : '}';
-    EXPECT_TRUE(parseJson(nested(128, open, close), 128).ok());
-    auto deeper = parseJson(nested(129, open, close), 128);
+    EXPECT_TRUE(reader.read(nested(128, open, close), 128).ok());
+    auto deeper = reader.read(nested(129, open, close), 128);
     ASSERT_FALSE(deeper.ok());
     EXPECT_TRUE(deeper.error().tooDeep);
     EXPECT_EQ(deeper.error().message, "nested deeper than 128");
-    // A limit met on one thread's reused parser does not stay for the next text.
-    EXPECT_TRUE(parseJson(nested(500, open, close), 1000).ok());
-    EXPECT_FALSE(parseJson(nested(129, open, close), 128).ok());
+    // A limit met on the reader's parser does not stay for the next text.
+    EXPECT_TRUE(reader.read(nested(500, open, close), 1000).ok());
+    EXPECT_FALSE(reader.read(nested(129, open, close), 128).ok());
   }
   // The smallest limits: at 0 only a scalar (simdjson alone took "[]" there).
-  EXPECT_TRUE(parseJson("[]", 1).ok());
-  EXPECT_TRUE(parseJson("[[]]", 1).error().tooDeep);
-  EXPECT_TRUE(parseJson("7", 0).ok());
-  EXPECT_TRUE(parseJson("[]", 0).error().tooDeep);
-  EXPECT_TRUE(parseJson("{}", 0).error().tooDeep);
+  EXPECT_TRUE(reader.read("[]", 1).ok());
+  EXPECT_TRUE(reader.read("[[]]", 1).error().tooDeep);
+  EXPECT_TRUE(reader.read("7", 0).ok());
+  EXPECT_TRUE(reader.read("[]", 0).error().tooDeep);
+  EXPECT_TRUE(reader.read("{}", 0).error().tooDeep);
   // nlohmann's parser ends the text at a NUL outside a string; its depth ends there too.
   using namespace std::string_view_literals;
-  auto cut = parseJson("{\"a\":[1]}\0[[[[[["sv, 2);
+  auto cut = reader.read("{\"a\":[1]}\0[[[[[["sv, 2);
   ASSERT_TRUE(cut.ok()) << cut.error().message;
   EXPECT_EQ(*cut, json::parse(R"({"a":[1]})"));
-  EXPECT_TRUE(parseJson("[[[\"\0\"]]]"sv, 2).error().tooDeep);  // a NUL in a string ends nothing
+  EXPECT_TRUE(reader.read("[[[\"\0\"]]]"sv, 2).error().tooDeep);  // a NUL in a string ends nothing
   // Deep and not JSON either: the depth is what is said.
-  EXPECT_TRUE(parseJson(std::string(20000, '['), 1000).error().tooDeep);
+  EXPECT_TRUE(reader.read(std::string(20000, '['), 1000).error().tooDeep);
 }
 
 // A text past 64 KiB is read by nlohmann's parser: the same tree, the same limits.
-TEST(ParseJson, LargeTexts) {
+TEST(JsonReader, LargeTexts) {
+  JsonReader reader;
   json big = json::object();
   for (int i = 0; i < 20000; ++i) big["key-" + std::to_string(i)] = std::string(20, 'x');
   const std::string text = big.dump();
   ASSERT_GT(text.size(), 64u * 1024);
-  auto r = parseJson(text, 128);
+  auto r = reader.read(text, 128);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(*r, big);
-  EXPECT_TRUE(parseJson("{\"small\":1}", 128).ok());  // the reused parser still serves
+  EXPECT_TRUE(reader.read("{\"small\":1}", 128).ok());  // the reused parser still serves
   const std::string deepAndLarge = std::string(129, '[') + '"' + std::string(70000, 'x') + '"' + std::string(129, ']');
-  auto deep = parseJson(deepAndLarge, 128);
+  auto deep = reader.read(deepAndLarge, 128);
   ASSERT_FALSE(deep.ok());
   EXPECT_TRUE(deep.error().tooDeep);
-  EXPECT_FALSE(parseJson(text.substr(0, text.size() - 1), 128).ok());
+  EXPECT_FALSE(reader.read(text.substr(0, text.size() - 1), 128).ok());
 }
 
 }  // namespace
-// checkJson says what parseJson would, building no tree.
-TEST(CheckJson, SaysWhatParseJsonSays) {
+// checkJson says what a JsonReader would, building no tree.
+TEST(CheckJson, SaysWhatAReaderSays) {
+  JsonReader reader;
   using namespace std::string_view_literals;
   for (std::string_view text : {R"({"a":[1,2,{"b":null}]})"sv, "[1e400]"sv, R"({"a":)"sv, "[[[1]]]"sv, ""sv,
                                 "\xEF\xBB\xBF[1]"sv, "[1]\0[[[[[["sv, "[\"\x01\"]"sv, "-0"sv}) {
-    auto parsed = parseJson(text, 2);
+    auto parsed = reader.read(text, 2);
     auto checked = checkJson(text, 2);
     EXPECT_EQ(checked.ok(), parsed.ok()) << text;
     if (!parsed.ok() && !checked.ok()) {

@@ -181,7 +181,8 @@ struct ReadPage {
 };
 ReadPage readPage(std::string_view text, int maxDepth = kMaxObjectDepth) {
   std::vector<json> items;
-  auto page = readListPage(text, maxDepth, [&](json&& item) { items.push_back(std::move(item)); });
+  JsonReader reader;
+  auto page = readListPage(reader, text, maxDepth, [&](json&& item) { items.push_back(std::move(item)); });
   return {std::move(items), std::move(page)};
 }
 
@@ -298,7 +299,8 @@ class DecodeWatchLineTest : public ::testing::TestWithParam<WatchLineCase> {};
 
 TEST_P(DecodeWatchLineTest, Decodes) {
   const auto& c = GetParam();
-  auto event = decodeWatchLine(c.line);
+  JsonReader reader;
+  auto event = decodeWatchLine(reader, c.line);
   ASSERT_EQ(event.ok(), c.ok) << c.description << ": " << (event.ok() ? "" : event.error().message);
   if (!c.ok) {
     EXPECT_NE(event.error().message.find(c.errorPart), std::string::npos)
@@ -355,13 +357,14 @@ TEST(DecodeWatchLine, RefusesLinesNestedDeeperThanAnyApiObject) {
     return R"({"type":"ADDED","object":{"metadata":{"name":"a"},"x":)" + std::string(depth, '[') +
            std::string(depth, ']') + "}}";
   };
-  auto fine = decodeWatchLine(nested(900));
+  JsonReader reader;  // one for the stream's lines, as a watch keeps it
+  auto fine = decodeWatchLine(reader, nested(900));
   ASSERT_TRUE(fine.ok()) << fine.error().message;
-  auto deep = decodeWatchLine(nested(100000));
+  auto deep = decodeWatchLine(reader, nested(100000));
   ASSERT_FALSE(deep.ok());
   EXPECT_NE(deep.error().message.find("nested deeper than 1000"), std::string::npos) << deep.error().message;
   // Brackets in strings are not nesting.
-  auto quoted = decodeWatchLine(R"({"type":"ADDED","object":{"metadata":{"name":"a\"[)" + std::string(5000, '[') +
+  auto quoted = decodeWatchLine(reader, R"({"type":"ADDED","object":{"metadata":{"name":"a\"[)" + std::string(5000, '[') +
                                 R"("}}})");
   ASSERT_TRUE(quoted.ok()) << quoted.error().message;
 }
