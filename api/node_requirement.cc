@@ -90,4 +90,32 @@ NodeRequirement requirementFromJson(const nlohmann::json& requirement, bool fiel
   return r;
 }
 
+std::vector<std::vector<NodeRequirement>> podNodeTerms(const nlohmann::json& podSpec) {
+  auto requirementsOf = [](const nlohmann::json& expressions, bool field) {
+    std::vector<NodeRequirement> out;
+    if (!expressions.is_array()) return out;
+    for (const nlohmann::json& e : expressions) out.push_back(requirementFromJson(e, field));
+    return out;
+  };
+  std::vector<NodeRequirement> selector;
+  const nlohmann::json& nodeSelector = member(podSpec, "nodeSelector");
+  if (nodeSelector.is_object()) {
+    for (const auto& [k, v] : nodeSelector.items()) {
+      selector.push_back(labelIs(k, v.is_string() ? v.get<std::string>() : v.dump()));
+    }
+  }
+  std::vector<std::vector<NodeRequirement>> terms;
+  const nlohmann::json& required = member(member(member(podSpec, "affinity"), "nodeAffinity"),
+                                          "requiredDuringSchedulingIgnoredDuringExecution");
+  for (const nlohmann::json& term : member(required, "nodeSelectorTerms")) {
+    auto reqs = requirementsOf(member(term, "matchExpressions"), false);
+    auto fields = requirementsOf(member(term, "matchFields"), true);
+    reqs.insert(reqs.end(), fields.begin(), fields.end());
+    reqs.insert(reqs.end(), selector.begin(), selector.end());
+    terms.push_back(std::move(reqs));
+  }
+  if (terms.empty()) terms.push_back(selector);
+  return terms;
+}
+
 }  // namespace podshaper

@@ -59,4 +59,9 @@ bool matchesAnyTerm(const std::vector<std::vector<NodeRequirement>>& terms, cons
 // unknown operator never matches, as the scheduler would refuse it. `field`: from matchFields.
 NodeRequirement requirementFromJson(const nlohmann::json& requirement, bool field = false);
 
+// A pod's node requirements as the scheduler reads them: its required node affinity's
+// nodeSelectorTerms (ORed), each with the nodeSelector's pairs (ANDed); one term of the
+// nodeSelector alone when it has no affinity.
+std::vector<std::vector<NodeRequirement>> podNodeTerms(const nlohmann::json& podSpec);
+
 }  // namespace podshaper

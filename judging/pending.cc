@@ -55,38 +55,6 @@ bool matches(const NodeRequirement& r, const NodeFacts& n) {
   return r.matches(gpus ? &*gpus : nullptr);
 }
 
-std::vector<NodeRequirement> requirementsOf(const json& expressions, bool field) {
-  std::vector<NodeRequirement> out;
-  if (!expressions.is_array()) return out;
-  for (const json& e : expressions) out.push_back(requirementFromJson(e, field));
-  return out;
-}
-
-// The pod's node requirements: its required node affinity's terms (ORed), each with the
-// nodeSelector's pairs (ANDed); one empty term when it has none.
-std::vector<std::vector<NodeRequirement>> termsOf(const json& spec) {
-  std::vector<NodeRequirement> selector;
-  const json& nodeSelector = member(spec, "nodeSelector");
-  if (nodeSelector.is_object()) {
-    for (const auto& [k, v] : nodeSelector.items()) {
-      selector.push_back(labelIs(k, v.is_string() ? v.get<std::string>() : v.dump()));
-    }
-  }
-  std::vector<std::vector<NodeRequirement>> terms;
-  const json& required = member(member(member(spec, "affinity"), "nodeAffinity"),
-                                "requiredDuringSchedulingIgnoredDuringExecution");
-  for (const json& term : member(required, "nodeSelectorTerms")) {
-    auto reqs = requirementsOf(member(term, "matchExpressions"), false);
-    auto fields = requirementsOf(member(term, "matchFields"), true);
-    reqs.insert(reqs.end(), fields.begin(), fields.end());
-    reqs.insert(reqs.end(), selector.begin(), selector.end());
-    terms.push_back(std::move(reqs));
-  }
-  if (terms.empty()) terms.push_back(selector);
-  return terms;
-}
-
-
 // What a pod asks of a node, one "slot" per kind of requirement, in the order a user
 // reads them: podshaper's labels (GPU count, validated, memlock, P2P), then the pod's own
 // selectors, then what no selector says (cordons, taints, the node-exclusive rule). A
@@ -475,7 +443,7 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
   const json& spec = member(pod, "spec");
   const bool nodeExclusive =
       stringMember(member(member(pod, "metadata"), "labels"), names::kPlacementLabel) == names::kNodeExclusive;
-  const auto terms = termsOf(spec);
+  const auto terms = podNodeTerms(spec);
   const Slots s = slotsOf(terms, nodeExclusive);
   const NodeTally t = tallyNodes(s, terms, nodes, member(spec, "tolerations"));
 

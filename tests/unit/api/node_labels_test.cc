@@ -77,6 +77,24 @@ TEST(NodeRequirement, MatchesAsTheSchedulerDoes) {
   EXPECT_EQ(requirementFromJson(gt.toJson()), gt);
 }
 
+TEST(NodeRequirement, APodsTermsEachCarryItsNodeSelector) {
+  const json spec = json::parse(R"({"nodeSelector": {"pool": "a"},
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+      {"matchExpressions": [{"key": "podshaper.io/memlock", "operator": "Gt", "values": ["4194303"]}]},
+      {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}]}}}})");
+  const auto terms = podNodeTerms(spec);
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_EQ(terms[0], (std::vector<NodeRequirement>{{"podshaper.io/memlock", MatchOp::kGt, {"4194303"}},
+                                                    labelIs("pool", "a")}));
+  ASSERT_EQ(terms[1].size(), 2u);
+  EXPECT_TRUE(terms[1][0].field);
+  EXPECT_EQ(terms[1][1], labelIs("pool", "a"));
+  // No affinity: the nodeSelector alone; nothing at all: one empty term, which every node meets.
+  EXPECT_EQ(podNodeTerms(json{{"nodeSelector", {{"pool", "a"}}}}),
+            (std::vector<std::vector<NodeRequirement>>{{labelIs("pool", "a")}}));
+  EXPECT_EQ(podNodeTerms(json::object()), (std::vector<std::vector<NodeRequirement>>{{}}));
+}
+
 TEST(LabelSelector, MatchesByTheSameRequirements) {
   LabelSelector s;
   s.matchLabels = {{"pool", "a"}};
