@@ -1,0 +1,81 @@
+// The in-memory ReconcileApi the controllers' tests run against answers as the API server
+// does for what they rely on: a merge patch, a Node status write that keeps the other
+// conditions, a stale resourceVersion refused, a failure told to happen, a missing log.
+#include "tests/unit/operator/fake_reconcile_api.h"
+
+#include <gtest/gtest.h>
+
+namespace podshaper::op {
+namespace {
+
+using nlohmann::json;
+
+TEST(FakeReconcileApi, AppliesPatchesAsTheApiServerDoes) {
+  FakeReconcileApi api;
+  api.putNode(nodeObject(8));
+  const std::string version = api.node()["metadata"]["resourceVersion"];
+  auto labelled = api.patchNode("gpu-0", {{"metadata", {{"labels", {{"podshaper.io/p2p", "all"}}}}}});
+  ASSERT_TRUE(labelled);
+  EXPECT_EQ(api.node()["metadata"]["labels"]["podshaper.io/p2p"], "all");
+  EXPECT_EQ(api.node()["metadata"]["labels"]["kubernetes.io/hostname"], "gpu-0");  // merged, not replaced
+  EXPECT_NE(api.node()["metadata"]["resourceVersion"], version);
+  // A Node's status write: conditions merged by type.
+  api.put(nodePath("gpu-0"), [&] {
+    json n = api.node();
+    n["status"]["conditions"] = {{{"type", "Ready"}, {"status", "True"}}};
+    return n;
+  }());
+  ASSERT_TRUE(api.patchNodeStatus("gpu-0", {{"status", {{"conditions", {{{"type", "GPUTopologyValidated"},
+                                                                           {"status", "True"}}}}}}}));
+  EXPECT_EQ(api.node()["status"]["conditions"].size(), 2u) << api.node().dump();
+  EXPECT_EQ(api.writes(), (std::vector<std::string>{"node gpu-0", "node status gpu-0"}));
+}
+
+TEST(FakeReconcileApi, RefusesAStaleVersionAndWhatItIsToldTo) {
+  FakeReconcileApi api;
+  api.putNode(nodeObject(8));
+  auto stale = api.patchNode("gpu-0", {{"metadata", {{"resourceVersion", "1"}, {"labels", {{"a", "b"}}}}}});
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, 409);
+  EXPECT_EQ(api.node()["metadata"]["labels"].count("a"), 0u);
+  api.fail("PATCH", nodePath("gpu-0"), 500, "InternalError");
+  auto refused = api.patchNode("gpu-0", {{"metadata", {{"labels", {{"a", "b"}}}}}});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, 500);
+  EXPECT_TRUE(api.patchNode("gpu-0", {{"metadata", {{"labels", {{"a", "b"}}}}}}));  // told once: once
+  EXPECT_EQ(api.writes(), (std::vector<std::string>{"node gpu-0"}));
+  auto log = api.readLog("ml", "train-0", "trainer", false);
+  ASSERT_FALSE(log);
+  EXPECT_TRUE(log.error().isNotFound());
+  api.putLog(podPath("ml", "train-0"), "trainer", "Bus error");
+  EXPECT_EQ(*api.readLog("ml", "train-0", "trainer", false), "Bus error");
+}
+
+}  // namespace
+}  // namespace podshaper::op
+
+#include "operator/caches.h"
+#include "tests/unit/operator/memory_cache.h"
+
+namespace podshaper::op {
+namespace {
+
+// The in-memory cache follows the fake's objects as an informer would: keyed as the store
+// keys them, kept as the transform keeps them, and only what changed is told.
+TEST(MemoryCache, FollowsObjectsAsAnInformerDoes) {
+  FakeReconcileApi api;
+  json node = nodeObject(8);
+  node["metadata"]["managedFields"] = {{{"manager", "kubelet"}}};
+  api.putNode(node);
+  MemoryCache nodes(compactNode);
+  EXPECT_EQ(nodes.follow(api.objectsUnder(nodePath(""))), (std::vector<std::string>{"gpu-0"}));
+  EXPECT_EQ(nodes.follow(api.objectsUnder(nodePath(""))), std::vector<std::string>{});  // nothing changed
+  ASSERT_TRUE(nodes.get("gpu-0"));
+  EXPECT_FALSE((*nodes.get("gpu-0"))["metadata"].contains("managedFields"));  // compacted
+  api.remove(nodePath("gpu-0"));
+  EXPECT_EQ(nodes.follow(api.objectsUnder(nodePath(""))), (std::vector<std::string>{"gpu-0"}));
+  EXPECT_EQ(nodes.size(), 0u);
+}
+
+}  // namespace
+}  // namespace podshaper::op
