@@ -28,8 +28,11 @@ struct LabelSelector {
 
 template <class ValueOf>
 bool LabelSelector::matchesBy(const ValueOf& valueOf) const {
+  // A matchLabels entry is In [v], compared where it lies rather than made into a
+  // NodeRequirement for every node it is matched against.
   for (const auto& [k, v] : matchLabels) {
-    if (!labelIs(k, v).matches(valueOf(k))) return false;
+    const std::string* have = valueOf(k);
+    if (have == nullptr || *have != v) return false;
   }
   return std::all_of(matchExpressions.begin(), matchExpressions.end(),
                      [&](const NodeRequirement& e) { return e.matches(valueOf(e.key)); });
