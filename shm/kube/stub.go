@@ -9,6 +9,7 @@ type Config struct {
 	TokenFile string
 	CAFile    string
 	UserAgent string
+	Node      string // this node: the Events' source
 }
 
 // New returns the real Client.

@@ -1,0 +1,507 @@
+// Package watch is podshaper-shm's state: the shaped pods on this node, their /dev/shm
+// volumes and the containers that mount them, fed by the container runtime's events (NRI,
+// translated by the binary) and a sampling tick. It asks usage for every decision, host for
+// what it reads and removes, and hands what the API must hear to a Sink, never waiting on
+// the API while the runtime waits on it.
+package watch
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"podshaper.io/shm/host"
+	"podshaper.io/shm/kube"
+	"podshaper.io/shm/usage"
+)
+
+// The names podshaper writes on a shaped pod (api/names.h in the C++ tree).
+const (
+	ShapedLabel = "podshaper.io/shaped"
+	ShmVolume   = "podshaper-dshm"
+	ShmPath     = "/dev/shm"
+	// The kubelet's annotation on each container it creates.
+	restartCountAnnotation = "io.kubernetes.container.restartCount"
+)
+
+// Event reasons, as kubectl describe shows them.
+const (
+	ReasonNearlyFull       = "ShmNearlyFull"
+	ReasonUsage            = "ShmUsage"
+	ReasonLeftoversRemoved = "ShmLeftoversRemoved"
+	listBound              = 100000          // names read from a volume at a threshold or a run's end
+	cleanBudget            = 1 * time.Second // what removing a dead run's files may take before a start
+	significantUseFraction = 0.01            // a change of use worth writing: 1% of the size
+	eventTypeNormal        = "Normal"
+	eventTypeWarning       = "Warning"
+)
+
+// Pod is what the runtime says of a pod sandbox.
+type Pod struct {
+	SandboxID string
+	Ref       kube.PodRef
+	Labels    map[string]string
+}
+
+// Container is what the runtime says of a container.
+type Container struct {
+	ID, Name    string
+	SandboxID   string
+	Pid         uint32
+	Running     bool
+	Mounts      map[string]string // destination → host source
+	Annotations map[string]string
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	ExitCode    int32
+	Reason      string // the runtime's status reason, e.g. "Completed", "Error", "OOMKilled"
+}
+
+// Sink receives what the API must hear: Events and the ShmUsage to write. It must not block.
+type Sink interface {
+	Event(pod kube.PodRef, typ, reason, message string)
+	Usage(u kube.ShmUsage, urgent bool)
+}
+
+// Config is podshaper-shm's settings.
+type Config struct {
+	Node             string
+	KubeletRoot      string // the kubelet's --root-dir, as this process sees it
+	ProcRoot         string // the host's /proc (hostPID): "/proc"
+	Clean            bool   // remove a dead run's files before a restarted container starts
+	CleanUserVolumes bool   // ... also in a pod's own emptyDir at /dev/shm
+}
+
+type volume struct {
+	name     string
+	hostPath string
+	user     bool
+	usage.Volume
+	written usage.Volume // what the API last got
+	dirty   bool
+}
+
+type podState struct {
+	Pod
+	vol       *volume
+	skipped   string                // why its /dev/shm is not watched
+	running   map[string]*Container // by id: running containers that mount the volume
+	stopped   map[string]time.Time  // by container name: when its last instance stopped
+	recovered bool                  // the API's ShmUsage was read
+}
+
+// Watch is the state. Its methods are safe to call from several goroutines.
+type Watch struct {
+	cfg  Config
+	host host.Host
+	kube kube.Client // read only (recovering a run after a restart); writes go to sink
+	sink Sink
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu   sync.Mutex
+	pods map[string]*podState // by sandbox id
+}
+
+// New returns an empty Watch.
+func New(cfg Config, h host.Host, k kube.Client, sink Sink, log *slog.Logger, now func() time.Time) *Watch {
+	return &Watch{cfg: cfg, host: h, kube: k, sink: sink, log: log, now: now, pods: map[string]*podState{}}
+}
+
+// Shaped says whether podshaper shaped the pod.
+func Shaped(labels map[string]string) bool { return labels[ShapedLabel] == "true" }
+
+// volumeOf finds the pod's /dev/shm volume among a container's mounts: the emptyDir the
+// kubelet keeps under <root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>. A /dev/shm
+// from elsewhere (a hostPath) is not measured, and the reason says so; no /dev/shm mount:
+// nothing, no reason.
+func volumeOf(cfg Config, pod kube.PodRef, mounts map[string]string) (*volume, string) {
+	src, ok := mounts[ShmPath]
+	if !ok {
+		return nil, ""
+	}
+	dir := filepath.Join(cfg.KubeletRoot, "pods", pod.UID, "volumes", "kubernetes.io~empty-dir")
+	if filepath.Dir(src) != dir {
+		return nil, fmt.Sprintf("/dev/shm is %s on the host, not an emptyDir of the pod: not measured, not cleaned", src)
+	}
+	name := filepath.Base(src)
+	return &volume{name: name, hostPath: src, user: name != ShmVolume}, ""
+}
+
+func (w *Watch) podFor(p Pod) *podState {
+	ps := w.pods[p.SandboxID]
+	if ps == nil {
+		ps = &podState{Pod: p, running: map[string]*Container{}, stopped: map[string]time.Time{}}
+		w.pods[p.SandboxID] = ps
+	}
+	return ps
+}
+
+// attach finds the pod's volume from one of its containers; false when the container does
+// not mount a watched /dev/shm.
+func (w *Watch) attach(ps *podState, c *Container) bool {
+	if ps.vol != nil {
+		return c.Mounts[ShmPath] == ps.vol.hostPath
+	}
+	v, why := volumeOf(w.cfg, ps.Ref, c.Mounts)
+	if v == nil {
+		if why != "" && ps.skipped == "" {
+			ps.skipped = why
+			w.log.Info("skipped", "pod", ps.Ref.Namespace+"/"+ps.Ref.Name, "why", why)
+		}
+		return false
+	}
+	space, err := w.host.Statfs(v.hostPath)
+	if err != nil {
+		w.log.Warn("statfs failed", "pod", ps.Ref.Namespace+"/"+ps.Ref.Name, "path", v.hostPath, "error", err)
+		return false
+	}
+	if !space.Tmpfs {
+		ps.skipped = fmt.Sprintf("/dev/shm is the emptyDir %s, on disk (no medium: Memory): not measured", v.name)
+		w.log.Info("skipped", "pod", ps.Ref.Namespace+"/"+ps.Ref.Name, "why", ps.skipped)
+		return false
+	}
+	v.Size, v.Used = space.Size, space.Used
+	ps.vol = v
+	return true
+}
+
+// recover reads the pod's ShmUsage once: the runs measured before this process started,
+// so that a run still open keeps its peak.
+func (w *Watch) recover(ps *podState) {
+	if ps.recovered || w.kube == nil {
+		return
+	}
+	ps.recovered = true
+	u, err := w.kube.GetUsage(ps.Ref)
+	if err != nil {
+		w.log.Warn("reading ShmUsage failed; its runs start again here", "pod", ps.Ref.Namespace+"/"+ps.Ref.Name, "error", err)
+		return
+	}
+	if u == nil || u.Volume != ps.vol.name {
+		return
+	}
+	ps.vol.Runs = append([]usage.Run(nil), u.Runs...)
+	ps.vol.written = ps.vol.Volume
+	ps.vol.written.Runs = append([]usage.Run(nil), u.Runs...)
+}
+
+// Sync takes the runtime's state when podshaper-shm connects: every pod and container.
+// A shaped pod's running containers that mount its volume continue the run the API kept
+// open, or begin one at their start.
+func (w *Watch) Sync(pods []Pod, ctrs []Container) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byID := map[string]Pod{}
+	for _, p := range pods {
+		if Shaped(p.Labels) {
+			byID[p.SandboxID] = p
+		}
+	}
+	sort.Slice(ctrs, func(i, j int) bool { return ctrs[i].StartedAt.Before(ctrs[j].StartedAt) })
+	for i := range ctrs {
+		c := ctrs[i]
+		p, ok := byID[c.SandboxID]
+		if !ok {
+			continue
+		}
+		ps := w.podFor(p)
+		if !w.attach(ps, &c) {
+			continue
+		}
+		w.recover(ps)
+		if !c.Running {
+			if c.FinishedAt.After(ps.stopped[c.Name]) {
+				ps.stopped[c.Name] = c.FinishedAt
+			}
+			continue
+		}
+		ps.running[c.ID] = &c
+		if ps.vol.Current() == nil {
+			ps.vol.Start(c.StartedAt)
+			ps.vol.dirty = true
+		}
+	}
+}
+
+// Create is told before a container is created. When a container of a shaped pod that
+// mounts its volume is created again (the kubelet's restart count above 0), the files its
+// dead run left (held by no live process of the pod, last changed before that run ended)
+// are removed, and the pod is told. It returns once done: the runtime waits for it.
+func (w *Watch) Create(p Pod, c Container) {
+	if !Shaped(p.Labels) || !w.cfg.Clean {
+		return
+	}
+	w.mu.Lock()
+	ps := w.podFor(p)
+	if !w.attach(ps, &c) {
+		w.mu.Unlock()
+		return
+	}
+	v := ps.vol
+	restarts, _ := strconv.Atoi(c.Annotations[restartCountAnnotation])
+	cutoff, known := ps.stopped[c.Name]
+	nextRun := 1
+	if cur := v.Runs; len(cur) > 0 {
+		nextRun = cur[len(cur)-1].Number + 1
+	}
+	w.mu.Unlock()
+	if restarts == 0 || (v.user && !w.cfg.CleanUserVolumes) {
+		return
+	}
+	now := w.now()
+	if !known || cutoff.After(now) {
+		cutoff = now // not seen stopping (podshaper-shm started since): what is there now is the dead run's
+	}
+	w.clean(ps.Ref, v, nextRun, cutoff, now)
+}
+
+func (w *Watch) clean(ref kube.PodRef, v *volume, nextRun int, cutoff, now time.Time) {
+	who := ref.Namespace + "/" + ref.Name
+	listing, err := w.host.List(v.hostPath, listBound)
+	if err != nil {
+		w.log.Warn("listing /dev/shm failed; nothing removed", "pod", who, "error", err)
+		return
+	}
+	if len(listing.Files) == 0 {
+		return
+	}
+	held, err := w.host.Held(ref.UID)
+	if err != nil {
+		w.log.Warn("reading what the pod's processes hold failed; nothing removed", "pod", who, "error", err)
+		return
+	}
+	dead := usage.Leftovers(listing.Files, held, cutoff)
+	if len(dead) == 0 {
+		return
+	}
+	kept := 0
+	for _, f := range listing.Files {
+		if held[f.ID] {
+			kept++
+		}
+	}
+	removed, notReached, err := w.host.Remove(v.hostPath, dead, now.Add(cleanBudget))
+	if err != nil {
+		w.log.Warn("removing a dead run's files failed", "pod", who, "error", err)
+	}
+	if len(removed) == 0 {
+		return
+	}
+	tally := usage.TallyOf(removed, false)
+	n, bytes := tally.Total()
+	w.log.Info("removed a dead run's files", "pod", who, "files", n, "bytes", bytes, "kept", kept, "notReached", notReached)
+	w.sink.Event(ref, eventTypeNormal, ReasonLeftoversRemoved, usage.LeftoversMessage(nextRun, tally, kept, notReached))
+}
+
+// Start is told when a container has started: one that mounts a shaped pod's volume
+// begins a run unless one is open (another container of the pod already runs).
+func (w *Watch) Start(p Pod, c Container) {
+	if !Shaped(p.Labels) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ps := w.podFor(p)
+	if !w.attach(ps, &c) {
+		return
+	}
+	w.recover(ps)
+	c.Running = true
+	ps.running[c.ID] = &c
+	if ps.vol.Current() == nil {
+		at := c.StartedAt
+		if at.IsZero() {
+			at = w.now()
+		}
+		ps.vol.Start(at)
+		w.emitUsage(ps, true)
+	}
+}
+
+// Stop is told when a container stopped (or was found gone): the first container of a
+// run to stop ends the run, and the pod is told its peak.
+func (w *Watch) Stop(sandboxID string, c Container) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ps := w.pods[sandboxID]
+	if ps == nil || ps.vol == nil {
+		return
+	}
+	at := c.FinishedAt
+	if at.IsZero() {
+		at = w.now()
+	}
+	known, wasRunning := ps.running[c.ID]
+	if !wasRunning {
+		return
+	}
+	delete(ps.running, c.ID)
+	if at.After(ps.stopped[known.Name]) {
+		ps.stopped[known.Name] = at
+	}
+	w.endRun(ps, at, howEnded(c))
+}
+
+func howEnded(c Container) string {
+	switch {
+	case c.Reason != "" && c.Reason != "Error":
+		return c.Reason
+	case c.ExitCode == 0 && c.Reason == "":
+		return "Completed"
+	default:
+		return fmt.Sprintf("Error (exit %d)", c.ExitCode)
+	}
+}
+
+func (w *Watch) endRun(ps *podState, at time.Time, how string) {
+	v := ps.vol
+	if v.Current() == nil {
+		return
+	}
+	if space, err := w.host.Statfs(v.hostPath); err == nil {
+		v.Observe(at, space.Size, space.Used)
+	}
+	run := v.End(at, how)
+	var tally *usage.Tally
+	if listing, err := w.host.List(v.hostPath, listBound); err == nil {
+		t := usage.TallyOf(listing.Files, listing.Partial)
+		tally = &t
+	}
+	w.sink.Event(ps.Ref, eventTypeNormal, ReasonUsage, usage.UsageMessage(*run, tally))
+	w.emitUsage(ps, true)
+}
+
+// PodGone is told when a pod sandbox stops: an open run ends, and the pod is forgotten
+// (its metrics go with it).
+func (w *Watch) PodGone(sandboxID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ps := w.pods[sandboxID]
+	if ps == nil {
+		return
+	}
+	if ps.vol != nil {
+		w.endRun(ps, w.now(), "Pod stopped")
+	}
+	delete(w.pods, sandboxID)
+}
+
+// Tick samples every watched volume: its use and the open run's peak; a run whose use
+// reaches 90% of the size is warned once; a container whose process is gone (a stop the
+// runtime did not tell) ends its run. Then what changed goes to the sink.
+func (w *Watch) Tick() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now()
+	for _, ps := range w.pods {
+		v := ps.vol
+		if v == nil {
+			continue
+		}
+		for id, c := range ps.running {
+			if c.Pid != 0 && !w.alive(c.Pid) {
+				delete(ps.running, id)
+				if now.After(ps.stopped[c.Name]) {
+					ps.stopped[c.Name] = now
+				}
+				w.endRun(ps, now, "Stopped")
+			}
+		}
+		space, err := w.host.Statfs(v.hostPath)
+		if err != nil {
+			continue
+		}
+		if v.Observe(now, space.Size, space.Used) {
+			t := usage.Tally{}
+			if listing, err := w.host.List(v.hostPath, listBound); err == nil {
+				t = usage.TallyOf(listing.Files, listing.Partial)
+			}
+			w.sink.Event(ps.Ref, eventTypeWarning, ReasonNearlyFull, usage.NearlyFullMessage(*v.Current(), space.Used, t, v.user))
+			v.MarkNearlyFull()
+			w.emitUsage(ps, true)
+			continue
+		}
+		w.emitUsage(ps, false)
+	}
+}
+
+func (w *Watch) alive(pid uint32) bool {
+	_, err := os.Stat(filepath.Join(w.cfg.ProcRoot, strconv.FormatUint(uint64(pid), 10)))
+	return err == nil
+}
+
+// emitUsage hands the pod's ShmUsage to the sink when it changed enough to be worth a
+// write: a run begun, ended or warned (urgent), its peak or size, or its use by 1% of the size.
+func (w *Watch) emitUsage(ps *podState, urgent bool) {
+	v := ps.vol
+	if !urgent && !changed(v.written, v.Volume) {
+		return
+	}
+	v.written = v.Volume
+	v.written.Runs = append([]usage.Run(nil), v.Runs...)
+	w.sink.Usage(kube.ShmUsage{
+		Pod: ps.Ref, Node: w.cfg.Node, Volume: v.name, UserVolume: v.user,
+		Size: v.Size, Used: v.Used, ObservedAt: w.now(), Runs: v.written.Runs,
+	}, urgent)
+}
+
+func changed(was, is usage.Volume) bool {
+	if was.Size != is.Size || len(was.Runs) != len(is.Runs) {
+		return true
+	}
+	if n := len(is.Runs); n > 0 && was.Runs[n-1] != is.Runs[n-1] {
+		return true
+	}
+	d := was.Used - is.Used
+	if d < 0 {
+		d = -d
+	}
+	return float64(d) >= significantUseFraction*float64(is.Size)
+}
+
+// Gauge is one pod's /dev/shm for the metrics.
+type Gauge struct {
+	Namespace, Pod   string
+	Size, Used, Peak int64
+}
+
+// Gauges: every watched pod's size, use and peak (the open run's, else the last run's).
+func (w *Watch) Gauges() []Gauge {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Gauge
+	for _, ps := range w.pods {
+		if ps.vol == nil {
+			continue
+		}
+		g := Gauge{Namespace: ps.Ref.Namespace, Pod: ps.Ref.Name, Size: ps.vol.Size, Used: ps.vol.Used}
+		if n := len(ps.vol.Runs); n > 0 {
+			g.Peak = ps.vol.Runs[n-1].Peak
+		}
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace+"/"+out[i].Pod < out[j].Namespace+"/"+out[j].Pod
+	})
+	return out
+}
+
+// Skipped: the shaped pods whose /dev/shm is not watched, and why ("ns/name: why").
+func (w *Watch) Skipped() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, ps := range w.pods {
+		if ps.vol == nil && ps.skipped != "" {
+			out = append(out, ps.Ref.Namespace+"/"+ps.Ref.Name+": "+ps.skipped)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
