@@ -4,7 +4,12 @@
 // no API: the callers pass what they read and the time.
 package usage
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Kind is what a file in /dev/shm belongs to, from its name only.
 type Kind int
@@ -56,4 +61,101 @@ type Run struct {
 	PeakAt     time.Time
 	NearlyFull bool   // ShmNearlyFull was told for this run
 	Ended      string // how it ended: "Completed", "Error (exit 1)", "" while running
+}
+
+// kindPrefixes: the name prefixes of each kind but KindOther.
+var kindPrefixes = [...]struct {
+	prefix string
+	kind   Kind
+}{
+	{"nccl-", KindNCCL},
+	{"torch_", KindTorch},
+	{"__KMP_REGISTERED_LIB_", KindOpenMP},
+	{"psm_shm.", KindPSM},
+	{"psm2_shm.", KindPSM},
+	{"vader", KindPSM},
+	{"sm_segment.", KindPSM},
+}
+
+// KindOf tells a file's kind by its name.
+func KindOf(name string) Kind {
+	for _, p := range kindPrefixes {
+		if strings.HasPrefix(name, p.prefix) {
+			return p.kind
+		}
+	}
+	return KindOther
+}
+
+var kindNames = [NumKinds]string{"NCCL", "torch", "OpenMP", "PSM/MPI", "other"}
+
+// String: "NCCL", "torch", "OpenMP", "PSM/MPI", "other"; "Kind(7)" for a number that is no kind.
+func (k Kind) String() string {
+	if k < 0 || k >= NumKinds {
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+	return kindNames[k]
+}
+
+// kindWords: each kind as the Events say it.
+var kindWords = [NumKinds]string{
+	"NCCL segments",
+	"DataLoader (torch_*)",
+	"OpenMP (__KMP_REGISTERED_LIB_*)",
+	"PSM/MPI segments",
+	"other",
+}
+
+// TallyOf counts files by kind; partial says the listing was cut short.
+func TallyOf(files []File, partial bool) Tally {
+	t := Tally{Partial: partial}
+	for _, f := range files {
+		k := KindOf(f.Name)
+		t.Files[k]++
+		t.Bytes[k] += f.Bytes
+	}
+	return t
+}
+
+// Total files and bytes of a tally.
+func (t Tally) Total() (files int, bytes int64) {
+	for k := range NumKinds {
+		files += t.Files[k]
+		bytes += t.Bytes[k]
+	}
+	return files, bytes
+}
+
+// Words: "NCCL segments: 3 files, 96Mi; DataLoader (torch_*): 2 files, 40Mi; other: 1 file, 1Mi",
+// kinds in Kind's order, kinds with no file left out, bytes as Quantity writes them. When
+// Partial, "at least " comes before each kind's counts ("NCCL segments: at least 3 files,
+// 96Mi"). Empty: "nothing", or "nothing counted (the listing stopped early)" when Partial.
+func (t Tally) Words() string {
+	at := ""
+	if t.Partial {
+		at = "at least "
+	}
+	var parts []string
+	for k := range NumKinds {
+		if t.Files[k] == 0 {
+			continue
+		}
+		parts = append(parts, kindWords[k]+": "+at+fileCount(t.Files[k])+", "+Quantity(t.Bytes[k]))
+	}
+	switch {
+	case len(parts) > 0:
+		return strings.Join(parts, "; ")
+	case t.Partial:
+		return "nothing counted (the listing stopped early)"
+	default:
+		return "nothing"
+	}
+}
+
+// fileCount: "1 file", "3 files".
+func fileCount(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return strconv.Itoa(n) + " files"
 }
