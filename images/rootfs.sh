@@ -1,6 +1,6 @@
 #!/bin/bash
-# rootfs.sh BINARY OUTDIR: lays out a minimal root file system for one dynamically
-# linked binary, for a FROM scratch image. Runs in the build stage of images/Dockerfile.
+# rootfs.sh BINARY OUTDIR: lays out a minimal root file system for one binary (dynamically
+# linked, or static), for a FROM scratch image. Runs in the build stage of images/Dockerfile.
 #   /usr/local/bin/NAME             the binary, stripped
 #   every library `ldd` lists       copied (dereferenced) to the path ldd names, so the
 #                                   ELF interpreter (/lib64/ld-linux-x86-64.so.2) and
@@ -31,7 +31,9 @@ done
 strip --strip-unneeded -o "$out/usr/local/bin/$name" "$bin"
 chmod 0755 "$out/usr/local/bin/$name"
 
-deps=$(ldd "$bin")
+# A static binary (podshaper-shm, Go) has no libraries: ldd says so and exits 1.
+deps=$(ldd "$bin" 2>&1) || { grep -q 'not a dynamic executable' <<<"$deps" && deps=; } ||
+  { echo "rootfs: ldd $name: $deps" >&2; exit 1; }
 if grep -q 'not found' <<<"$deps"; then
   echo "rootfs: $name: unresolved libraries:" >&2
   grep 'not found' <<<"$deps" >&2

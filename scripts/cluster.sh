@@ -216,7 +216,7 @@ install_crds() {
   log "installing podshaper's CRDs and the default TopologyPolicy"
   kc apply -k "$root/crds/" >/dev/null
   wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
-    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
+    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io crd/shmusages.podshaper.io
   wait_for 30 kube-apiserver kc apply -f "$root/manifests/base/topologypolicy-default.yaml"
   if [[ $with_node == yes ]]; then  # as above: 4 MiB is what the real node can give
     kc patch topologypolicy default --type merge -p '{"spec":{"requirements":{"requireMemlockUnlimited":false}}}' >/dev/null
@@ -329,20 +329,26 @@ install() {
   tag=${PODSHAPER_IMAGE_TAG:-$(sed -n 's/^project(podshaper VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")}
   PODSHAPER_IMAGE_TAG=$tag bash "$root/scripts/images.sh" --from-build "${PODSHAPER_BIN:-$root/build/bin}" ||
     die "scripts/images.sh --from-build failed"
-  docker save -o "$dir/images.tar" "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag"
+  docker save -o "$dir/images.tar" "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag" "podshaper-shm:$tag"
   bash "$root/scripts/node.sh" load "$dir/images.tar"
   rm -f "$dir/images.tar"
   kc -n $ns get deploy podshaper-webhook >/dev/null 2>&1 && again=yes
   kc apply -k "$root/crds/" >/dev/null
   wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
-    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
-  kc apply -k "$root/examples/real-node/install/" >/dev/null
+    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io crd/shmusages.podshaper.io
+  # podshaper-shm mounts the kubelet's pods and containerd's NRI socket at the paths the
+  # node has them: this node's are under its own dir, not /var/lib/kubelet and /var/run/nri.
+  kc kustomize "$root/examples/real-node/install/" |
+    sed -e "s#/var/lib/kubelet#$dir/node/kubelet#g" -e "s#/var/run/nri#$dir/node/run/nri#g" | kc apply -f - >/dev/null
   kc -n $ns create configmap podshaper-agent-fixture --dry-run=client -o yaml \
     --from-file "topology.txt=$root/tests/fixtures/captures/h200x4-nv18.topo-m-and-p2p-r.txt" | kc apply -f - >/dev/null
   # Installed before: the same tag may now name newer binaries, which only new pods run.
-  [[ $again == yes ]] && kc -n $ns rollout restart deploy/podshaper-webhook deploy/podshaper-operator ds/podshaper-agent >/dev/null
-  for w in deploy/podshaper-webhook deploy/podshaper-operator ds/podshaper-agent; do
-    kc -n $ns rollout status "$w" --timeout 180s >/dev/null || die "$w did not roll out (kubectl -n $ns describe $w)"
+  if [[ $again == yes ]]; then
+    kc -n $ns rollout restart deploy/podshaper-webhook deploy/podshaper-operator ds/podshaper-agent >/dev/null
+    kc -n podshaper-node rollout restart ds/podshaper-shm >/dev/null
+  fi
+  for w in $ns/deploy/podshaper-webhook $ns/deploy/podshaper-operator $ns/ds/podshaper-agent podshaper-node/ds/podshaper-shm; do
+    kc -n "${w%%/*}" rollout status "${w#*/}" --timeout 180s >/dev/null || die "${w#*/} did not roll out (kubectl -n ${w%%/*} describe ${w#*/})"
   done
   log "podshaper installed in $((SECONDS - t0)) s (images, kubectl apply -k, every rollout)"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the container images podshaper-webhook, podshaper-operator and
-# podshaper-agent (tag: the project version, 0.1.0) from images/Dockerfile with the
+# Builds the container images podshaper-webhook, podshaper-operator, podshaper-agent
+# and podshaper-shm (tag: the project version, 0.1.0) from images/Dockerfile with the
 # local Docker engine. There is no image registry: the build stage starts from
 # podshaper-base:<release>, a minimal Debian made here with debootstrap from the
 # host's apt mirror and `docker import`ed. Its tarball is cached in
@@ -11,7 +11,7 @@
 # PODSHAPER_IMAGE_RELEASE (default: the host's Debian codename, else bookworm),
 # PODSHAPER_APT_MIRROR (default: the host's Debian mirror, else deb.debian.org).
 #
-#   --from-build [BINDIR]  the same three images from binaries already built on this host
+#   --from-build [BINDIR]  the same four images from binaries already built on this host
 #                 (default build/bin, what `make build` tested), each laid out by
 #                 images/rootfs.sh here: no base image, no compile in Docker; seconds.
 #                 The end-to-end tests install these on the real node (scripts/node.sh).
@@ -88,15 +88,17 @@ from_build() { # BINDIR
   local bindir=$1 b ctx out t=$(now)
   docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed)"
   docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0
-  for b in webhook operator agent; do
+  for b in webhook operator agent shm; do
     [[ -x $bindir/podshaper-$b ]] || die "$bindir/podshaper-$b is missing: run make build"
+    user=65532:65532
+    [[ $b != shm ]] || user=0:0  # docs/shm.md: root, with two capabilities and nothing else
     ctx=$(mktemp -d)
     bash "$root/images/rootfs.sh" "$bindir/podshaper-$b" "$ctx/rootfs" >/dev/null || { rm -rf "$ctx"; die "rootfs.sh failed for podshaper-$b"; }
     cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM scratch
 LABEL io.podshaper.images="1" org.opencontainers.image.title="podshaper-$b"
 COPY rootfs/ /
-USER 65532:65532
+USER $user
 ENTRYPOINT ["/usr/local/bin/podshaper-$b"]
 DOCKERFILE
     if ! out=$(docker build --force-rm -q -t "podshaper-$b:$tag" "$ctx" 2>&1); then
@@ -106,7 +108,7 @@ DOCKERFILE
     # Its earlier builds that lost the tag (only its own: other builds may be running).
     docker image prune -f --filter "label=org.opencontainers.image.title=podshaper-$b" >/dev/null 2>&1 || true
   done
-  say "podshaper-{webhook,operator,agent}:$tag from $bindir in $(($(now) - t)) s"
+  say "podshaper-{webhook,operator,agent,shm}:$tag from $bindir in $(($(now) - t)) s"
 }
 if [[ $mode == prebuilt ]]; then
   from_build "$bindir"
@@ -214,6 +216,15 @@ tar_opts=(-C "$root" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0
   --mode='u+rwX,go+rX,go-w' --exclude='*.swp' --exclude='*~')
 tar "${tar_opts[@]}" --transform='s,^,src/,S' -cf "$context" CMakeLists.txt "${source_dirs[@]}"
 tar "${tar_opts[@]}" -rf "$context" images
+# podshaper-shm is Go: built here with the host's toolchain (Debian's golang is older than
+# its NRI SDK needs), static, and laid out by the shm stage like the others.
+shm_bin=$(mktemp -d)
+trap 'rm -f "$context"; rm -rf "$shm_bin"' EXIT
+(cd shm && GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
+  go build -trimpath -ldflags "-s -w" -o "$shm_bin/shm-bin/podshaper-shm" ./cmd/podshaper-shm) ||
+  die "go build of podshaper-shm failed"
+touch -d @0 "$shm_bin/shm-bin/podshaper-shm" "$shm_bin/shm-bin"
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$shm_bin" -rf "$context" shm-bin
 
 # This engine (20.10, no buildx) has only the legacy builder; say so, rather than have
 # a newer client look for BuildKit.
@@ -241,13 +252,13 @@ if ! docker image inspect "podshaper-build:$tag" >/dev/null 2>&1; then
 fi
 build build "podshaper-build:$tag"
 [[ $mode != build-stage ]] || exit 0
-for b in webhook operator agent; do
+for b in webhook operator agent shm; do
   build "$b" "podshaper-$b:$tag"
 done
 # Earlier builds' images of ours that lost their tag.
 docker image prune -f --filter label=io.podshaper.images=1 >/dev/null 2>&1 || true
 
-for b in webhook operator agent; do
+for b in webhook operator agent shm; do
   size=$(docker image inspect -f '{{.Size}}' "podshaper-$b:$tag")
   awk -v n="podshaper-$b:$tag" -v s="$size" 'BEGIN { printf "images: %-28s %6.1f MB\n", n, s / 1e6 }'
 done

@@ -83,7 +83,7 @@ cgroup_dirs() {
 }
 
 write_configs() {
-  mkdir -p "$node_dir"/{containerd,runc,cni/net.d,cni/ipam,nri/plugins,nri/conf.d,kubelet,pods,logs,pids}
+  mkdir -p "$node_dir"/{containerd,runc,cni/net.d,cni/ipam,nri/plugins,nri/conf.d,run/nri,kubelet,pods,logs,pids}
   cat >"$node_dir/containerd.toml" <<TOML
 version = 3
 root = "$node_dir/containerd/root"
@@ -115,7 +115,8 @@ temp = "$node_dir/containerd/tmp"
     max_conf_num = 1
 [plugins."io.containerd.nri.v1.nri"]
   disable = false
-  socket_path = "$node_dir/nri.sock"
+  # In a directory of its own: podshaper-shm's DaemonSet mounts it (hostPath), and nothing else.
+  socket_path = "$node_dir/run/nri/nri.sock"
   plugin_path = "$node_dir/nri/plugins"
   plugin_config_path = "$node_dir/nri/conf.d"
 TOML

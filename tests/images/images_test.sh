@@ -30,11 +30,13 @@ run_in() { # IMAGE ARGS...
     --network none --tmpfs /tmp "$image" "$@"
 }
 
-for b in webhook operator agent; do
+for b in webhook operator agent shm; do
   image=podshaper-$b:$tag
+  user=65532:65532
+  [[ $b != shm ]] || user=0:0  # the node component: root with two capabilities (docs/shm.md)
   config=$(docker image inspect -f '{{.Config.User}} {{json .Config.Entrypoint}}' "$image")
-  if [[ $config == "65532:65532 [\"/usr/local/bin/podshaper-$b\"]" ]]; then
-    pass "$image: USER 65532:65532, ENTRYPOINT /usr/local/bin/podshaper-$b"
+  if [[ $config == "$user [\"/usr/local/bin/podshaper-$b\"]" ]]; then
+    pass "$image: USER $user, ENTRYPOINT /usr/local/bin/podshaper-$b"
   else
     fail "$image: user and entrypoint are $config"
   fi
@@ -73,6 +75,13 @@ for b in webhook operator; do
     fail "$image: podshaper-$b --help: $out"
   fi
 done
+
+image=podshaper-shm:$tag
+if out=$(run_in "$image" --help 2>&1) && grep -q -- "-kubelet-root" <<<"$out"; then
+  pass "$image: podshaper-shm --help exits 0"
+else
+  fail "$image: podshaper-shm --help: $out"
+fi
 
 image=podshaper-agent:$tag
 err=$(mktemp)
