@@ -4,6 +4,7 @@
 package host
 
 import (
+	"errors"
 	"time"
 
 	"podshaper.io/shm/usage"
@@ -30,10 +31,16 @@ type Host interface {
 	List(path string, max int) (Listing, error)
 	// Held: the files (dev, ino) that processes of the pod hold open (/proc/PID/fd) or map
 	// (/proc/PID/maps). The pod's processes are those whose /proc/PID/cgroup names the
-	// pod's cgroup (pod<uid>, or pod<uid with _> under systemd). Processes that go away
-	// while read are skipped.
+	// pod's cgroup (pod<uid>, or pod<uid with _> under systemd). Processes and fds that go
+	// away while read are skipped; a process of the pod that may not be read is an error
+	// (ErrNoPtrace), so that no file it may hold is taken for unheld.
 	Held(podUID string) (map[usage.FileID]bool, error)
-	// Remove removes these files of the volume (by name, only if still the same dev/ino),
-	// stopping at deadline; it returns what it removed and how many it did not reach.
+	// Remove removes these files of the volume (by name, only if still a regular file of the
+	// same dev/ino), stopping at deadline; it returns what it removed and how many it did not
+	// reach. A file it could not remove is an error after it tried the rest.
 	Remove(path string, files []usage.File, deadline time.Time) (removed []usage.File, notReached int, err error)
 }
+
+// ErrNoPtrace is Held's error when a process of the pod could not be read: the files it
+// holds are unknown.
+var ErrNoPtrace = errors.New("podshaper-shm lacks CAP_SYS_PTRACE")
