@@ -34,7 +34,7 @@ const (
 	ReasonNearlyFull       = "ShmNearlyFull"
 	ReasonUsage            = "ShmUsage"
 	ReasonLeftoversRemoved = "ShmLeftoversRemoved"
-	listBound              = 100000          // names read from a volume at a threshold or a run's end
+	listBound              = 20000           // names read at a threshold, a run's end or a clean (about 0.2 s)
 	cleanBudget            = 1 * time.Second // what removing a dead run's files may take before a start
 	significantUseFraction = 0.01            // a change of use worth writing: 1% of the size
 	eventTypeNormal        = "Normal"

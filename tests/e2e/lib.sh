@@ -155,5 +155,8 @@ show_installed_pods() {
   for p in $(kc -n podshaper-system get pods -o name 2>/dev/null); do
     echo "--- kubectl logs $p"; kc -n podshaper-system logs "$p" --all-containers --tail 25 2>&1 || true
   done
+  for p in $(kc -n podshaper-node get pods -o name 2>/dev/null); do
+    echo "--- kubectl -n podshaper-node logs $p"; kc -n podshaper-node logs "$p" --tail 40 2>&1 || true
+  done
   kc -n podshaper-system get events --sort-by .lastTimestamp 2>&1 | tail -30 || true
 }
