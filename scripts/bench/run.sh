@@ -49,6 +49,11 @@ else
     --claims 100000 --cache-json "$root/build/bench/cache-12500.json" || true
 fi
 echo "== /dev/shm formula against PyTorch's DataLoader" >&2
+echo "== podshaper-shm: sampling 64 volumes, and a volume of 1,000,000 files (shm/cmd/shm-bench)" >&2
+(cd "$root/shm" && GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
+  go run ./cmd/shm-bench -seconds $([[ $quick == yes ]] && echo 5 || echo 20) \
+  -files $([[ $quick == yes ]] && echo 100000 || echo 1000000)) >&2 ||
+  echo "bench: shm-bench failed (above)" >&2
 /usr/bin/python3 "$root/tests/shm/shm_grid.py" "$PODSHAPER_BIN/podshaper-webhook" --bench --json "$root/build/bench/shm.json" >&2 ||
   echo "bench: a /dev/shm case failed (above); the table marks it" >&2
 echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >&2
