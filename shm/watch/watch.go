@@ -373,7 +373,7 @@ func (w *Watch) endRun(ps *podState, at time.Time, how string) {
 		t := usage.TallyOf(listing.Files, listing.Partial)
 		tally = &t
 	}
-	w.sink.Event(ps.Ref, eventTypeNormal, ReasonUsage, usage.UsageMessage(*run, tally))
+	w.sink.Event(ps.Ref, eventTypeNormal, ReasonUsage, usage.UsageMessage(*run, tally, v.user))
 	w.emitUsage(ps, true)
 }
 
