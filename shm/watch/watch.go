@@ -83,7 +83,6 @@ type volume struct {
 	user     bool
 	usage.Volume
 	written usage.Volume // what the API last got
-	dirty   bool
 }
 
 type podState struct {
@@ -193,7 +192,8 @@ func (w *Watch) recover(ps *podState) {
 
 // Sync takes the runtime's state when podshaper-shm connects: every pod and container.
 // A shaped pod's running containers that mount its volume continue the run the API kept
-// open, or begin one at their start.
+// open, or begin one at their start; a run the API kept open while none of them runs
+// ended when the last of them stopped.
 func (w *Watch) Sync(pods []Pod, ctrs []Container) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -204,6 +204,7 @@ func (w *Watch) Sync(pods []Pod, ctrs []Container) {
 		}
 	}
 	sort.Slice(ctrs, func(i, j int) bool { return ctrs[i].StartedAt.Before(ctrs[j].StartedAt) })
+	lastStopped := map[*podState]Container{}
 	for i := range ctrs {
 		c := ctrs[i]
 		p, ok := byID[c.SandboxID]
@@ -219,12 +220,19 @@ func (w *Watch) Sync(pods []Pod, ctrs []Container) {
 			if c.FinishedAt.After(ps.stopped[c.Name]) {
 				ps.stopped[c.Name] = c.FinishedAt
 			}
+			if c.FinishedAt.After(lastStopped[ps].FinishedAt) {
+				lastStopped[ps] = c
+			}
 			continue
 		}
 		ps.running[c.ID] = &c
 		if ps.vol.Current() == nil {
-			ps.vol.Start(c.StartedAt)
-			ps.vol.dirty = true
+			w.begin(ps, c.StartedAt)
+		}
+	}
+	for ps, c := range lastStopped {
+		if len(ps.running) == 0 {
+			w.endRun(ps, c.FinishedAt, howEnded(c))
 		}
 	}
 }
@@ -280,9 +288,9 @@ func (w *Watch) clean(ref kube.PodRef, v *volume, nextRun int, cutoff, now time.
 	if len(dead) == 0 {
 		return
 	}
-	kept := 0
+	kept := 0 // the dead run's files that a live process still holds
 	for _, f := range listing.Files {
-		if held[f.ID] {
+		if held[f.ID] && f.ChangedAt.Before(cutoff) {
 			kept++
 		}
 	}
@@ -319,9 +327,18 @@ func (w *Watch) Start(p Pod, c Container) {
 		if at.IsZero() {
 			at = w.now()
 		}
-		ps.vol.Start(at)
-		w.emitUsage(ps, true)
+		w.begin(ps, at)
 	}
+}
+
+// begin starts the pod's next run at `at` with a sample of its use now, and tells it.
+func (w *Watch) begin(ps *podState, at time.Time) {
+	v := ps.vol
+	v.Start(at)
+	if space, err := w.host.Statfs(v.hostPath); err == nil {
+		v.Observe(w.now(), space.Size, space.Used)
+	}
+	w.emitUsage(ps, true)
 }
 
 // Stop is told when a container stopped (or was found gone): the first container of a

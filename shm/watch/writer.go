@@ -2,6 +2,7 @@ package watch
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -142,23 +143,29 @@ func (w *Writer) Flush() {
 	if routine != nil {
 		urgent = append(urgent, *routine)
 	}
-	for _, u := range urgent {
+	for i, u := range urgent {
 		if err := w.kube.PutUsage(&u); err != nil {
 			w.count(err, 0, 1, "ShmUsage", u.Pod, "")
-			w.retry(u)
+			if !slices.ContainsFunc(urgent[i+1:], func(v kube.ShmUsage) bool { return v.Pod == u.Pod }) {
+				w.retry(u)
+			}
 			continue
 		}
 		w.count(nil, 0, 1, "ShmUsage", u.Pod, "")
 	}
 }
 
-// retry puts a failed write back in line, unless a newer one for the pod is waiting.
+// retry puts a failed write back in line, unless a newer one for the pod was handed since.
 func (w *Writer) retry(u kube.ShmUsage) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.waiting[u.Pod]; !ok {
-		w.waiting[u.Pod] = pending{u, w.now()}
+	if _, ok := w.waiting[u.Pod]; ok {
+		return
 	}
+	if slices.ContainsFunc(w.urgent, func(v kube.ShmUsage) bool { return v.Pod == u.Pod }) {
+		return
+	}
+	w.waiting[u.Pod] = pending{u, w.now()}
 }
 
 func (w *Writer) count(err error, events, usages int64, what string, pod kube.PodRef, reason string) {
