@@ -1,8 +1,9 @@
 // Package watch is podshaper-shm's state: the shaped pods on this node, their /dev/shm
 // volumes and the containers that mount them, fed by the container runtime's events (NRI,
 // translated by the binary) and a sampling tick. It asks usage for every decision, host for
-// what it reads and removes, and hands what the API must hear to a Sink, never waiting on
-// the API while the runtime waits on it.
+// what it reads and removes, and hands what the API must hear to a Sink: the runtime never
+// waits on an API write. The one API read, a pod's ShmUsage, is made once per pod when
+// podshaper-shm connects (Sync), so that a run still open keeps its peak.
 package watch
 
 import (
@@ -319,7 +320,8 @@ func (w *Watch) Start(p Pod, c Container) {
 	if !w.attach(ps, &c) {
 		return
 	}
-	w.recover(ps)
+	// No API read here: the runtime waits for this call. A pod that was on the node when
+	// podshaper-shm connected was recovered in Sync; one that starts later is new.
 	c.Running = true
 	ps.running[c.ID] = &c
 	if ps.vol.Current() == nil {
