@@ -33,6 +33,7 @@ type Client interface {
 	GetUsage(pod PodRef) (*ShmUsage, error)
 	// PutUsage writes it: created (owned by the Pod, so that it goes with it) when absent,
 	// else its status replaced (the status subresource); one of an earlier pod of the same
-	// name is replaced.
+	// name is replaced (the admission policy refuses that for one of another node's pods:
+	// the garbage collector removes it with its pod).
 	PutUsage(u *ShmUsage) error
 }

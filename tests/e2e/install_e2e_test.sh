@@ -35,6 +35,22 @@ want=$(kubectl kustomize "$root/manifests/" | grep -c '^kind:')
 check "every object it holds exists ($want)" test "$(kc get -k "$root/manifests/" -o name | wc -l)" = "$want"
 check "podshaper-system enforces Pod Security restricted" \
   test "$(kc get namespace $ns -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')" = restricted
+check "podshaper-node, podshaper-shm's alone, is Pod Security privileged" \
+  test "$(kc get namespace podshaper-node -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')" = privileged
+check "podshaper-shm: root with SYS_PTRACE and DAC_OVERRIDE only, host PID, read-only root, no escalation, and nothing else runs in podshaper-node" \
+  python3 - "$(kc -n podshaper-node get deploy,daemonset,statefulset -o json)" <<'PY'
+import json, sys
+items = json.loads(sys.argv[1])["items"]
+assert [o["metadata"]["name"] for o in items] == ["podshaper-shm"], [o["metadata"]["name"] for o in items]
+spec = items[0]["spec"]["template"]["spec"]
+assert spec["hostPID"] is True and not spec.get("hostNetwork") and not spec.get("hostIPC"), spec
+for c in spec["containers"]:
+    sc = c["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE", "DAC_OVERRIDE"]} and not sc.get("privileged"), sc
+    assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"] and sc["seccompProfile"]["type"] == "RuntimeDefault"
+    assert c["resources"]["requests"] and c["resources"]["limits"], c["name"]
+assert sorted(v["hostPath"]["path"] for v in spec["volumes"]) == ["/var/lib/kubelet/pods", "/var/run/nri"], spec["volumes"]
+PY
 check "the webhook Deployment has 2 replicas" test "$(kc -n $ns get deploy podshaper-webhook -o jsonpath='{.spec.replicas}')" = 2
 check "the operator Deployment has 2 replicas" test "$(kc -n $ns get deploy podshaper-operator -o jsonpath='{.spec.replicas}')" = 2
 check "every container runs as non-root, read-only, without privilege escalation, seccomp RuntimeDefault, with limits" \
@@ -94,6 +110,7 @@ check "a user with view: kubectl get gtr (podshaper-view aggregated into view)" 
   eventually 30 yes viewer_can list gputopologyreports.podshaper.io
 check "... and topologypolicies" test "$(viewer_can get topologypolicies.podshaper.io)" = yes
 check "... but not change a TopologyPolicy" test "$(viewer_can update topologypolicies.podshaper.io)" = no
+check "... and a namespace's ShmUsages (kubectl get shmu)" test "$(viewer_can list shmusages.podshaper.io -n default)" = yes
 quiet kc delete clusterrolebinding podshaper-test-viewer
 check "operator: its Lease" can podshaper-operator update leases.coordination.k8s.io/podshaper-operator -n $ns
 check "operator: the webhook's Secret" can podshaper-operator update secrets/podshaper-webhook-tls -n $ns
@@ -115,5 +132,19 @@ check "agent: not label Nodes" cannot podshaper-agent patch nodes
 check "agent: get Pods in its namespace (its memlock-probe's status)" can podshaper-agent get pods -n $ns
 check "agent: not list them" cannot podshaper-agent list pods -n $ns
 check "agent: no Pods elsewhere" cannot podshaper-agent get pods -n default
+# podshaper-shm (node-root on its node): Events and ShmUsages, nothing else.
+shm_can() { kc auth can-i --as=system:serviceaccount:podshaper-node:podshaper-shm "$@" 2>/dev/null; }
+shm_cannot() { ! shm_can "$@"; }
+check "shm: Events on pods" shm_can create events -n default
+check "shm: ShmUsages" shm_can create shmusages.podshaper.io -n default
+check "shm: their status" shm_can patch shmusages.podshaper.io --subresource=status -n default
+check "shm: delete an earlier pod's" shm_can delete shmusages.podshaper.io -n default
+check "shm: no Pods" shm_cannot get pods -n default
+check "shm: not exec into them" shm_cannot create pods --subresource=exec -n default
+check "shm: no Secrets anywhere" shm_cannot get secrets --all-namespaces
+check "shm: no Nodes" shm_cannot get nodes
+check "shm: no ConfigMaps" shm_cannot get configmaps -n default
+check "shm: no reports" shm_cannot get gputopologyreports.podshaper.io
+check "shm: no service account tokens" shm_cannot create serviceaccounts --subresource=token -n podshaper-node
 
 finish

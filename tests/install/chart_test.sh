@@ -132,6 +132,9 @@ for v in default cm; do
   same "the MutatingWebhookConfiguration's webhooks" MutatingWebhookConfiguration podshaper 'o["webhooks"]' $v
   same "the MutatingWebhookConfiguration's annotations" MutatingWebhookConfiguration podshaper 'o["metadata"].get("annotations")' $v
   same "the ValidatingAdmissionPolicy (CEL whitespace aside)" ValidatingAdmissionPolicy podshaper-agent-own-node 'ws(o["spec"])' $v
+  same "podshaper-shm's ValidatingAdmissionPolicy (CEL whitespace aside)" ValidatingAdmissionPolicy podshaper-shm-own-node 'ws(o["spec"])' $v
+  same "podshaper-shm's pod: host PID, tolerations, nodeSelector, containers, volumes" DaemonSet podshaper-shm \
+    '[o["spec"]["template"]["spec"].get(k) for k in ("hostPID", "tolerations", "nodeSelector", "containers", "volumes")]' $v
   same "the DaemonSet's tolerations and nodeSelector" DaemonSet podshaper-agent \
     '[o["spec"]["template"]["spec"].get(k) for k in ("tolerations", "nodeSelector", "runtimeClassName")]' $v
   same "the DaemonSet's containers" DaemonSet podshaper-agent 'o["spec"]["template"]["spec"]["containers"]' $v
@@ -148,12 +151,14 @@ same "the cert-manager Certificate" Certificate podshaper-webhook 'o["spec"]' cm
 
 # --- The namespace: the release's (helm install -n), unless `namespace` says another.
 # namespace_is FILE NS [namespace]: every object and every reference to podshaper's
-# namespace says NS (helm test's Role and RoleBinding go to test.namespace); with a third
-# argument the chart's Namespace object is NS with the Pod Security labels, else there is none.
+# namespace says NS (helm test's Role and RoleBinding go to test.namespace), podshaper-shm's
+# say podshaper-node (its own, Pod Security privileged, always made); with a third argument
+# the chart's Namespace object NS is there too, with the restricted labels.
 namespace_is() {
   python3 - "$tmp/$1" "$2" "${3:-}" <<'EOF'
 import sys, yaml
 path, ns, want_namespace = sys.argv[1], sys.argv[2], sys.argv[3] == "namespace"
+shm_ns = "podshaper-node"
 objs = [o for o in yaml.safe_load_all(open(path)) if o]
 get = lambda kind, name: next((o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name), None)
 bad = []
@@ -163,10 +168,12 @@ mwc = get("MutatingWebhookConfiguration", "podshaper")
 w = mwc["webhooks"][0]
 want("the webhook's Service", w["clientConfig"]["service"]["namespace"], ns)
 excluded = next(e["values"] for e in w["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name")
-want("the namespaces the webhook leaves alone", excluded, ["kube-system", "kube-node-lease", ns])
+want("the namespaces the webhook leaves alone", excluded, ["kube-system", "kube-node-lease", ns, shm_ns])
 vap = get("ValidatingAdmissionPolicy", "podshaper-agent-own-node")
 want("the admission policy's agent", vap["spec"]["matchConditions"][0]["expression"],
      f'request.userInfo.username == "system:serviceaccount:{ns}:podshaper-agent"')
+want("podshaper-shm's admission policy", get("ValidatingAdmissionPolicy", "podshaper-shm-own-node")["spec"]["matchConditions"][0]["expression"],
+     f'request.userInfo.username == "system:serviceaccount:{shm_ns}:podshaper-shm"')
 cfg = yaml.safe_load(get("ConfigMap", "podshaper-operator-config")["data"]["config.yaml"])
 want("the operator's leader-election Lease", cfg["leaderElection"]["namespace"], ns)
 cert = get("Certificate", "podshaper-webhook")
@@ -183,16 +190,13 @@ cluster_scoped = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding
 for o in objs:
     label = f'{o["kind"]} {o["metadata"]["name"]}'
     for s in o.get("subjects", []):
-        want(f"{label}'s subject {s['name']}", s.get("namespace"), ns)
+        want(f"{label}'s subject {s['name']}", s.get("namespace"), shm_ns if s["name"] == "podshaper-shm" else ns)
     test_rbac = (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test" and o["kind"] in ("Role", "RoleBinding")
     if o["kind"] not in cluster_scoped and not test_rbac:  # (helm test's: in test.namespace, where its pod goes)
-        want(label, o["metadata"].get("namespace"), ns)
-namespaces = [o for o in objs if o["kind"] == "Namespace"]
-if want_namespace:
-    want("the Namespace", [(o["metadata"]["name"], o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce"))
-                          for o in namespaces], [(ns, "restricted")])
-else:
-    want("the Namespaces the chart makes", [o["metadata"]["name"] for o in namespaces], [])
+        want(label, o["metadata"].get("namespace"), shm_ns if o["metadata"]["name"].startswith("podshaper-shm") else ns)
+namespaces = [(o["metadata"]["name"], o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce"))
+              for o in objs if o["kind"] == "Namespace"]
+want("the Namespaces the chart makes", namespaces, ([(ns, "restricted")] if want_namespace else []) + [(shm_ns, "privileged")])
 if bad: print("\n".join(bad), file=sys.stderr)
 sys.exit(1 if bad else 0)
 EOF
@@ -202,10 +206,10 @@ nsrender() {  # nsrender FILE HELM-ARGS...
   "$helm" template podshaper "$chart" "$@" >"$tmp/$file" 2>"$tmp/$file.err" || { cat "$tmp/$file.err" >&2; return 1; }
 }
 check "renders with -n ml-infra" nsrender helm-ml.yaml --namespace ml-infra
-check "-n ml-infra: every object, the webhook's Service and excluded namespace, the Lease, the certificate, RBAC subjects and the admission policy say ml-infra; no Namespace" \
+check "-n ml-infra: every object, the webhook's Service and excluded namespace, the Lease, the certificate, RBAC subjects and the admission policy say ml-infra (podshaper-shm's podshaper-node); no Namespace but podshaper-node" \
   namespace_is helm-ml.yaml ml-infra
 check "-n ml-infra: podshaper-system is nowhere" bash -c "! grep -n podshaper-system '$tmp/helm-ml.yaml'"
-check "-n podshaper-system, the README's install: all in podshaper-system; no Namespace (--create-namespace makes it)" \
+check "-n podshaper-system, the README's install: all in podshaper-system (podshaper-shm in podshaper-node, which the chart makes); no other Namespace (--create-namespace makes it)" \
   namespace_is helm-default.yaml podshaper-system
 check "renders with -n ml-infra and certificates.mode=cert-manager" nsrender helm-ml-cm.yaml --namespace ml-infra --set certificates.mode=cert-manager
 check "... the Certificate's dnsNames and the cainjector's annotation say ml-infra" namespace_is helm-ml-cm.yaml ml-infra
@@ -217,7 +221,7 @@ check "renders with -n ml-infra, namespace=other and certificates.mode=cert-mana
 check "... the Certificate's dnsNames and the cainjector's annotation say other" namespace_is helm-other-cm.yaml other
 check "renders with namespace=other and createNamespace=true" \
   nsrender helm-other-ns.yaml --namespace ml-infra --set namespace=other --set createNamespace=true
-check "createNamespace=true: the chart makes namespace other, Pod Security restricted" \
+check "createNamespace=true: the chart makes namespace other, Pod Security restricted (and podshaper-node)" \
   namespace_is helm-other-ns.yaml other namespace
 check "renders with -n ml-infra and createNamespace=true (helm template | kubectl apply)" \
   nsrender helm-ml-ns.yaml --namespace ml-infra --set createNamespace=true
@@ -242,7 +246,8 @@ objects "$v" >"$tmp/values-objects"
 check "one webhook replica: no webhook PDB" bash -c "! grep -qx 'PodDisruptionBudget podshaper-webhook' '$tmp/values-objects'"
 check "three operator replicas, and the operator's PDB" bash -c \
   "grep -q 'replicas: 3' '$v' && grep -qx 'PodDisruptionBudget podshaper-operator' '$tmp/values-objects'"
-check "createNamespace=false: no Namespace" bash -c "! grep -q '^Namespace ' '$tmp/values-objects'"
+check "createNamespace=false: no Namespace but podshaper-shm's" \
+  bash -c "test \"\$(grep '^Namespace ' '$tmp/values-objects')\" = 'Namespace podshaper-node'"
 check "installDefaultPolicy=false: no TopologyPolicy" bash -c "! grep -q '^TopologyPolicy ' '$tmp/values-objects'"
 check "failurePolicy and timeoutSeconds" bash -c "grep -q 'failurePolicy: Ignore' '$v' && grep -q 'timeoutSeconds: 10' '$v'"
 check "excludeNamespaces, with podshaper's own added" grep -q '"monitoring"' "$v"
@@ -303,19 +308,23 @@ check "monitoring off by default: no ServiceMonitor, no PrometheusRule" \
   bash -c "! grep -q 'kind: ServiceMonitor\|kind: PrometheusRule' '$tmp/helm-default.yaml'"
 "$helm" template podshaper "$chart" --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true \
   --set monitoring.serviceMonitor.labels.release=prom >"$tmp/helm-monitoring.yaml"
-check "monitoring on: each ServiceMonitor selects a Service that exists, on its https port; the alerts are all there" \
+check "monitoring on: each ServiceMonitor selects a Service that exists, on its port (https; podshaper-shm's plain metrics); the alerts are all there" \
   python3 - "$tmp/helm-monitoring.yaml" "$chart/alerts.yaml" <<'EOF'
 import sys, yaml
 objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
 services = [o for o in objs if o["kind"] == "Service"]
 monitors = [o for o in objs if o["kind"] == "ServiceMonitor"]
-assert sorted(m["metadata"]["name"] for m in monitors) == ["podshaper-agent", "podshaper-operator", "podshaper-webhook"]
+assert sorted(m["metadata"]["name"] for m in monitors) == ["podshaper-agent", "podshaper-operator", "podshaper-shm", "podshaper-webhook"]
 for m in monitors:
     want = m["spec"]["selector"]["matchLabels"]
-    hits = [s for s in services if all(s["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
+    hits = [s for s in services if all(s["metadata"].get("labels", {}).get(k) == v for k, v in want.items())
+            and s["metadata"]["namespace"] == m["metadata"]["namespace"]]
     assert len(hits) == 1, (m["metadata"]["name"], [s["metadata"]["name"] for s in hits])
-    assert [p["name"] for p in hits[0]["spec"]["ports"]] == ["https"] and m["spec"]["endpoints"][0]["port"] == "https"
+    port = "metrics" if m["metadata"]["name"] == "podshaper-shm" else "https"
+    assert [p["name"] for p in hits[0]["spec"]["ports"]] == [port] and m["spec"]["endpoints"][0]["port"] == port, m
     assert m["metadata"]["labels"]["release"] == "prom"
+shm = next(m for m in monitors if m["metadata"]["name"] == "podshaper-shm")["spec"]["endpoints"][0]
+assert shm["scheme"] == "http" and shm["honorLabels"] is True, shm  # the shaped pod's namespace and pod labels
 rule = next(o for o in objs if o["kind"] == "PrometheusRule")
 rules = rule["spec"]["groups"][0]["rules"]
 assert rules == yaml.safe_load(open(sys.argv[2])), "the PrometheusRule holds alerts.yaml as it is"
@@ -351,7 +360,7 @@ check "recommended labels: each workload and its pods say their app.kubernetes.i
 import sys, yaml
 objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
 for kind, name, comp in [("Deployment", "podshaper-webhook", "webhook"), ("Deployment", "podshaper-operator", "operator"),
-                         ("DaemonSet", "podshaper-agent", "agent")]:
+                         ("DaemonSet", "podshaper-agent", "agent"), ("DaemonSet", "podshaper-shm", "shm")]:
     o = next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
     for labels in (o["metadata"]["labels"], o["spec"]["template"]["metadata"]["labels"]):
         assert labels["app.kubernetes.io/component"] == comp and labels["app.kubernetes.io/part-of"] == "podshaper", labels
@@ -392,6 +401,53 @@ EOF
 check "pruneOnUninstall=false: it renders, without the prune hook" \
   bash -c "grep -q 'name: podshaper-operator' '$tmp/helm-noprune.yaml' && ! grep -q podshaper-prune '$tmp/helm-noprune.yaml'"
 
+# --- podshaper-shm: its values, and none of it when off.
+"$helm" template podshaper "$chart" --set shm.kubeletRoot=/data/kubelet/ --set shm.nriSocket=/run/containerd/nri/nri.sock \
+  --set shm.interval=500ms --set shm.clean=false --set shm.cleanUserVolumes=true --set shm.namespace=gpu-node \
+  --set 'shm.extraArgs={--max-files,1000}' >"$tmp/helm-shm.yaml"
+check "shm.*: the kubelet's pods and the NRI socket's directory at their host paths, the flags, the namespace" \
+  python3 - "$tmp/helm-shm.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+get = lambda kind, name: next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+ds = get("DaemonSet", "podshaper-shm")
+pod = ds["spec"]["template"]["spec"]
+c = pod["containers"][0]
+assert c["args"] == ["--node=$(NODE_NAME)", "--kubelet-root=/data/kubelet", "--nri-socket=/run/containerd/nri/nri.sock",
+                     "--interval=500ms", "--clean=false", "--clean-user-volumes=true", "--metrics-address=:8080",
+                     "--max-files", "1000"], c["args"]
+assert [(m["name"], m["mountPath"]) for m in c["volumeMounts"]] == [("kubelet-pods", "/data/kubelet/pods"), ("nri", "/run/containerd/nri")]
+assert [v["hostPath"]["path"] for v in pod["volumes"]] == ["/data/kubelet/pods", "/run/containerd/nri"], pod["volumes"]
+assert ds["metadata"]["namespace"] == "gpu-node" and get("Namespace", "gpu-node")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+assert get("ClusterRoleBinding", "podshaper-shm")["subjects"] == [{"kind": "ServiceAccount", "name": "podshaper-shm", "namespace": "gpu-node"}]
+assert "system:serviceaccount:gpu-node:podshaper-shm" in get("ValidatingAdmissionPolicy", "podshaper-shm-own-node")["spec"]["matchConditions"][0]["expression"]
+sel = get("MutatingWebhookConfiguration", "podshaper")["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+assert "gpu-node" in next(e["values"] for e in sel if e["key"] == "kubernetes.io/metadata.name"), sel
+EOF
+check "podshaper-shm's powers: root with SYS_PTRACE and DAC_OVERRIDE only, host PID, read-only root; no API rights but Events and ShmUsages" \
+  python3 - "$tmp/helm-default.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+get = lambda kind, name: next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+pod = get("DaemonSet", "podshaper-shm")["spec"]["template"]["spec"]
+sc = pod["containers"][0]["securityContext"]
+assert pod["hostPID"] is True and "hostNetwork" not in pod and "hostIPC" not in pod, pod
+assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE", "DAC_OVERRIDE"]} and "privileged" not in sc, sc
+assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, sc
+assert [v["hostPath"]["path"] for v in pod["volumes"]] == ["/var/lib/kubelet/pods", "/var/run/nri"], pod["volumes"]
+rules = get("ClusterRole", "podshaper-shm")["rules"]
+assert rules == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+                 {"apiGroups": ["podshaper.io"], "resources": ["shmusages"], "verbs": ["get", "create", "delete", "update", "patch"]},
+                 {"apiGroups": ["podshaper.io"], "resources": ["shmusages/status"], "verbs": ["update", "patch"]}], rules
+bound = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+         and any(s["name"] == "podshaper-shm" for s in o.get("subjects", []))]
+assert [o["metadata"]["name"] for o in bound] == ["podshaper-shm"], bound
+assert "shmusages" in get("ClusterRole", "podshaper-view")["rules"][0]["resources"]
+EOF
+"$helm" template podshaper "$chart" --set shm.enabled=false --set monitoring.serviceMonitor.enabled=true >"$tmp/helm-noshm.yaml"
+check "shm.enabled=false: no podshaper-shm, no podshaper-node" \
+  bash -c "! grep -q 'podshaper-shm\\|podshaper-node' '$tmp/helm-noshm.yaml'"
+
 # --- Values that would break the install fail the render, naming the value.
 refuses() {  # refuses "what" "message" HELM-ARGS...
   local what=$1 msg=$2; shift 2
@@ -420,4 +476,8 @@ refuses "an environment variable's value as a number" "extraEnv.0.value" --set '
 refuses "a logLevel" 'logLevel: "verbose": expected trace, debug, info, warn or error' --set logLevel=verbose
 refuses "an empty test.namespace" "test.namespace" --set test.namespace=
 refuses "a logFormat" 'logFormat: "logfmt": expected text or json' --set logFormat=logfmt
+refuses "shm.namespace podshaper's own" "is podshaper's own namespace, which runs under Pod Security restricted" \
+  --namespace podshaper-system --set shm.namespace=podshaper-system
+refuses "an shm.interval" 'shm.interval: "fast": expected a duration' --set shm.interval=fast
+refuses "an shm.nriSocket that is no absolute path" "nriSocket" --set shm.nriSocket=nri.sock
 finish

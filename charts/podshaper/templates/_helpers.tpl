@@ -3,6 +3,11 @@
 {{- .Values.namespace | default .Release.Namespace -}}
 {{- end -}}
 
+{{/* The namespace podshaper-shm runs in, alone (Pod Security privileged). */}}
+{{- define "podshaper.shmNamespace" -}}
+{{- .Values.shm.namespace -}}
+{{- end -}}
+
 {{/* Labels on every object (the kustomize base's, plus Helm's). */}}
 {{- define "podshaper.labels" -}}
 app.kubernetes.io/part-of: podshaper
@@ -123,6 +128,14 @@ at the defaults, so that the default render is the manifests' objects. */}}
 {{- end }}
 {{- if not (has (toString .Values.logFormat) (list "text" "json")) }}
 {{- fail (printf "logFormat: %q: expected text or json" (toString .Values.logFormat)) }}
+{{- end }}
+{{- if .Values.shm.enabled }}
+{{- if eq (include "podshaper.shmNamespace" .) (include "podshaper.namespace" .) }}
+{{- fail (printf "shm.namespace: %q is podshaper's own namespace, which runs under Pod Security restricted: podshaper-shm needs one of its own (privileged)" (include "podshaper.shmNamespace" .)) }}
+{{- end }}
+{{- if not (regexMatch "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$" (toString .Values.shm.interval)) }}
+{{- fail (printf "shm.interval: %q: expected a duration such as 1s or 500ms" (toString .Values.shm.interval)) }}
+{{- end }}
 {{- end }}
 {{- range $k := list "interval" "heartbeat" }}
 {{- $v := index $.Values.agent $k }}
