@@ -129,7 +129,7 @@ webhooks:
   namespaceSelector:
     matchExpressions:
     - {key: podshaper.io/inject, operator: NotIn, values: ["disabled"]}
-    - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, kube-node-lease, podshaper-system]}
+    - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, kube-node-lease, podshaper-system, podshaper-node]}
   sideEffects: None
   failurePolicy: Fail
   timeoutSeconds: 5

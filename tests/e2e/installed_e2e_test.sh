@@ -40,19 +40,26 @@ source "$dir/node/env"
 
 # --- 1. the images, into the node's runtime as a registry pull would put them
 check "the product images, from the binaries the other tests tested" bash "$root/scripts/images.sh" --from-build "$bin"
-docker save -o "$tmp/images.tar" "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag"
+docker save -o "$tmp/images.tar" "podshaper-webhook:$tag" "podshaper-operator:$tag" "podshaper-agent:$tag" "podshaper-shm:$tag"
 check "imported into the node's containerd" bash "$root/scripts/node.sh" load "$tmp/images.tar"
 
 # --- 2. the install, as README's "Install on a cluster" says
 t_apply=$(now)
 check "kubectl apply -k crds/" quiet kc apply -k "$root/crds/"
 check "the CRDs are established" until_ok 30 kc wait --for condition=established --timeout 5s crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io
-check "kubectl apply -k manifests/ (through the test overlay)" quiet kc apply -k "$overlay"
+# podshaper-shm mounts the kubelet's pods and the NRI socket where this node has them (under
+# the cluster's dir, not /var/lib/kubelet and /var/run/nri): written over the overlay's.
+apply_overlay() {
+  kc kustomize "$overlay" | sed -e "s#/var/lib/kubelet#$dir/node/kubelet#g" -e "s#/var/run/nri#$dir/node/run/nri#g" |
+    kc apply -f - >/dev/null
+}
+check "kubectl apply -k manifests/ (through the test overlay, this node's paths for podshaper-shm)" apply_overlay
 # The overlay's agent reads the node's topology capture (no GPU here), from a ConfigMap.
 kc -n $ns create configmap podshaper-agent-fixture --from-file "topology.txt=$capture" >/dev/null
 check "the webhook Deployment rolls out" quiet kc -n $ns rollout status deploy/podshaper-webhook --timeout 240s
 check "the operator Deployment rolls out" quiet kc -n $ns rollout status deploy/podshaper-operator --timeout 120s
 check "the agent DaemonSet rolls out" quiet kc -n $ns rollout status ds/podshaper-agent --timeout 120s
+check "the podshaper-shm DaemonSet rolls out (namespace podshaper-node)" quiet kc -n podshaper-node rollout status ds/podshaper-shm --timeout 120s
 t_ready=$(since "$t_apply")
 echo "    every podshaper pod ready ${t_ready} s after kubectl apply"
 check "2 webhooks, 2 operators and 1 agent run, all on the real node" \
@@ -310,7 +317,8 @@ check "helm: the agent reported and the operator validated the node" \
 # docs/admin.md "Upgrade": the CRDs first (Helm never upgrades crds/), then the release.
 check "upgrade: kubectl apply -k crds/ over the CRDs Helm installed" quiet kc apply -k "$root/crds/"
 check "helm upgrade podshaper charts/podshaper (0.2.0) --set logLevel=debug" \
-  quiet helm upgrade podshaper "$root/charts/podshaper" -f "$overlay/values.yaml" "${keep_ns[@]}" --set logLevel=debug --wait --timeout 180s
+  quiet helm upgrade podshaper "$root/charts/podshaper" -f "$overlay/values.yaml" "${keep_ns[@]}" --set logLevel=debug \
+  --set "shm.kubeletRoot=$dir/node/kubelet" --set "shm.nriSocket=$dir/node/run/nri/nri.sock" --wait --timeout 180s
 helm list -o json >"$tmp/helm-list.json"
 check "helm list: the release is chart podshaper-0.2.0, revision 2" python3 -c '
 import json, sys
