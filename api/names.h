@@ -14,6 +14,8 @@ inline constexpr std::string_view kGroupVersion = "podshaper.io/v1alpha1";
 inline constexpr std::string_view kReportKind = "GPUTopologyReport";
 inline constexpr std::string_view kReportResource = "gputopologyreports";
 inline constexpr std::string_view kPolicyResource = "topologypolicies";
+// What podshaper-shm measured of a pod's /dev/shm (docs/shm.md): one per pod, in its namespace.
+inline constexpr std::string_view kShmUsageResource = "shmusages";
 inline constexpr std::string_view kKeyPrefix = "podshaper.io/";
 
 // Pod annotations read by the webhook.

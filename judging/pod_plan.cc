@@ -1,5 +1,7 @@
 #include "judging/pod_plan.h"
 
+#include <algorithm>
+
 #include "base/json_util.h"
 
 namespace podshaper {
@@ -47,6 +49,13 @@ PodAsks podAsks(const json& pod, const ToldState& told, long long now, long long
     }
   }
   asks.nodes = waitsToBeExplained(pod, now, graceSeconds);
+  // Only while a failure may be left to tell: a pod whose failures were all told is not
+  // read again at each look.
+  const bool ownerToTell = !told.ownerTold && controllerOf(pod);
+  asks.shmUsage = !asks.logs.empty() ||
+                  std::ranges::any_of(judgeTerminations(pod, asks.known), [&](const ShmFailure& f) {
+                    return ownerToTell || !told.pod.toldFailures.contains(f.key);
+                  });
   return asks;
 }
 
@@ -78,7 +87,7 @@ std::map<std::string, std::string> evidenceAfter(const PodPlanInputs& in, PodPla
 void planFailures(const PodPlanInputs& in, const ObjectRef& self, PodPlan& plan) {
   const auto owner = controllerOf(*in.pod);
   std::vector<std::size_t> ownerTells;
-  for (const ShmFailure& f : judgeTerminations(*in.pod, plan.learnt.logEvidence)) {
+  for (const ShmFailure& f : judgeTerminations(*in.pod, plan.learnt.logEvidence, in.shmUsage)) {
     std::optional<std::size_t> podTell;
     if (!in.told->pod.toldFailures.contains(f.key)) {
       podTell = plan.tells.size();

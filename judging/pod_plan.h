@@ -89,10 +89,13 @@ struct PodAsks {
   std::vector<LogToRead> logs;                // to read now
   std::map<std::string, std::string> known;   // evidence read before, of runs still listed
   bool nodes = false;                         // the nodes' facts are needed (the pod waits past its grace)
+  // The pod's ShmUsage is needed: a container's run ended with an error, and what it died
+  // of may be told yet (a log to read, or a failure not told on the pod or its controller).
+  bool shmUsage = false;
 };
 
 // The logs that logsToRead names, but those read before and, while pods/log answers 403
-// (kLogsForbiddenSeconds), none. now: seconds since the epoch.
+// (kLogsForbiddenSeconds), none; whether the ShmUsage is needed. now: seconds since the epoch.
 PodAsks podAsks(const nlohmann::json& pod, const ToldState& told, long long now, long long graceSeconds);
 
 // How a log asked for was answered.
@@ -126,6 +129,7 @@ struct PodPlanInputs {
   const PodAsks* asks = nullptr;
   const std::map<std::string, LogRead>* reads = nullptr;  // LogToRead::key → its answer; a log not read is absent
   const std::vector<NodeFacts>* nodes = nullptr;           // null: not read (PodAsks::nodes was false)
+  const nlohmann::json* shmUsage = nullptr;                // the pod's ShmUsage; null: not read, or none
   long long now = 0;                                       // seconds since the epoch
   long long graceSeconds = 0;                              // pendingGrace
 };

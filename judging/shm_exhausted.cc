@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <limits>
 #include <string_view>
 
 #include "api/names.h"
 #include "api/shm_volume.h"
+#include "base/checked.h"
 #include "base/json_util.h"
+#include "base/quantity.h"
 #include "base/text.h"
 
 namespace podshaper {
@@ -104,11 +108,68 @@ std::optional<Cause> classify(const json& terminated) {
   return std::nullopt;
 }
 
-std::string shmFailureMessage(const json& pod, const std::string& container, const Cause& c, bool restarted,
-                              long long run) {
-  // The container's /dev/shm as the pod has it (the operator keeps the mounts and volumes
-  // at /dev/shm): a volume of the user's, else podshaper's of shm-size.
-  const std::optional<ShmVolumeInfo> volume = containerShmVolume(pod, container);
+// The largest byte count a ShmUsage may say: an int64's, in whole Mi (so that its text,
+// rounded up to Mi, is an int64's too).
+constexpr uint64_t kMaxMeasuredBytes = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / kMiB * kMiB;
+
+// A non-negative integer up to `max`, else unset.
+std::optional<uint64_t> countUpTo(const json& value, uint64_t max) {
+  uint64_t n = 0;
+  if (value.is_number_unsigned()) {
+    n = value.get<uint64_t>();
+  } else if (value.is_number_integer() && value.get<long long>() >= 0) {
+    n = static_cast<uint64_t>(value.get<long long>());
+  } else {
+    return std::nullopt;
+  }
+  if (n > max) return std::nullopt;
+  return n;
+}
+
+// Bytes as the Events write a /dev/shm size: rounded up to Mi ("161Mi", "1Gi").
+std::string miText(uint64_t bytes) { return formatBytes(static_cast<int64_t>(ceilMiB(bytes) * kMiB)); }
+
+// part of whole in whole percent, rounded down (whole > 0).
+uint64_t percentOf(uint64_t part, uint64_t whole) {
+  __extension__ typedef unsigned __int128 u128;
+  return static_cast<uint64_t>(static_cast<u128>(part) * 100 / whole);
+}
+
+// The run of the ShmUsage that died, where it has it. One that ended now (`previous`
+// false) is its last run. One before the container's current run (`previous`) is the run
+// before the last where the current run is there already: open while the container runs,
+// or ended too; else (podshaper-shm has not written the current run yet) the last.
+const ShmRunMeasured* deadRun(const ShmMeasured& measured, const json& containerStatus, bool previous) {
+  const std::vector<ShmRunMeasured>& runs = measured.runs;
+  if (runs.empty()) return nullptr;
+  const json& state = member(containerStatus, "state");
+  const bool currentThere =
+      member(state, "terminated").is_object() || (member(state, "running").is_object() && !runs.back().ended);
+  if (!previous || !currentThere) return &runs.back();
+  return runs.size() >= 2 ? &runs[runs.size() - 2] : nullptr;
+}
+
+// What podshaper-shm says of a run, for the Event.
+std::string measuredWords(const ShmRunMeasured& run) {
+  std::string m =
+      " podshaper-shm measured run " + std::to_string(run.run) + " on the node: peak " + miText(run.peakBytes);
+  if (run.sizeBytes > 0) {
+    m += " of " + miText(run.sizeBytes) + " (" + std::to_string(percentOf(run.peakBytes, run.sizeBytes)) + "%)";
+  }
+  return m + ".";
+}
+
+// What podshaper-shm measured of the container's /dev/shm: its ShmUsage, where it is of
+// that volume.
+struct Measured {
+  const ShmMeasured* usage = nullptr;
+  const ShmRunMeasured* died = nullptr;  // the run that died, where the ShmUsage has it
+};
+
+// `volume`: the container's /dev/shm as the pod has it (the operator keeps the mounts and
+// volumes at /dev/shm): a volume of the user's, else podshaper's of shm-size.
+std::string shmFailureMessage(const json& pod, const std::string& container, const std::optional<ShmVolumeInfo>& volume,
+                              const Cause& c, bool restarted, long long run, const Measured& measured) {
   const bool users = volume && !volume->isPodshapers();
   const std::string size =
       users ? volume->sizeAnnotation().value_or("") : annotation(pod, names::kShmSize).value_or("");
@@ -130,6 +191,7 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
     m += size.empty() ? std::string("Its /dev/shm size is not recorded.")
                       : "/dev/shm was " + size + ", sized by podshaper for what the pod's annotations say.";
   }
+  if (measured.died) m += measuredWords(*measured.died);
   const std::string dataLoaderAdvice = " set the pod's annotations " + std::string(names::kWorkers) + ", " +
                                        std::string(names::kPrefetchFactor) + " and " + std::string(names::kBatchBytes) + " (or " +
                                        std::string(names::kBatchShape) + " and " + std::string(names::kBatchDtype) +
@@ -168,7 +230,13 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
            ") or NCCL keeps more than its reserve (" + ncclAdvice.substr(1) + ").";
       break;
   }
-  if (restarted) {
+  // podshaper-shm watches the pod and clears its own volume of what a dead run left.
+  const bool cleared = measured.usage && !users && !measured.usage->userVolume;
+  if (restarted && cleared) {
+    m += " This was run " + std::to_string(run + 1) +
+         " of the container in this pod; podshaper-shm clears what a dead run left in podshaper's /dev/shm before the "
+         "container starts again (its ShmLeftoversRemoved Event says what it removed), so this run had all of it.";
+  } else if (restarted) {
     const bool host = users && volume->kind == ShmVolumeInfo::Kind::kHostPath;
     m += " This was run " + std::to_string(run + 1) + " of the container in this pod: /dev/shm is " +
          (host ? "the host's" : "the pod's emptyDir") +
@@ -190,7 +258,8 @@ bool wasCut(const std::string& message) {
          static_cast<std::size_t>(std::count(message.begin(), message.end(), '\n')) + 1 >= kMessageLines;
 }
 
-// Each run that ended, now (its index is the restart count) or the one before.
+// Each run that ended with an error, now (its index is the restart count) or the one
+// before, with its container's status.
 template <typename Visit>
 void forEachEndedRun(const json& pod, Visit visit) {
   const json& status = member(pod, "status");
@@ -204,7 +273,7 @@ void forEachEndedRun(const json& pod, Visit visit) {
         if (!terminated.is_object() || run < 0) continue;
         const json& code = member(terminated, "exitCode");
         if (code.is_number_integer() && code.get<long long>() == 0) continue;
-        visit(stringMember(cs, "name"), terminated, run, std::string_view(state) == "lastState");
+        visit(stringMember(cs, "name"), terminated, run, std::string_view(state) == "lastState", cs);
       }
     }
   }
@@ -218,7 +287,8 @@ std::string runKey(const json& pod, const std::string& container, long long run)
 
 std::vector<LogToRead> logsToRead(const json& pod) {
   std::vector<LogToRead> out;
-  forEachEndedRun(pod, [&](const std::string& name, const json& terminated, long long run, bool previous) {
+  forEachEndedRun(pod, [&](const std::string& name, const json& terminated, long long run, bool previous,
+                           const json&) {
     // The OOM killer's and the kubelet's own ends say what they are; a message the
     // container wrote itself is short.
     if (stringMember(terminated, "reason") != "Error" || classify(terminated)) return;
@@ -248,10 +318,37 @@ std::string shmEvidence(const std::string& log) {
   return kept;
 }
 
-std::vector<ShmFailure> judgeTerminations(const json& pod, const std::map<std::string, std::string>& logs) {
+std::optional<ShmMeasured> shmMeasured(const json& shmUsage, const json& pod) {
+  const json& spec = member(shmUsage, "spec");
+  const std::string uid = stringMember(member(pod, "metadata"), "uid");
+  if (uid.empty() || !hasText(member(spec, "podUID"), uid)) return std::nullopt;
+  const json& volume = member(spec, "volume");
+  const json& userVolume = member(spec, "userVolume");
+  if (!volume.is_string() || !(userVolume.is_boolean() || userVolume.is_null())) return std::nullopt;
+  ShmMeasured measured{volume.get<std::string>(), userVolume.is_boolean() && userVolume.get<bool>(), {}};
+  // A ShmUsage just made has no status yet, and no runs before its pod's first.
+  const json& status = member(shmUsage, "status");
+  const json& runs = member(status, "runs");
+  if (!(status.is_object() || status.is_null()) || !(runs.is_array() || runs.is_null())) return std::nullopt;
+  for (const json& r : runs) {
+    const auto number = countUpTo(member(r, "run"), std::numeric_limits<long long>::max());
+    const auto size = countUpTo(member(r, "sizeBytes"), kMaxMeasuredBytes);
+    const auto peak = countUpTo(member(r, "peakBytes"), kMaxMeasuredBytes);
+    const json& endedAt = member(r, "endedAt");
+    if (!number || *number == 0 || !size || !peak || !(endedAt.is_string() || endedAt.is_null())) return std::nullopt;
+    const bool ended = endedAt.is_string() && !endedAt.get_ref<const std::string&>().empty();
+    measured.runs.push_back({static_cast<long long>(*number), *size, *peak, ended});
+  }
+  return measured;
+}
+
+std::vector<ShmFailure> judgeTerminations(const json& pod, const std::map<std::string, std::string>& logs,
+                                          const json* shmUsage) {
   std::vector<ShmFailure> out;
   const std::string uid = stringMember(member(pod, "metadata"), "uid");
-  forEachEndedRun(pod, [&](const std::string& name, const json& terminated, long long run, bool) {
+  const std::optional<ShmMeasured> usage = shmUsage ? shmMeasured(*shmUsage, pod) : std::nullopt;
+  forEachEndedRun(pod, [&](const std::string& name, const json& terminated, long long run, bool previous,
+                           const json& containerStatus) {
     auto cause = classify(terminated);
     if (!cause) {
       auto log = logs.find(runKey(pod, name, run));
@@ -266,7 +363,13 @@ std::vector<ShmFailure> judgeTerminations(const json& pod, const std::map<std::s
     f.cause = cause->cause;
     f.restarted = run >= 1;
     f.key = uid + "/" + name + "/" + (f.restarted ? "restarted" : "first") + "/" + toString(f.cause);
-    f.event = EventSpec{"Warning", reasons::kShmExhausted, shmFailureMessage(pod, name, *cause, f.restarted, run)};
+    Measured measured;
+    const std::optional<ShmVolumeInfo> volume = containerShmVolume(pod, name);
+    if (usage && volume && volume->name == usage->volume) {
+      measured = {&*usage, deadRun(*usage, containerStatus, previous)};
+    }
+    f.event = EventSpec{"Warning", reasons::kShmExhausted,
+                        shmFailureMessage(pod, name, volume, *cause, f.restarted, run, measured)};
     if (std::none_of(out.begin(), out.end(), [&](const ShmFailure& o) { return o.key == f.key; })) {
       out.push_back(std::move(f));
     }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -47,6 +48,23 @@ struct LogToRead {
 };
 std::vector<LogToRead> logsToRead(const nlohmann::json& pod);
 
+// What podshaper-shm measured of the pod's /dev/shm: its ShmUsage (docs/shm.md), as read.
+struct ShmRunMeasured {
+  long long run = 0;  // podshaper-shm's number of the run: 1 is the volume's first
+  uint64_t sizeBytes = 0, peakBytes = 0;
+  bool ended = false;  // it has an endedAt
+};
+struct ShmMeasured {
+  std::string volume;                // the pod's volume measured ("podshaper-dshm" or the user's)
+  bool userVolume = false;           // a volume of the user's, not podshaper's
+  std::vector<ShmRunMeasured> runs;  // the last runs, oldest first
+};
+
+// The ShmUsage `shmUsage` of `pod`: unset when it is of another pod (its spec.podUID is not
+// the pod's uid) or malformed (a member of the wrong type, a byte count below 0 or past
+// what an int64 holds in whole Mi).
+std::optional<ShmMeasured> shmMeasured(const nlohmann::json& shmUsage, const nlohmann::json& pod);
+
 // The lines of a log that judgeTerminations reads (those that speak of /dev/shm, SIGBUS
 // or a DataLoader worker's death), joined, the first 8 KiB of them: what is worth keeping
 // of a long log.
@@ -56,9 +74,12 @@ std::string shmEvidence(const std::string& log);
 // exit code 135 (SIGBUS), PyTorch DataLoader's shared-memory errors or NCCL's
 // "No space left on device" on /dev/shm, read from its termination message (the log's
 // tail: the webhook sets FallbackToLogsOnError), or where that names none, from
-// `logs` (LogToRead::key → what was read of that run's log).
+// `logs` (LogToRead::key → what was read of that run's log). With the pod's ShmUsage
+// (`shmUsage`, null: none), each Event says what podshaper-shm measured of the run that
+// died, where the ShmUsage is of the container's /dev/shm volume.
 std::vector<ShmFailure> judgeTerminations(const nlohmann::json& pod,
-                                          const std::map<std::string, std::string>& logs = {});
+                                          const std::map<std::string, std::string>& logs = {},
+                                          const nlohmann::json* shmUsage = nullptr);
 
 // The pod's controller (a Job, JobSet, ReplicaSet, …), which is told too; unset when none.
 std::optional<ObjectRef> controllerOf(const nlohmann::json& pod);

@@ -41,4 +41,8 @@ kube::ApiResult<std::string> KubeReconcileApi::readLog(const std::string& ns, co
                                           {"limitBytes", std::to_string(1 << 20)}}));
 }
 
+kube::ApiResult<json> KubeReconcileApi::getShmUsage(const std::string& ns, const std::string& name) {
+  return client_.get(kube::resourcePath(names::kGroupVersion, names::kShmUsageResource, ns, name));
+}
+
 }  // namespace podshaper::op

@@ -21,6 +21,7 @@ class KubeReconcileApi : public ReconcileApi {
   kube::ApiResult<nlohmann::json> patchPolicyStatus(const std::string& name, const nlohmann::json& patch) override;
   kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod, const std::string& container,
                                        bool previous) override;
+  kube::ApiResult<nlohmann::json> getShmUsage(const std::string& ns, const std::string& name) override;
 
  private:
   const kube::Client& client_;

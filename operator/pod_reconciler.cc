@@ -71,6 +71,28 @@ std::map<std::string, LogRead> PodReconciler::readLogs(const json& pod, const st
   return reads;
 }
 
+std::optional<json> PodReconciler::readShmUsage(const json& pod) {
+  const json& meta = member(pod, "metadata");
+  const std::string ns = stringMember(meta, "namespace");
+  const std::string name = stringMember(meta, "name");
+  auto read = api_.getShmUsage(ns, name);
+  if (read) return std::move(*read);
+  // None: podshaper-shm does not watch the pod (or is not installed). Any other failure is
+  // told as none too: the Event then says less.
+  if (!read.error().isNotFound()) {
+    if (!shmUsageFailureLogged_.exchange(true)) {
+      kLog.info({{"pod", ns + "/" + name}},
+                "the pod's ShmUsage could not be read ({}): ShmExhausted Events say nothing of what podshaper-shm "
+                "measured while it cannot; grant the operator get on shmusages.podshaper.io (later failures are "
+                "logged at debug)",
+                read.error().message);
+    } else {
+      kLog.debug({{"pod", ns + "/" + name}}, "the pod's ShmUsage could not be read: {}", read.error().message);
+    }
+  }
+  return std::nullopt;
+}
+
 metrics::Counter& PodReconciler::podEvents(std::string_view reason, std::string_view cause) {
   return metrics_.counter("podshaper_operator_pod_events_total",
                           "Events that explain a shaped pod, by reason (NotPlaceable, ShmExhausted) and cause.",
@@ -99,11 +121,13 @@ Reconciler::Result PodReconciler::reconcile(const std::string& key, const std::o
   const PodAsks asks = podAsks(*pod, told, now, options_.pendingGrace.count());
   const auto reads = readLogs(*pod, asks.logs);
   const auto facts = asks.nodes ? nodes() : nullptr;
+  const std::optional<json> shmUsage = asks.shmUsage ? readShmUsage(*pod) : std::nullopt;
   const PodPlan plan = planPod({.pod = &*pod,
                                 .told = &told,
                                 .asks = &asks,
                                 .reads = &reads,
                                 .nodes = facts.get(),
+                                .shmUsage = shmUsage ? &*shmUsage : nullptr,
                                 .now = now,
                                 .graceSeconds = options_.pendingGrace.count()});
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // One reconcile of a shaped pod (label podshaper.io/shaped): executes what judging/pod_plan.h
-// decides of it (the logs to read, the Events to tell on the pod and on its controller, each
+// decides of it (the logs and the ShmUsage to read, the Events to tell on the pod and on its controller, each
 // once) and keeps what was told (docs/operator.md "Shaped pods explain themselves"). Like
 // the report Reconciler, it writes only while `mayWrite()` (the leader) holds and never
 // touches the queue: it says when to look again.
@@ -45,6 +45,8 @@ class PodReconciler {
   bool tell(const PodTell& t);
   // How each log asked for was answered (LogToRead::key → LogRead).
   std::map<std::string, LogRead> readLogs(const nlohmann::json& pod, const std::vector<LogToRead>& asks);
+  // The pod's ShmUsage; unset when there is none or it could not be read.
+  std::optional<nlohmann::json> readShmUsage(const nlohmann::json& pod);
   metrics::Counter& podEvents(std::string_view reason, std::string_view cause);
 
   ReconcileApi& api_;
@@ -55,6 +57,7 @@ class PodReconciler {
   std::mutex mu_;  // guards memories_
   PodMemories memories_;
   std::atomic<unsigned> eventSequence_ = 0;
+  std::atomic<bool> shmUsageFailureLogged_ = false;  // the first failure to read one is logged at info
 
   metrics::Registry& metrics_;
   metrics::Counter& writesEvent_;

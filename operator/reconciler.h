@@ -23,7 +23,8 @@
 
 namespace podshaper::op {
 
-// All the controllers' writes to the API server, and nothing else (a test fakes it).
+// All the controllers' writes to the API server, and the reads that are not watched (a test
+// fakes it).
 class ReconcileApi {
  public:
   virtual ~ReconcileApi() = default;
@@ -40,6 +41,8 @@ class ReconcileApi {
   // The last lines of a container's log (pods/log; `previous`: its run before the current one).
   virtual kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod,
                                                const std::string& container, bool previous) = 0;
+  // The pod's ShmUsage, podshaper-shm's (named after the pod); 404: none.
+  virtual kube::ApiResult<nlohmann::json> getShmUsage(const std::string& ns, const std::string& name) = 0;
 };
 
 // The reconcile's clocks, injected so that tests can move time.

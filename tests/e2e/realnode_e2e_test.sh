@@ -171,10 +171,14 @@ check "(its termination message, the log's last 2 KiB, holds PyTorch's traceback
    ! kubectl --kubeconfig $kubeconfig -n ml get pod $(nccl_pod) -o jsonpath='{.status.containerStatuses[0].lastState.terminated.message}' | grep -q 'NCCL WARN'"
 check "... quoting NCCL's line, read from the log, and naming podshaper.io/nccl-communicators" \
   grep -q 'Error while creating shared memory segment /dev/shm/nccl-4PshbB.*annotation podshaper.io/nccl-communicators to the NCCL communicators the job makes' "$tmp/nccl.describe"
-check "... and the second run is told that its earlier run left its files in /dev/shm" \
-  grep -q "This was run 2 of the container in this pod: /dev/shm is the pod's emptyDir and keeps what earlier runs left" "$tmp/nccl.describe"
+check "... and the second run is told that podshaper-shm cleared what the first left in /dev/shm" \
+  grep -q "This was run 2 of the container in this pod; podshaper-shm clears what a dead run left" "$tmp/nccl.describe"
+check "... each with what podshaper-shm measured of the run that died" \
+  bash -c "test \$(grep -c 'ShmExhausted.*podshaper-shm measured run [0-9]* on the node: peak [0-9]' '$tmp/nccl.describe') -ge 2"
+check "kubectl describe pod: podshaper-shm's ShmLeftoversRemoved, before the second run" \
+  grep -q 'ShmLeftoversRemoved' "$tmp/nccl.describe"
 logs_of "$(nccl_pod)"
-check "(its second run found the first run's file in /dev/shm)" grep -q '^/dev/shm: [1-9] files left by earlier runs' "$tmp/$(nccl_pod).log"
+check "(its second run found no file of the first run's in /dev/shm)" grep -q '^/dev/shm: 0 files left by earlier runs' "$tmp/$(nccl_pod).log"
 check "kubectl describe job nccl-shm: told once, naming the pod" \
   eventually 10 1 bash -c "kubectl --kubeconfig $kubeconfig -n ml describe job nccl-shm | grep -c 'ShmExhausted.*Pod ml/nccl-shm-'"
 sed -n '/^Events:/,$p' "$tmp/nccl.describe" | grep -a ShmExhausted | cut -c1-300 | sed 's/^/    /' || true

@@ -1,6 +1,7 @@
 #include "judging/pod_plan.h"
 
 #include <functional>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -183,6 +184,61 @@ TEST(PodPlan, AFailureIsToldOnThePodOnceAndItsControllerOnceAcrossItsPods) {
   const PodPlan p = planPod({.pod = &other, .told = &told, .asks = &asks, .now = kNow, .graceSeconds = kGrace});
   ASSERT_EQ(p.tells.size(), 1u);
   EXPECT_EQ(p.tells[0].about.kind, "Pod");
+}
+
+TEST(PodPlan, TheShmUsageIsAskedForOnlyWhileAFailureMayBeLeftToTell) {
+  json completed = endedPod(kNccl);
+  completed["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] = 0;
+  const Refuse refuseJob = [](const PodTell& t) { return t.about.kind == "Job"; };
+  struct Case {
+    const char* description;
+    json pod;
+    std::optional<Refuse> toldBefore;  // a look before, its tells refused where this says
+    bool asked;
+  } cases[] = {
+      {"a waiting pod", waitingPod(40), std::nullopt, false},
+      {"a run that completed", completed, std::nullopt, false},
+      {"a run that failed of something else", endedPod("ValueError: bad"), std::nullopt, false},
+      {"a run that died of /dev/shm", endedPod(kNccl), std::nullopt, true},
+      {"a cut tail: its log to read", cutTailPod(), std::nullopt, true},
+      {"told on the pod and its Job", endedPod(kNccl), Refuse([](const PodTell&) { return false; }), false},
+      {"told on the pod, its Job's refused", endedPod(kNccl), refuseJob, true},
+  };
+  for (const Case& c : cases) {
+    PodMemories memories;
+    if (c.toldBefore) look(memories, c.pod, kNow, {}, nullptr, *c.toldBefore);
+    EXPECT_EQ(look(memories, c.pod, kNow + 1, {gpuNode("a", "4")}).asks.shmUsage, c.asked) << c.description;
+  }
+}
+
+TEST(PodPlan, AFailureIsToldWithWhatPodshaperShmMeasured) {
+  json pod = endedPod(kNccl);
+  pod["spec"]["containers"] = json::parse(R"([{"name": "trainer",
+      "volumeMounts": [{"name": "podshaper-dshm", "mountPath": "/dev/shm"}]}])");
+  pod["spec"]["volumes"] = json::parse(R"([{"name": "podshaper-dshm",
+      "emptyDir": {"medium": "Memory", "sizeLimit": "161Mi"}}])");
+  const json usage = json::parse(R"json({
+    "spec": {"podName": "train-0", "podUID": "pod-uid", "nodeName": "a", "volume": "podshaper-dshm",
+             "userVolume": false},
+    "status": {"runs": [
+      {"run": 1, "startedAt": "2026-11-21T23:00:00Z", "endedAt": "2026-11-21T23:10:00Z", "sizeBytes": 168820736,
+       "peakBytes": 168820736, "nearlyFull": true, "ended": "Error (exit 1)"},
+      {"run": 2, "startedAt": "2026-11-21T23:10:01Z", "sizeBytes": 168820736, "peakBytes": 1048576}]}})json");
+  PodMemories memories;
+  const ToldState told = memories.look(kKey, "pod-uid", "job-uid");
+  const PodAsks asks = podAsks(pod, told, kNow, kGrace);
+  ASSERT_TRUE(asks.shmUsage);
+  const std::string measured = "podshaper-shm measured run 1 on the node: peak 161Mi of 161Mi (100%).";
+  // Its first run died; the container runs again (run 2, open).
+  pod["status"]["containerStatuses"][0]["state"] = {{"running", {{"startedAt", "2026-11-21T23:10:01Z"}}}};
+  const PodPlan plan = planPod({.pod = &pod, .told = &told, .asks = &asks, .shmUsage = &usage, .now = kNow,
+                                .graceSeconds = kGrace});
+  ASSERT_EQ(plan.tells.size(), 2u);
+  EXPECT_NE(plan.tells[0].event.message.find(measured), std::string::npos) << plan.tells[0].event.message;
+  EXPECT_NE(plan.tells[1].event.message.find(measured), std::string::npos);  // its Job's
+  const PodPlan none = planPod({.pod = &pod, .told = &told, .asks = &asks, .now = kNow, .graceSeconds = kGrace});
+  ASSERT_EQ(none.tells.size(), 2u);
+  EXPECT_EQ(none.tells[0].event.message.find("podshaper-shm"), std::string::npos);
 }
 
 TEST(PodPlan, AFailedTellIsNotRememberedAndIsToldOnTheNextLook) {

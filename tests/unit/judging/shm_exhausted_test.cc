@@ -1,5 +1,9 @@
 #include "judging/shm_exhausted.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+
 #include <gtest/gtest.h>
 
 namespace podshaper {
@@ -207,6 +211,276 @@ TEST(ShmExhausted, AVolumeWithoutShmSizeIsStillDescribed) {
   auto ours = judgeTerminations(shaped);
   ASSERT_EQ(ours.size(), 1u);
   EXPECT_NE(ours[0].event.message.find("/dev/shm was 161Mi, sized by podshaper"), std::string::npos);
+}
+
+// What podshaper-shm measured: the ShmUsage of pod-uid's volume `volume`, with `runs`.
+constexpr long long kMi = 1 << 20;
+
+json measuredRun(long long n, long long peak, bool ended, long long size = 161 * kMi) {
+  json r = {{"run", n},          {"startedAt", "2026-11-26T03:00:00Z"}, {"sizeBytes", size},
+            {"peakBytes", peak}, {"peakAt", "2026-11-26T03:04:00Z"},    {"nearlyFull", peak * 10 >= size * 9}};
+  if (ended) {
+    r["endedAt"] = "2026-11-26T03:05:15Z";
+    r["ended"] = "Error (exit 1)";
+  }
+  return r;
+}
+
+json shmUsage(json runs, const std::string& volume = "podshaper-dshm", bool userVolume = false,
+              const std::string& uid = "pod-uid") {
+  return {{"apiVersion", "podshaper.io/v1alpha1"},
+          {"kind", "ShmUsage"},
+          {"metadata", {{"name", "train-0"}, {"namespace", "ml"}}},
+          {"spec",
+           {{"podName", "train-0"},
+            {"podUID", uid},
+            {"nodeName", "gpu-0"},
+            {"volume", volume},
+            {"userVolume", userVolume}}},
+          {"status",
+           {{"sizeBytes", 161 * kMi},
+            {"usedBytes", 0},
+            {"peakBytes", 161 * kMi},
+            {"runCount", runs.size()},
+            {"observedAt", "2026-11-26T03:05:16Z"},
+            {"runs", runs}}}};
+}
+
+const json kPodshapersVolume = {{"name", "podshaper-dshm"},
+                                {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "161Mi"}}}};
+
+TEST(ShmMeasured, AShmUsageOfThePodIsRead) {
+  const json pod = endedPod({{"exitCode", 1}});
+  auto m = shmMeasured(shmUsage({measuredRun(1, 48 * kMi, true), measuredRun(2, 161 * kMi, false)}), pod);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->volume, "podshaper-dshm");
+  EXPECT_FALSE(m->userVolume);
+  ASSERT_EQ(m->runs.size(), 2u);
+  EXPECT_EQ(m->runs[0].run, 1);
+  EXPECT_EQ(m->runs[0].peakBytes, 48u * kMi);
+  EXPECT_EQ(m->runs[0].sizeBytes, 161u * kMi);
+  EXPECT_TRUE(m->runs[0].ended);
+  EXPECT_EQ(m->runs[1].run, 2);
+  EXPECT_FALSE(m->runs[1].ended);
+  auto users = shmMeasured(shmUsage(json::array(), "dshm", true), pod);
+  ASSERT_TRUE(users);
+  EXPECT_EQ(users->volume, "dshm");
+  EXPECT_TRUE(users->userVolume);
+}
+
+TEST(ShmMeasured, OneOfNoRunsYetHasNone) {
+  const json pod = endedPod({{"exitCode", 1}});
+  json noStatus = shmUsage(json::array());
+  noStatus.erase("status");  // just made: its status is written next
+  json nullRuns = shmUsage(json::array());
+  nullRuns["status"]["runs"] = nullptr;
+  json noUserVolume = shmUsage(json::array());
+  noUserVolume["spec"].erase("userVolume");
+  for (const json& u : {shmUsage(json::array()), noStatus, nullRuns, noUserVolume}) {
+    auto m = shmMeasured(u, pod);
+    ASSERT_TRUE(m) << u;
+    EXPECT_TRUE(m->runs.empty()) << u;
+    EXPECT_FALSE(m->userVolume) << u;
+  }
+}
+
+TEST(ShmMeasured, AnotherPodsIsNotRead) {
+  const json usage = shmUsage({measuredRun(1, 48 * kMi, true)}, "podshaper-dshm", false, "old-uid");
+  EXPECT_FALSE(shmMeasured(usage, endedPod({{"exitCode", 1}})));  // the pod made again under its name
+  json noUid = endedPod({{"exitCode", 1}});
+  noUid["metadata"].erase("uid");
+  EXPECT_FALSE(shmMeasured(shmUsage(json::array(), "podshaper-dshm", false, ""), noUid));
+}
+
+TEST(ShmMeasured, AMalformedOneIsNotReadAndNeverThrows) {
+  const json pod = endedPod({{"exitCode", 1}});
+  const json good = shmUsage({measuredRun(1, 48 * kMi, true)});
+  struct Case {
+    const char* description;
+    std::function<void(json&)> spoil;
+  } cases[] = {
+      {"not an object", [](json& u) { u = "ShmUsage"; }},
+      {"null", [](json& u) { u = nullptr; }},
+      {"spec an array", [](json& u) { u["spec"] = json::array({1}); }},
+      {"podUID a number", [](json& u) { u["spec"]["podUID"] = 7; }},
+      {"no volume", [](json& u) { u["spec"].erase("volume"); }},
+      {"volume a number", [](json& u) { u["spec"]["volume"] = 1; }},
+      {"userVolume a string", [](json& u) { u["spec"]["userVolume"] = "true"; }},
+      {"status a string", [](json& u) { u["status"] = "ok"; }},
+      {"runs an object", [](json& u) { u["status"]["runs"] = json::object(); }},
+      {"runs a string", [](json& u) { u["status"]["runs"] = "1"; }},
+      {"a run a number", [](json& u) { u["status"]["runs"][0] = 1; }},
+      {"run 0", [](json& u) { u["status"]["runs"][0]["run"] = 0; }},
+      {"run negative", [](json& u) { u["status"]["runs"][0]["run"] = -1; }},
+      {"run a string", [](json& u) { u["status"]["runs"][0]["run"] = "1"; }},
+      {"no run", [](json& u) { u["status"]["runs"][0].erase("run"); }},
+      {"sizeBytes a quantity", [](json& u) { u["status"]["runs"][0]["sizeBytes"] = "161Mi"; }},
+      {"peakBytes negative", [](json& u) { u["status"]["runs"][0]["peakBytes"] = -1; }},
+      {"peakBytes a fraction", [](json& u) { u["status"]["runs"][0]["peakBytes"] = 1.5; }},
+      {"peakBytes past an int64", [](json& u) { u["status"]["runs"][0]["peakBytes"] = UINT64_MAX; }},
+      {"sizeBytes the largest int64", [](json& u) { u["status"]["runs"][0]["sizeBytes"] = INT64_MAX; }},
+      {"no peakBytes", [](json& u) { u["status"]["runs"][0].erase("peakBytes"); }},
+      {"endedAt a number", [](json& u) { u["status"]["runs"][0]["endedAt"] = 5; }},
+  };
+  ASSERT_TRUE(shmMeasured(good, pod));
+  for (const Case& c : cases) {
+    json u = good;
+    c.spoil(u);
+    std::optional<ShmMeasured> m;
+    EXPECT_NO_THROW(m = shmMeasured(u, pod)) << c.description;
+    EXPECT_FALSE(m) << c.description;
+    // Judged with it, the failure is told as without one.
+    const json died = withShmVolume(endedPod({{"exitCode", 135}}), kPodshapersVolume);
+    std::vector<ShmFailure> f;
+    EXPECT_NO_THROW(f = judgeTerminations(died, {}, &u)) << c.description;
+    ASSERT_EQ(f.size(), 1u) << c.description;
+    EXPECT_EQ(f[0].event.message.find("podshaper-shm"), std::string::npos) << c.description;
+  }
+  // The largest byte count read: an int64's in whole Mi.
+  json largest = good;
+  largest["status"]["runs"][0]["sizeBytes"] = INT64_MAX / kMi * kMi;
+  auto m = shmMeasured(largest, pod);
+  ASSERT_TRUE(m);
+  const json died = withShmVolume(endedPod({{"exitCode", 135}}), kPodshapersVolume);
+  auto f = judgeTerminations(died, {}, &largest);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(f[0].event.message.find("peak 48Mi of 8796093022207Mi (0%)."), std::string::npos) << f[0].event.message;
+}
+
+TEST(ShmExhausted, TheRunThatDiedIsTheOnePodshaperShmMeasured) {
+  // The runs told apart by their peaks: run 1 48Mi, run 2 96Mi, run 3 161Mi.
+  const json r1 = measuredRun(1, 48 * kMi, true), r2 = measuredRun(2, 96 * kMi, true);
+  const json r2Open = measuredRun(2, 96 * kMi, false), r3Open = measuredRun(3, 161 * kMi, false);
+  const json running = {{"running", {{"startedAt", "2026-11-26T03:05:16Z"}}}};
+  const json waiting = {{"waiting", {{"reason", "CrashLoopBackOff"}}}};
+  const json failed = {{"exitCode", 1}, {"message", kNcclTail}};
+  const json terminated = {{"terminated", {{"exitCode", 135}}}};  // a SIGBUS, told apart from the NCCL run before
+  struct Case {
+    const char* description;
+    long long restarts;
+    const char* endedIn;  // where the failure is: state or lastState
+    json current;         // the container's state, where the failure is in lastState
+    json runs;
+    const char* told;     // the words told; "": none
+  } cases[] = {
+      {"ended now, written ended", 0, "state", nullptr, {r1}, "measured run 1 on the node: peak 48Mi"},
+      {"ended now, not yet written ended", 1, "state", nullptr, {r1, r2Open}, "measured run 2 on the node: peak 96Mi"},
+      {"running again, its run written", 1, "lastState", running, {r1, r2Open},
+       "measured run 1 on the node: peak 48Mi"},
+      {"running again, its run not yet written", 1, "lastState", running, {r1},
+       "measured run 1 on the node: peak 48Mi"},
+      {"waiting to run again", 2, "lastState", waiting, {r1, r2}, "measured run 2 on the node: peak 96Mi"},
+      {"waiting, its end not yet written", 2, "lastState", waiting, {r1, r2Open},
+       "measured run 2 on the node: peak 96Mi"},
+      {"ended again since", 2, "lastState", terminated, {r1, r2}, "measured run 1 on the node: peak 48Mi"},
+      {"running again, the run before not measured", 2, "lastState", running, {r3Open}, ""},
+      {"no runs yet", 0, "state", nullptr, json::array(), ""},
+  };
+  for (const Case& c : cases) {
+    json pod = withShmVolume(endedPod(failed, c.restarts, c.endedIn), kPodshapersVolume);
+    json& cs = pod["status"]["containerStatuses"][0];
+    if (!c.current.is_null()) cs["state"] = c.current;
+    const json usage = shmUsage(c.runs);
+    const auto f = judgeTerminations(pod, {}, &usage);
+    const auto nccl = std::ranges::find(f, ShmCause::kNccl, &ShmFailure::cause);
+    ASSERT_NE(nccl, f.end()) << c.description;
+    const std::string& m = nccl->event.message;
+    if (*c.told == '\0') {
+      EXPECT_EQ(m.find("podshaper-shm measured"), std::string::npos) << c.description << ": " << m;
+    } else {
+      EXPECT_NE(m.find(std::string("podshaper-shm ") + c.told), std::string::npos) << c.description << ": " << m;
+    }
+  }
+}
+
+TEST(ShmExhausted, WhatPodshaperShmMeasuredFollowsTheSize) {
+  const json pod = withShmVolume(endedPod({{"exitCode", 1}, {"message", kNcclTail}}), kPodshapersVolume);
+  struct Case {
+    long long peak, size;
+    const char* words;
+  } cases[] = {
+      {161 * kMi, 161 * kMi, " podshaper-shm measured run 1 on the node: peak 161Mi of 161Mi (100%)."},
+      {100 * kMi + 1, 161 * kMi, " podshaper-shm measured run 1 on the node: peak 101Mi of 161Mi (62%)."},
+      {1024 * kMi, 2048 * kMi, " podshaper-shm measured run 1 on the node: peak 1Gi of 2Gi (50%)."},
+      {12 * kMi, 0, " podshaper-shm measured run 1 on the node: peak 12Mi."},  // its size unknown
+      {0, 161 * kMi, " podshaper-shm measured run 1 on the node: peak 0 of 161Mi (0%)."},
+  };
+  for (const Case& c : cases) {
+    const json usage = shmUsage({measuredRun(1, c.peak, true, c.size)});
+    auto f = judgeTerminations(pod, {}, &usage);
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_NE(f[0].event.message.find(std::string("/dev/shm was 161Mi, sized by podshaper for what the pod's "
+                                                  "annotations say.") + c.words + " NCCL keeps more"),
+              std::string::npos)
+        << f[0].event.message;
+  }
+  // The controller's Event says it too.
+  const json usage = shmUsage({measuredRun(1, 161 * kMi, true)});
+  auto f = judgeTerminations(pod, {}, &usage);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(ownerEvent(pod, f[0]).message.find("peak 161Mi of 161Mi (100%)"), std::string::npos);
+}
+
+TEST(ShmExhausted, ARestartedRunOfPodshapersVolumeWatchedByPodshaperShmHadAllOfIt) {
+  const json failed = {{"exitCode", 1}, {"message", kNcclTail}};
+  const std::string cleared =
+      " This was run 2 of the container in this pod; podshaper-shm clears what a dead run left in podshaper's "
+      "/dev/shm before the container starts again (its ShmLeftoversRemoved Event says what it removed), so this run "
+      "had all of it.";
+  const std::string kept = "This was run 2 of the container in this pod: /dev/shm is the pod's emptyDir and keeps what "
+                           "earlier runs left";
+  const json usersVolume = {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}};
+  const json runs = {measuredRun(1, 48 * kMi, true), measuredRun(2, 161 * kMi, true)};
+  struct Case {
+    const char* description;
+    json volume;
+    std::optional<json> usage;
+    bool clearedTold, measuredTold;
+  } cases[] = {
+      {"podshaper's volume, watched", kPodshapersVolume, shmUsage(runs), true, true},
+      {"podshaper's volume, watched, no run measured yet", kPodshapersVolume, shmUsage(json::array()), true, false},
+      {"podshaper's volume, not watched", kPodshapersVolume, std::nullopt, false, false},
+      {"podshaper's volume, another pod's ShmUsage", kPodshapersVolume,
+       shmUsage(runs, "podshaper-dshm", false, "old-uid"), false, false},
+      {"the user's volume, watched", usersVolume, shmUsage(runs, "dshm", true), false, true},
+      {"a ShmUsage of another volume", kPodshapersVolume, shmUsage(runs, "dshm", true), false, false},
+  };
+  for (const Case& c : cases) {
+    const json pod = withShmVolume(endedPod(failed, 2, "lastState"), c.volume);
+    auto f = judgeTerminations(pod, {}, c.usage ? &*c.usage : nullptr);
+    ASSERT_EQ(f.size(), 1u) << c.description;
+    EXPECT_TRUE(f[0].restarted);
+    const std::string& m = f[0].event.message;
+    EXPECT_EQ(m.find(cleared) != std::string::npos, c.clearedTold) << c.description << ": " << m;
+    EXPECT_EQ(m.find(kept) != std::string::npos, !c.clearedTold) << c.description << ": " << m;
+    EXPECT_EQ(m.find("podshaper-shm measured run 2 on the node: peak 161Mi of 161Mi (100%).") != std::string::npos,
+              c.measuredTold)
+        << c.description << ": " << m;
+  }
+  // A first run is told as before: nothing of earlier runs.
+  const json usage = shmUsage({measuredRun(1, 161 * kMi, true)});
+  auto first = judgeTerminations(withShmVolume(endedPod(failed), kPodshapersVolume), {}, &usage);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].event.message.find("This was run"), std::string::npos);
+}
+
+TEST(ShmExhausted, TheLongestEventKeepsWhatPodshaperShmMeasured) {
+  // SIGBUS with a quoted line (both advices), a restarted run of the user's emptyDir of no
+  // sizeLimit and a long formula, told on the controller: its Event is cut at 1024 bytes,
+  // the measured sentence early enough to stay.
+  json pod = withShmVolume(
+      endedPod({{"exitCode", 1}, {"message", "Signal 7 (SIGBUS) received by PID " + std::string(300, '4')}}, 2,
+               "lastState"),
+      {{"name", "h"}, {"emptyDir", {{"medium", "Memory"}}}});
+  pod["metadata"]["annotations"]["podshaper.io/shm-formula"] = std::string(400, 'f');
+  const json usage = shmUsage({measuredRun(1, 48 * kMi, true), measuredRun(2, 161 * kMi, true)}, "h", true);
+  auto f = judgeTerminations(pod, {}, &usage);
+  ASSERT_EQ(f.size(), 1u);
+  const json event = eventObject(*controllerOf(pod), ownerEvent(pod, f[0]), "ml", "op-1", 0, 0);
+  const std::string message = event["message"];
+  EXPECT_LE(message.size(), 1024u);
+  EXPECT_NE(message.find("podshaper-shm measured run 2 on the node: peak 161Mi of 161Mi (100%)."), std::string::npos)
+      << message;
 }
 
 TEST(ShmExhausted, ALongLineIsCut) {

@@ -169,6 +169,16 @@ kube::ApiResult<std::string> FakeReconcileApi::readLog(const std::string& ns, co
   return log->second;
 }
 
+kube::ApiResult<json> FakeReconcileApi::getShmUsage(const std::string& ns, const std::string& name) {
+  const std::string path = shmUsagePath(ns, name);
+  Call call{"GET", path, ns + "/" + name, 200, nullptr};
+  if (auto e = refused("GET", path, nullptr)) return answered(std::move(call), e->code, e->reason, e->message);
+  auto it = objects_.find(path);
+  if (it == objects_.end()) return answered(std::move(call), 404, "NotFound", "shmusages \"" + name + "\" not found");
+  record(std::move(call));
+  return it->second;
+}
+
 std::vector<std::string> FakeReconcileApi::writes() const {
   std::vector<std::string> out;
   for (std::size_t i = mark_; i < calls_.size(); ++i) {
@@ -188,7 +198,15 @@ std::vector<json> FakeReconcileApi::events() const {
 std::vector<std::string> FakeReconcileApi::logReads() const {
   std::vector<std::string> out;
   for (const Call& c : calls_) {
-    if (c.method == "GET") out.push_back(c.words);
+    if (c.method == "GET" && c.path.ends_with("/log")) out.push_back(c.words);
+  }
+  return out;
+}
+
+std::vector<std::string> FakeReconcileApi::shmUsageReads() const {
+  std::vector<std::string> out;
+  for (const Call& c : calls_) {
+    if (c.method == "GET" && resourceOf(c.path) == names::kShmUsageResource) out.push_back(c.words);
   }
   return out;
 }

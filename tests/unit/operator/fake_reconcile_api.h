@@ -4,8 +4,8 @@
 // (as controller-runtime's fake client): objects by their API path, merge and strategic
 // merge patches as the API server applies them (a status subresource writes only the
 // status, a Node's its metadata too), a new resourceVersion on each write, a patch's
-// metadata.resourceVersion a precondition (409 Conflict), Events kept, logs served; a call
-// can be told to fail. What it records reads as the writes did: "status gpu-0",
+// metadata.resourceVersion a precondition (409 Conflict), Events kept, logs and ShmUsages
+// served; a call can be told to fail. What it records reads as the writes did: "status gpu-0",
 // "node gpu-0", "node status gpu-0", "event Warning P2PUnavailable on Node in default".
 
 #include <chrono>
@@ -36,11 +36,14 @@ inline std::string podPath(const std::string& ns, const std::string& name) {
   return kube::resourcePath("v1", "pods", ns, name);
 }
 inline std::string eventsPath(const std::string& ns) { return kube::resourcePath("v1", "events", ns); }
+inline std::string shmUsagePath(const std::string& ns, const std::string& name) {
+  return kube::resourcePath(names::kGroupVersion, names::kShmUsageResource, ns, name);
+}
 
 class FakeReconcileApi : public ReconcileApi {
  public:
-  // One call as it was answered. words: the write in short words, or the log read as
-  // "ns/pod/container" (with "/previous" for the run before).
+  // One call as it was answered. words: the write in short words, the log read as
+  // "ns/pod/container" (with "/previous" for the run before), the ShmUsage read as "ns/name".
   struct Call {
     std::string method, path, words;
     int code = 200;
@@ -54,6 +57,7 @@ class FakeReconcileApi : public ReconcileApi {
   kube::ApiResult<nlohmann::json> patchPolicyStatus(const std::string& name, const nlohmann::json& patch) override;
   kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod, const std::string& container,
                                        bool previous) override;
+  kube::ApiResult<nlohmann::json> getShmUsage(const std::string& ns, const std::string& name) override;
 
   // As an agent's or an admin's write: a new resourceVersion (and a uid when it has none).
   void put(const std::string& path, nlohmann::json object);
@@ -89,6 +93,7 @@ class FakeReconcileApi : public ReconcileApi {
   void clearWrites() { mark_ = calls_.size(); }
   std::vector<nlohmann::json> events() const;  // every Event created, in order
   std::vector<std::string> logReads() const;  // every log asked for, in order
+  std::vector<std::string> shmUsageReads() const;  // every ShmUsage asked for, in order
 
  private:
   kube::ApiResult<nlohmann::json> patch(const std::string& path, const nlohmann::json& patch, bool strategic,

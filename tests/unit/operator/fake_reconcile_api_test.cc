@@ -1,6 +1,7 @@
 // The in-memory ReconcileApi the controllers' tests run against answers as the API server
 // does for what they rely on: a merge patch, a Node status write that keeps the other
-// conditions, a stale resourceVersion refused, a failure told to happen, a missing log.
+// conditions, a stale resourceVersion refused, a failure told to happen, a missing log or
+// ShmUsage.
 #include "tests/unit/operator/fake_reconcile_api.h"
 
 #include <gtest/gtest.h>
@@ -49,6 +50,20 @@ TEST(FakeReconcileApi, RefusesAStaleVersionAndWhatItIsToldTo) {
   EXPECT_TRUE(log.error().isNotFound());
   api.putLog(podPath("ml", "train-0"), "trainer", "Bus error");
   EXPECT_EQ(*api.readLog("ml", "train-0", "trainer", false), "Bus error");
+}
+
+TEST(FakeReconcileApi, ServesAShmUsageOrNotFound) {
+  FakeReconcileApi api;
+  EXPECT_TRUE(api.getShmUsage("ml", "train-0").error().isNotFound());
+  api.put(shmUsagePath("ml", "train-0"), {{"metadata", {{"name", "train-0"}}}, {"spec", {{"podUID", "pod-uid"}}}});
+  auto usage = api.getShmUsage("ml", "train-0");
+  ASSERT_TRUE(usage);
+  EXPECT_EQ((*usage)["spec"]["podUID"], "pod-uid");
+  api.fail("GET", shmUsagePath("ml", "train-0"), 403, "Forbidden");
+  EXPECT_TRUE(api.getShmUsage("ml", "train-0").error().isForbidden());
+  EXPECT_EQ(api.shmUsageReads(), (std::vector<std::string>{"ml/train-0", "ml/train-0", "ml/train-0"}));
+  EXPECT_TRUE(api.logReads().empty());
+  EXPECT_TRUE(api.writes().empty());
 }
 
 }  // namespace

@@ -73,5 +73,16 @@ TEST_F(KubeReconcileApiTest, AnEventIsCreatedInItsNamespaceAndALogReadWithItsBou
   EXPECT_FALSE(api.readLog("ml", "train-0", "trainer", false));  // none of the current run: 404
 }
 
+TEST_F(KubeReconcileApiTest, APodsShmUsageIsReadFromItsNamespace) {
+  EXPECT_TRUE(api.getShmUsage("ml", "train-0").error().isNotFound());
+  EXPECT_EQ(last().method, "GET");
+  EXPECT_EQ(last().path, "/apis/podshaper.io/v1alpha1/namespaces/ml/shmusages/train-0");
+  server.put(shmUsagePath("ml", "train-0"),
+             {{"metadata", {{"name", "train-0"}, {"namespace", "ml"}}}, {"spec", {{"podUID", "pod-uid"}}}});
+  auto usage = api.getShmUsage("ml", "train-0");
+  ASSERT_TRUE(usage) << usage.error().message;
+  EXPECT_EQ((*usage)["spec"]["podUID"], "pod-uid");
+}
+
 }  // namespace
 }  // namespace podshaper::op

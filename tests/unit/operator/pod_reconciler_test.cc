@@ -173,6 +173,68 @@ TEST_F(PodReconcilerTest, ShmExhaustedIsToldOnThePodAndOnceOnItsJob) {
       << registry.render();
 }
 
+// The pod as the operator's cache keeps it: the trainer's /dev/shm is podshaper's volume.
+json withPodshapersShm(json pod) {
+  pod["spec"]["containers"] = json::parse(R"([{"name": "trainer",
+      "volumeMounts": [{"name": "podshaper-dshm", "mountPath": "/dev/shm"}]}])");
+  pod["spec"]["volumes"] = json::parse(R"([{"name": "podshaper-dshm",
+      "emptyDir": {"medium": "Memory", "sizeLimit": "161Mi"}}])");
+  return pod;
+}
+
+// podshaper-shm's ShmUsage of train-0: its runs 1 and 2 ended, run 2 at 161Mi of 161Mi.
+json shmUsageOfTrain0() {
+  return json::parse(R"json({
+    "apiVersion": "podshaper.io/v1alpha1", "kind": "ShmUsage",
+    "metadata": {"name": "train-0", "namespace": "ml"},
+    "spec": {"podName": "train-0", "podUID": "pod-uid", "nodeName": "a", "volume": "podshaper-dshm",
+             "userVolume": false},
+    "status": {"sizeBytes": 168820736, "usedBytes": 0, "peakBytes": 168820736, "runCount": 2, "runs": [
+      {"run": 1, "startedAt": "2026-11-21T23:00:00Z", "endedAt": "2026-11-21T23:10:00Z", "sizeBytes": 168820736,
+       "peakBytes": 50331648, "nearlyFull": false, "ended": "Error (exit 1)"},
+      {"run": 2, "startedAt": "2026-11-21T23:10:01Z", "endedAt": "2026-11-21T23:20:00Z", "sizeBytes": 168820736,
+       "peakBytes": 168820736, "nearlyFull": true, "ended": "Error (exit 1)"}]}})json");
+}
+
+TEST_F(PodReconcilerTest, ShmExhaustedSaysWhatPodshaperShmMeasured) {
+  api.put(shmUsagePath("ml", "train-0"), shmUsageOfTrain0());
+  const json pod = withPodshapersShm(failedPod(2, "lastState", kNccl));  // its second run died
+  EXPECT_EQ(reconcile(pod).outcome, Reconciler::Outcome::Done);
+  EXPECT_EQ(api.shmUsageReads(), (std::vector<std::string>{"ml/train-0"}));
+  ASSERT_EQ(api.events().size(), 2u);
+  for (const json& e : api.events()) {
+    const std::string m = e["message"];
+    EXPECT_NE(m.find("podshaper-shm measured run 2 on the node: peak 161Mi of 161Mi (100%)."), std::string::npos) << m;
+    EXPECT_NE(m.find("This was run 2 of the container in this pod; podshaper-shm clears what a dead run left"),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(m.find("keeps what earlier runs left"), std::string::npos) << m;
+  }
+  reconcile(pod);  // all told: not read again
+  EXPECT_EQ(api.shmUsageReads().size(), 1u);
+  EXPECT_EQ(api.events().size(), 2u);
+}
+
+TEST_F(PodReconcilerTest, AShmUsageThatCannotBeReadIsNone) {
+  api.put(shmUsagePath("ml", "train-0"), shmUsageOfTrain0());
+  api.fail("GET", shmUsagePath("ml", "train-0"), 403, "Forbidden");
+  EXPECT_EQ(reconcile(withPodshapersShm(failedPod(2, "lastState", kNccl))).outcome, Reconciler::Outcome::Done);
+  ASSERT_EQ(api.events().size(), 2u);
+  const std::string m = api.events()[0]["message"];
+  EXPECT_EQ(m.find("podshaper-shm"), std::string::npos) << m;
+  EXPECT_NE(m.find("keeps what earlier runs left"), std::string::npos) << m;
+}
+
+TEST_F(PodReconcilerTest, OnlyAFailureLeftToTellReadsTheShmUsage) {
+  reconcile(waitingPod(40));
+  reconcile(withPodshapersShm(failedPod(0, "state", "fine")));
+  EXPECT_TRUE(api.shmUsageReads().empty());
+  reconcile(withPodshapersShm(failedPod(1, "lastState", kNccl)));  // none: 404
+  EXPECT_EQ(api.shmUsageReads().size(), 1u);
+  EXPECT_EQ(api.events().back()["reason"], "ShmExhausted");
+  EXPECT_EQ(api.events().back()["message"].get<std::string>().find("podshaper-shm"), std::string::npos);
+}
+
 TEST_F(PodReconcilerTest, AStandbyTellsNothingAndAFailedWriteIsRetried) {
   leader = false;
   EXPECT_EQ(reconcile(failedPod(1, "lastState", kNccl)).outcome, Reconciler::Outcome::NotLeader);
