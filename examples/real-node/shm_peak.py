@@ -1,32 +1,17 @@
 """A real PyTorch DataLoader that holds its fullest /dev/shm for a while, with a thread that
 samples statfs of /dev/shm every 10 ms: what the container itself saw at its fullest, to
 compare with what podshaper-shm measured from the node. Prints statfs_peak_bytes=N.
+Its batches and its reading of /dev/shm are dataloader.py's.
 
     python3 shm_peak.py [--workers 2] [--prefetch 2] [--shape 16x3x224x224] [--batches 10] [--hold 8]
 """
 import argparse
-import os
 import threading
 import time
 
-import torch
 import torch.utils.data as data
 
-
-class Images(data.Dataset):
-    def __init__(self, shape, n):
-        self.shape, self.n = shape, n
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return torch.full(self.shape, float(i), dtype=torch.float32)
-
-
-def shm_used():
-    st = os.statvfs("/dev/shm")
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+from dataloader import Images, shm_used  # beside it, in the same ConfigMap
 
 
 def main():

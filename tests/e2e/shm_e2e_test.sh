@@ -47,7 +47,7 @@ check "podshaper-shm's root file system is read-only" \
 examples=$root/examples/real-node
 kc create namespace ml >/dev/null && kc label namespace ml pod-security.kubernetes.io/enforce=privileged >/dev/null
 until_ok 30 kc -n ml get serviceaccount default || fail "namespace ml: no default service account"
-kc -n ml create configmap podshaper-examples --from-file "$examples/shm_peak.py" >/dev/null
+kc -n ml create configmap podshaper-examples --from-file "$examples/shm_peak.py" --from-file "$examples/dataloader.py" >/dev/null
 kc apply -f "$examples/shm-watch.yaml" >/dev/null
 phase() { kc -n ml get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
 events() { kc -n ml get events --field-selector "involvedObject.name=$1,reason=$2" -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' 2>/dev/null; }
