@@ -41,6 +41,7 @@ func (v *volumes) Remove(string, []usage.File, time.Time) ([]usage.File, int, er
 type told struct {
 	mu     sync.Mutex
 	events []string
+	usages int
 }
 
 func (t *told) Event(_ kube.PodRef, _, reason, message string) {
@@ -48,7 +49,16 @@ func (t *told) Event(_ kube.PodRef, _, reason, message string) {
 	t.events = append(t.events, reason+": "+message)
 	t.mu.Unlock()
 }
-func (t *told) Usage(kube.ShmUsage, bool) {}
+func (t *told) Usage(kube.ShmUsage, bool) {
+	t.mu.Lock()
+	t.usages++
+	t.mu.Unlock()
+}
+func (t *told) written() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.usages
+}
 func (t *told) all() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -108,9 +118,10 @@ func TestThroughContainerdsNRI(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The runtime lists a plugin among those it tells once its synchronization returned:
-	// told again (a start already known changes nothing) until the pod is measured.
+	// told again (a start already known changes nothing) until the run has begun (its
+	// ShmUsage handed to the sink).
 	deadline := time.Now().Add(5 * time.Second)
-	for len(w.Gauges()) == 0 {
+	for sink.written() == 0 {
 		if err := r.PostStartContainer(tctx, &adaptation.PostStartContainerRequest{Pod: pod, Container: ctr}); err != nil {
 			t.Fatal(err)
 		}
