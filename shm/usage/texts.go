@@ -76,11 +76,13 @@ func percent(part, whole int64) int64 {
 
 // The sentences of Advice.
 const (
-	adviceNCCL = "Raise podshaper.io/nccl-communicators if the job makes more communicators " +
-		"than it says, or set podshaper.io/shm-size."
+	adviceNCCL  = "Raise podshaper.io/nccl-communicators if the job makes more communicators than it says."
 	adviceTorch = "Raise podshaper.io/batch-bytes (or batch-shape), podshaper.io/dataloader-workers " +
-		"or podshaper.io/prefetch-factor to what the DataLoader really holds, or set podshaper.io/shm-size."
-	adviceSize       = "Set podshaper.io/shm-size to what the job needs."
+		"or podshaper.io/prefetch-factor to what the DataLoader really holds."
+	// podshaper.io/shm-size is what the webhook wrote, not an input: the room for other files
+	// comes from the DataLoader's part of the formula, or from a volume of the pod's own.
+	adviceSize = "Neither NCCL nor the DataLoader fills it: raise podshaper.io/batch-bytes to make room, " +
+		"or mount the pod's own emptyDir at /dev/shm with the sizeLimit it needs (podshaper keeps it as written)."
 	adviceUserVolume = "This pod mounts its own emptyDir at /dev/shm: raise its sizeLimit " +
 		"(and the memory limit that pays for it)."
 )
@@ -89,7 +91,7 @@ const (
 // most bytes (the first in Kind's order on a tie): NCCL segments →
 // podshaper.io/nccl-communicators; DataLoader (torch) → podshaper.io/batch-bytes (or
 // batch-shape), podshaper.io/dataloader-workers, podshaper.io/prefetch-factor; any other
-// kind or nothing known → podshaper.io/shm-size. userVolume: the pod mounts its own
+// kind or nothing known → podshaper.io/batch-bytes, or a volume of the pod's own. userVolume: the pod mounts its own
 // emptyDir at /dev/shm, whose sizeLimit is the user's to raise (podshaper's annotations do
 // not size it).
 func Advice(t Tally, userVolume bool) string {

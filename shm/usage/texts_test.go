@@ -91,11 +91,10 @@ func tally(files [NumKinds]int, bytes [NumKinds]int64) Tally {
 
 func TestAdvice(t *testing.T) {
 	const (
-		nccl = "Raise podshaper.io/nccl-communicators if the job makes more communicators than it says, " +
-			"or set podshaper.io/shm-size."
+		nccl  = "Raise podshaper.io/nccl-communicators if the job makes more communicators than it says."
 		torch = "Raise podshaper.io/batch-bytes (or batch-shape), podshaper.io/dataloader-workers or " +
-			"podshaper.io/prefetch-factor to what the DataLoader really holds, or set podshaper.io/shm-size."
-		size = "Set podshaper.io/shm-size to what the job needs."
+			"podshaper.io/prefetch-factor to what the DataLoader really holds."
+		size = "Neither NCCL nor the DataLoader fills it: raise podshaper.io/batch-bytes to make room, or mount the pod's own emptyDir at /dev/shm with the sizeLimit it needs (podshaper keeps it as written)."
 		user = "This pod mounts its own emptyDir at /dev/shm: raise its sizeLimit (and the memory limit that pays for it)."
 	)
 	for _, c := range []struct {
@@ -134,15 +133,14 @@ func TestNearlyFullMessage(t *testing.T) {
 		{"podshaper's volume", 905 * mi, full, false,
 			"/dev/shm is 92% full in run 2: 905Mi of 983Mi used. It holds NCCL segments: 3 files, 96Mi; " +
 				"DataLoader (torch_*): 40 files, 800Mi. Raise podshaper.io/batch-bytes (or batch-shape), " +
-				"podshaper.io/dataloader-workers or podshaper.io/prefetch-factor to what the DataLoader really holds, " +
-				"or set podshaper.io/shm-size."},
+				"podshaper.io/dataloader-workers or podshaper.io/prefetch-factor to what the DataLoader really holds."},
 		{"the user's volume, partial", 983 * mi, Tally{Files: full.Files, Bytes: full.Bytes, Partial: true}, true,
 			"/dev/shm is 100% full in run 2: 983Mi of 983Mi used. It holds NCCL segments: at least 3 files, 96Mi; " +
 				"DataLoader (torch_*): at least 40 files, 800Mi. This pod mounts its own emptyDir at /dev/shm: " +
 				"raise its sizeLimit (and the memory limit that pays for it)."},
 		{"nothing listed", 900 * mi, Tally{}, false,
 			"/dev/shm is 91% full in run 2: 900Mi of 983Mi used. It holds nothing. " +
-				"Set podshaper.io/shm-size to what the job needs."},
+				"Neither NCCL nor the DataLoader fills it: raise podshaper.io/batch-bytes to make room, or mount the pod's own emptyDir at /dev/shm with the sizeLimit it needs (podshaper keeps it as written)."},
 	} {
 		if got := NearlyFullMessage(r, c.used, c.t, c.user); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
@@ -168,23 +166,23 @@ func TestUsageMessage(t *testing.T) {
 			"peak 412Mi of 983Mi (41%) in run 1 (Completed): /dev/shm could be 495Mi (peak + 20% headroom)."},
 		{"just enough, no tally", Run{Number: 1, Size: 983 * mi, Peak: 950 * mi, Ended: "Completed"}, nil, false,
 			"peak 950Mi of 983Mi (96%) in run 1 (Completed): /dev/shm was just enough or too small for this run. " +
-				"Set podshaper.io/shm-size to what the job needs."},
+				"Neither NCCL nor the DataLoader fills it: raise podshaper.io/batch-bytes to make room, or mount the pod's own emptyDir at /dev/shm with the sizeLimit it needs (podshaper keeps it as written)."},
 		{"too small, NCCL at the end", Run{Number: 4, Size: 983 * mi, Peak: 983 * mi, Ended: "Error (exit 1)"}, &nccl, false,
 			"peak 983Mi of 983Mi (100%) in run 4 (Error (exit 1)): /dev/shm was just enough or too small for this run. " +
-				"Raise podshaper.io/nccl-communicators if the job makes more communicators than it says, " +
-				"or set podshaper.io/shm-size. At the end it held NCCL segments: 3 files, 96Mi."},
+				"Raise podshaper.io/nccl-communicators if the job makes more communicators than it says. " +
+				"At the end it held NCCL segments: 3 files, 96Mi."},
 		{"too small, the user's volume", Run{Number: 1, Size: mi, Peak: mi, Ended: "Completed"}, &nccl, true,
 			"peak 1Mi of 1Mi (100%) in run 1 (Completed): /dev/shm was just enough or too small for this run. " +
 				"This pod mounts its own emptyDir at /dev/shm: raise its sizeLimit (and the memory limit that pays for it). " +
 				"At the end it held NCCL segments: 3 files, 96Mi."},
 		{"peak 1/1.2 of the size: just enough", Run{Number: 1, Size: 6 * mi, Peak: 5 * mi, Ended: "Completed"}, nil, false,
 			"peak 5Mi of 6Mi (83%) in run 1 (Completed): /dev/shm was just enough or too small for this run. " +
-				"Set podshaper.io/shm-size to what the job needs."},
+				"Neither NCCL nor the DataLoader fills it: raise podshaper.io/batch-bytes to make room, or mount the pod's own emptyDir at /dev/shm with the sizeLimit it needs (podshaper keeps it as written)."},
 		{"a Mi of room", Run{Number: 1, Size: 7 * mi, Peak: 5 * mi, Ended: "Completed"}, nil, false,
 			"peak 5Mi of 7Mi (71%) in run 1 (Completed): /dev/shm could be 6Mi (peak + 20% headroom)."},
 		{"a byte more: just enough", Run{Number: 1, Size: 7 * mi, Peak: 5*mi + 1, Ended: "Completed"}, nil, false,
 			"peak 6Mi of 7Mi (71%) in run 1 (Completed): /dev/shm was just enough or too small for this run. " +
-				"Set podshaper.io/shm-size to what the job needs."},
+				"Neither NCCL nor the DataLoader fills it: raise podshaper.io/batch-bytes to make room, or mount the pod's own emptyDir at /dev/shm with the sizeLimit it needs (podshaper keeps it as written)."},
 		{"still running", Run{Number: 2, Size: 983 * mi, Peak: 0}, nil, false,
 			"peak 0 of 983Mi (0%) in run 2: /dev/shm could be 1Mi (peak + 20% headroom)."},
 	} {

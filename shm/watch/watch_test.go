@@ -16,8 +16,8 @@ import (
 
 const (
 	adviceTorch = "Raise podshaper.io/batch-bytes (or batch-shape), podshaper.io/dataloader-workers " +
-		"or podshaper.io/prefetch-factor to what the DataLoader really holds, or set podshaper.io/shm-size."
-	adviceSize = "Set podshaper.io/shm-size to what the job needs."
+		"or podshaper.io/prefetch-factor to what the DataLoader really holds."
+	adviceSize = "Neither NCCL nor the DataLoader fills it: raise podshaper.io/batch-bytes to make room, or mount the pod's own emptyDir at /dev/shm with the sizeLimit it needs (podshaper keeps it as written)."
 )
 
 func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
