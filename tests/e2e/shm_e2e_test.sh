@@ -169,6 +169,25 @@ no_series() { ! curl -s "http://$(shm_ip):8080/metrics" | grep -q "pod=\"$1\""; 
 gone() { ! kc -n ml get shmusage "$1" >/dev/null 2>&1; }
 check "shm-steady's series are gone from the metrics once it is deleted" until_ok 30 no_series shm-steady
 check "its ShmUsage object goes with it (owned by the pod)" until_ok 60 gone shm-steady
+# 8. its ValidatingAdmissionPolicy, with its own pod's token (which names the node): it
+# may write its node's pods' ShmUsages, not another node's
+server=$(kc config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+kc config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$tmp/ca.crt"
+token=$(kc -n podshaper-node create token podshaper-shm --bound-object-kind Pod --bound-object-name "$(shm_pod)")
+as_shm() { kubectl --kubeconfig /dev/null --server "$server" --certificate-authority "$tmp/ca.crt" --token "$token" "$@"; }
+usage_of() { # NAME NODE: a ShmUsage of a pod of NODE
+  printf '{"apiVersion": "podshaper.io/v1alpha1", "kind": "ShmUsage", "metadata": {"name": "%s", "namespace": "ml"},
+    "spec": {"podName": "%s", "podUID": "u-%s", "nodeName": "%s", "volume": "podshaper-dshm", "userVolume": false}}' "$1" "$1" "$1" "$2"
+}
+create_own() { usage_of own-node "$node" | as_shm create -f - >/dev/null; }
+check "podshaper-shm's token may create a ShmUsage of its node's pod" create_own
+if out=$(usage_of other-node gpu-7 | as_shm create -f - 2>&1); then
+  fail "podshaper-shm's token created a ShmUsage of another node's pod"
+else
+  check "... not one of another node's pod, and the API server says why" contains "$out" "podshaper-shm may write only the ShmUsages of its own node's pods ($node), not ml/other-node of node gpu-7"
+fi
+kc -n ml delete shmusage own-node --ignore-not-found >/dev/null
+
 writes=$(metric_at "http://$(shm_ip):8080/metrics" podshaper_shm_api_writes_total 'kind="failed"')
 check "no API write of podshaper-shm failed ($writes)" test "$writes" = 0
 
