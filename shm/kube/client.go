@@ -62,6 +62,13 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
 }
 
+// Permanent says whether err is an answer that the same request would get again: a 4xx
+// other than 409 (Conflict) and 429 (TooManyRequests), such as 403, 404 or 422.
+func Permanent(err error) bool {
+	var a *APIError
+	return errors.As(err, &a) && a.Code >= 400 && a.Code < 500 && a.Code != 409 && a.Code != 429
+}
+
 // isCode says whether err is the API server's answer with this HTTP status.
 func isCode(err error, code int) bool {
 	var a *APIError

@@ -165,8 +165,9 @@ type fakeKube struct {
 	puts       []kube.ShmUsage
 	usages     map[kube.PodRef]*kube.ShmUsage
 	getErr     error
-	failPuts   int // how many PutUsage calls fail from now on
-	failEvents int // how many Event calls fail from now on
+	failPuts   int   // how many PutUsage calls fail from now on
+	failEvents int   // how many Event calls fail from now on
+	failWith   error // what they fail with (nil: a transient error)
 	duringPut  func(u *kube.ShmUsage)
 }
 
@@ -182,7 +183,7 @@ func (k *fakeKube) Event(pod kube.PodRef, typ, reason, message string) error {
 	defer k.mu.Unlock()
 	if k.failEvents > 0 {
 		k.failEvents--
-		return errors.New("the API is away")
+		return k.failure()
 	}
 	k.events = append(k.events, sentEvent{pod, typ, reason, message})
 	return nil
@@ -211,12 +212,19 @@ func (k *fakeKube) PutUsage(u *kube.ShmUsage) error {
 	defer k.mu.Unlock()
 	if k.failPuts > 0 {
 		k.failPuts--
-		return errors.New("the API is away")
+		return k.failure()
 	}
 	k.puts = append(k.puts, *u)
 	c := *u
 	k.usages[u.Pod] = &c
 	return nil
+}
+
+func (k *fakeKube) failure() error {
+	if k.failWith != nil {
+		return k.failWith
+	}
+	return errors.New("the API is away")
 }
 
 func (k *fakeKube) sent() ([]sentEvent, []kube.ShmUsage) {

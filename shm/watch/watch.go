@@ -88,11 +88,16 @@ type volume struct {
 
 type podState struct {
 	Pod
-	vol       *volume
-	skipped   string                // why its /dev/shm is not watched
-	running   map[string]*Container // by id: running containers that mount the volume
-	stopped   map[string]time.Time  // by container name: when its last instance stopped
-	recovered bool                  // the API's ShmUsage was read
+	vol     *volume
+	skipped string                // why its /dev/shm is not watched
+	running map[string]*Container // by id: running containers that mount the volume
+	stopped map[string]time.Time  // by container name: when its last instance stopped
+	inRun   map[string]bool       // by container name: those that ran in the open run
+	endHow  string                // how the open run's first container to stop ended
+	// The API's ShmUsage: read (recovered), or still to be read (pending: its reading failed,
+	// so nothing of this pod is written, lest the runs kept there be replaced by fewer).
+	recovered, pending bool
+	syncBegun          bool // the open run was begun by Sync, maybe the API's open run going on
 }
 
 // Watch is the state. Its methods are safe to call from several goroutines.
@@ -104,13 +109,38 @@ type Watch struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	mu   sync.Mutex
-	pods map[string]*podState // by sandbox id
+	mu    sync.Mutex
+	pods  map[string]*podState // by sandbox id
+	later []tell               // Events that need the volume's files read: told once the lock is let go
+}
+
+// tell is an Event whose words need what fills the volume, read after the lock is let go
+// (a listing may take 0.2 s; the runtime may be waiting for the lock meanwhile).
+type tell struct {
+	ref         kube.PodRef
+	path        string
+	typ, reason string
+	message     func(t *usage.Tally) string
 }
 
 // New returns an empty Watch.
 func New(cfg Config, h host.Host, k kube.Client, sink Sink, log *slog.Logger, now func() time.Time) *Watch {
 	return &Watch{cfg: cfg, host: h, kube: k, sink: sink, log: log, now: now, pods: map[string]*podState{}}
+}
+
+// unlock lets the lock go, then tells the Events that wait for the volume's files.
+func (w *Watch) unlock() {
+	later := w.later
+	w.later = nil
+	w.mu.Unlock()
+	for _, t := range later {
+		var tally *usage.Tally
+		if listing, err := w.host.List(t.path, listBound); err == nil {
+			x := usage.TallyOf(listing.Files, listing.Partial)
+			tally = &x
+		}
+		w.sink.Event(t.ref, t.typ, t.reason, t.message(tally))
+	}
 }
 
 // Shaped says whether podshaper shaped the pod.
@@ -126,17 +156,17 @@ func volumeOf(cfg Config, pod kube.PodRef, mounts map[string]string) (*volume, s
 		return nil, ""
 	}
 	dir := filepath.Join(cfg.KubeletRoot, "pods", pod.UID, "volumes", "kubernetes.io~empty-dir")
-	if filepath.Dir(src) != dir {
+	name := filepath.Base(src)
+	if filepath.Dir(src) != dir || name == "." || name == ".." {
 		return nil, fmt.Sprintf("/dev/shm is %s on the host, not an emptyDir of the pod: not measured, not cleaned", src)
 	}
-	name := filepath.Base(src)
 	return &volume{name: name, hostPath: src, user: name != ShmVolume}, ""
 }
 
 func (w *Watch) podFor(p Pod) *podState {
 	ps := w.pods[p.SandboxID]
 	if ps == nil {
-		ps = &podState{Pod: p, running: map[string]*Container{}, stopped: map[string]time.Time{}}
+		ps = &podState{Pod: p, running: map[string]*Container{}, stopped: map[string]time.Time{}, inRun: map[string]bool{}}
 		w.pods[p.SandboxID] = ps
 	}
 	return ps
@@ -171,33 +201,64 @@ func (w *Watch) attach(ps *podState, c *Container) bool {
 	return true
 }
 
-// recover reads the pod's ShmUsage once: the runs measured before this process started,
-// so that a run still open keeps its peak.
-func (w *Watch) recover(ps *podState) {
-	if ps.recovered || w.kube == nil {
-		return
+// read reads pods' ShmUsages, without the lock: the API may be slow.
+func (w *Watch) read(refs []kube.PodRef) map[kube.PodRef]*kube.ShmUsage {
+	got := map[kube.PodRef]*kube.ShmUsage{}
+	for _, ref := range refs {
+		u, err := w.kube.GetUsage(ref)
+		if err != nil {
+			w.log.Warn("reading ShmUsage failed; nothing of the pod is written until it is read", "pod",
+				ref.Namespace+"/"+ref.Name, "error", err)
+			continue
+		}
+		got[ref] = u // nil: none
 	}
-	ps.recovered = true
-	u, err := w.kube.GetUsage(ps.Ref)
-	if err != nil {
-		w.log.Warn("reading ShmUsage failed; its runs start again here", "pod", ps.Ref.Namespace+"/"+ps.Ref.Name, "error", err)
-		return
-	}
-	if u == nil || u.Volume != ps.vol.name {
-		return
-	}
-	ps.vol.Runs = append([]usage.Run(nil), u.Runs...)
-	ps.vol.written = ps.vol.Volume
-	ps.vol.written.Runs = append([]usage.Run(nil), u.Runs...)
+	return got
 }
 
-// Sync takes the runtime's state when podshaper-shm connects: every pod and container.
-// A shaped pod's running containers that mount its volume continue the run the API kept
-// open, or begin one at their start; a run the API kept open while none of them runs
-// ended when the last of them stopped.
+// recover takes what the API kept of the pod's runs (read: u, which is nil when there is
+// none). Runs measured here since, if any, go on after them: the first one, begun when
+// podshaper-shm connected, is the API's open run going on.
+func (w *Watch) recover(ps *podState, u *kube.ShmUsage) {
+	ps.recovered, ps.pending = true, false
+	if u == nil || u.Volume != ps.vol.name || len(u.Runs) == 0 {
+		return
+	}
+	kept := append([]usage.Run(nil), u.Runs...)
+	local := ps.vol.Runs
+	last := &kept[len(kept)-1]
+	if len(local) > 0 && ps.syncBegun && last.EndedAt.IsZero() {
+		l := local[0]
+		if l.Peak > last.Peak {
+			last.Peak, last.PeakAt = l.Peak, l.PeakAt
+		}
+		last.Size, last.NearlyFull = l.Size, last.NearlyFull || l.NearlyFull
+		last.EndedAt, last.Ended = l.EndedAt, l.Ended
+		local = local[1:]
+	} else if last.EndedAt.IsZero() && len(local) > 0 {
+		// Open when podshaper-shm went away, and not going on: it ended before what runs now.
+		last.EndedAt, last.Ended = local[0].StartedAt, "Restarted"
+	}
+	for _, l := range local {
+		l.Number = kept[len(kept)-1].Number + 1
+		kept = append(kept, l)
+	}
+	if len(kept) > usage.RunsKept {
+		kept = kept[len(kept)-usage.RunsKept:]
+	}
+	ps.vol.Runs = kept
+	ps.syncBegun = false
+	if len(local) == 0 && len(ps.vol.Runs) == len(u.Runs) {
+		ps.vol.written = ps.vol.Volume
+		ps.vol.written.Runs = append([]usage.Run(nil), ps.vol.Runs...)
+	}
+}
+
+// Sync takes the runtime's state when podshaper-shm connects (again): every pod and
+// container. Pods no longer there are forgotten (their open runs end). A shaped pod's
+// running containers that mount its volume continue the run the API kept open, or begin
+// one at their start; an open run that a container's stop ended meanwhile ends there.
 func (w *Watch) Sync(pods []Pod, ctrs []Container) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	byID := map[string]Pod{}
 	for _, p := range pods {
 		if Shaped(p.Labels) {
@@ -205,18 +266,38 @@ func (w *Watch) Sync(pods []Pod, ctrs []Container) {
 		}
 	}
 	sort.Slice(ctrs, func(i, j int) bool { return ctrs[i].StartedAt.Before(ctrs[j].StartedAt) })
+	w.mu.Lock()
+	for id, ps := range w.pods {
+		if _, ok := byID[id]; !ok {
+			w.forget(id, ps)
+		}
+	}
+	var toRead []kube.PodRef
+	for i := range ctrs {
+		c := ctrs[i]
+		if p, ok := byID[c.SandboxID]; ok {
+			if ps := w.podFor(p); w.attach(ps, &c) && !ps.recovered && !ps.pending && w.kube != nil {
+				ps.pending = true
+				toRead = append(toRead, ps.Ref)
+			}
+		}
+	}
+	w.mu.Unlock()
+	got := w.read(toRead)
+	w.mu.Lock()
+	defer w.unlock()
+	for _, ps := range w.pods {
+		if u, ok := got[ps.Ref]; ok && ps.vol != nil {
+			w.recover(ps, u)
+		}
+	}
 	lastStopped := map[*podState]Container{}
 	for i := range ctrs {
 		c := ctrs[i]
-		p, ok := byID[c.SandboxID]
-		if !ok {
+		ps := w.pods[c.SandboxID]
+		if ps == nil || ps.vol == nil || !w.attach(ps, &c) {
 			continue
 		}
-		ps := w.podFor(p)
-		if !w.attach(ps, &c) {
-			continue
-		}
-		w.recover(ps)
 		if !c.Running {
 			if c.FinishedAt.After(ps.stopped[c.Name]) {
 				ps.stopped[c.Name] = c.FinishedAt
@@ -226,10 +307,20 @@ func (w *Watch) Sync(pods []Pod, ctrs []Container) {
 			}
 			continue
 		}
+		// A container that stopped after the open run began and before this one started: the
+		// run ended there (podshaper-shm was away), and this one begins the next.
+		if cur := ps.vol.Current(); cur != nil {
+			if s, ok := lastStopped[ps]; ok && s.FinishedAt.After(cur.StartedAt) && !s.FinishedAt.After(c.StartedAt) &&
+				len(ps.running) == 0 {
+				w.endRun(ps, s.FinishedAt, howEnded(s))
+			}
+		}
 		ps.running[c.ID] = &c
 		if ps.vol.Current() == nil {
 			w.begin(ps, c.StartedAt)
+			ps.syncBegun = ps.pending
 		}
+		ps.inRun[c.Name] = true
 	}
 	for ps, c := range lastStopped {
 		if len(ps.running) == 0 {
@@ -240,37 +331,49 @@ func (w *Watch) Sync(pods []Pod, ctrs []Container) {
 
 // Create is told before a container is created. When a container of a shaped pod that
 // mounts its volume is created again (the kubelet's restart count above 0), the files its
-// dead run left (held by no live process of the pod, last changed before that run ended)
+// dead run left (held by no live process of the pod, last changed before that run ended;
+// while another container of the pod runs, only NCCL's, torch's, OpenMP's and PSM/MPI's)
 // are removed, and the pod is told. It returns once done: the runtime waits for it.
 func (w *Watch) Create(p Pod, c Container) {
-	if !Shaped(p.Labels) || !w.cfg.Clean {
+	if !Shaped(p.Labels) {
 		return
 	}
 	w.mu.Lock()
 	ps := w.podFor(p)
 	if !w.attach(ps, &c) {
-		w.mu.Unlock()
+		w.unlock()
 		return
+	}
+	now := w.now()
+	// Its dead instance, when the runtime has not told its stop yet (it tells exits
+	// asynchronously): stopped now.
+	for id, old := range ps.running {
+		if old.Name == c.Name {
+			w.stop(ps, id, now, "Restarted")
+		}
 	}
 	v := ps.vol
 	restarts, _ := strconv.Atoi(c.Annotations[restartCountAnnotation])
 	cutoff, known := ps.stopped[c.Name]
 	nextRun := 1
 	if cur := v.Runs; len(cur) > 0 {
-		nextRun = cur[len(cur)-1].Number + 1
+		nextRun = cur[len(cur)-1].Number
+		if v.Current() == nil {
+			nextRun++
+		}
 	}
-	w.mu.Unlock()
-	if restarts == 0 || (v.user && !w.cfg.CleanUserVolumes) {
+	othersRun := len(ps.running) > 0
+	w.unlock()
+	if !w.cfg.Clean || restarts == 0 || (v.user && !w.cfg.CleanUserVolumes) {
 		return
 	}
-	now := w.now()
 	if !known || cutoff.After(now) {
 		cutoff = now // not seen stopping (podshaper-shm started since): what is there now is the dead run's
 	}
-	w.clean(ps.Ref, v, nextRun, cutoff, now)
+	w.clean(ps.Ref, v, nextRun, cutoff, now, othersRun)
 }
 
-func (w *Watch) clean(ref kube.PodRef, v *volume, nextRun int, cutoff, now time.Time) {
+func (w *Watch) clean(ref kube.PodRef, v *volume, nextRun int, cutoff, now time.Time, onlyKnown bool) {
 	who := ref.Namespace + "/" + ref.Name
 	listing, err := w.host.List(v.hostPath, listBound)
 	if err != nil {
@@ -286,6 +389,17 @@ func (w *Watch) clean(ref kube.PodRef, v *volume, nextRun int, cutoff, now time.
 		return
 	}
 	dead := usage.Leftovers(listing.Files, held, cutoff)
+	if onlyKnown {
+		// Another container of the pod runs: what it wrote and closed is its own, unless it
+		// is what a crashed NCCL or DataLoader leaves.
+		known := dead[:0]
+		for _, f := range dead {
+			if usage.KindOf(f.Name) != usage.KindOther {
+				known = append(known, f)
+			}
+		}
+		dead = known
+	}
 	if len(dead) == 0 {
 		return
 	}
@@ -305,49 +419,66 @@ func (w *Watch) clean(ref kube.PodRef, v *volume, nextRun int, cutoff, now time.
 	tally := usage.TallyOf(removed, false)
 	n, bytes := tally.Total()
 	w.log.Info("removed a dead run's files", "pod", who, "files", n, "bytes", bytes, "kept", kept, "notReached", notReached)
-	w.sink.Event(ref, eventTypeNormal, ReasonLeftoversRemoved, usage.LeftoversMessage(nextRun, tally, kept, notReached))
+	msg := usage.LeftoversMessage(nextRun, tally, kept, notReached)
+	if listing.Partial {
+		msg += fmt.Sprintf(" Only its first %d names were read: more may be left.", listBound)
+	}
+	w.sink.Event(ref, eventTypeNormal, ReasonLeftoversRemoved, msg)
 }
 
-// Start is told when a container has started: one that mounts a shaped pod's volume
-// begins a run unless one is open (another container of the pod already runs).
+// Start is told when a container has started. One that mounts a shaped pod's volume
+// begins a run unless one is open; when it had run in the open run already (a restart
+// while another container of the pod kept running), that run ends and the next begins.
 func (w *Watch) Start(p Pod, c Container) {
 	if !Shaped(p.Labels) {
 		return
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	defer w.unlock()
 	ps := w.podFor(p)
 	if !w.attach(ps, &c) {
 		return
 	}
 	// No API read here: the runtime waits for this call. A pod that was on the node when
 	// podshaper-shm connected was recovered in Sync; one that starts later is new.
+	at := c.StartedAt
+	if at.IsZero() {
+		at = w.now()
+	}
+	if _, known := ps.running[c.ID]; known {
+		return // told again
+	}
+	if ps.vol.Current() != nil && ps.inRun[c.Name] {
+		how := ps.endHow
+		if how == "" {
+			how = "Restarted"
+		}
+		w.endRun(ps, at, how)
+	}
 	c.Running = true
 	ps.running[c.ID] = &c
 	if ps.vol.Current() == nil {
-		at := c.StartedAt
-		if at.IsZero() {
-			at = w.now()
-		}
 		w.begin(ps, at)
 	}
+	ps.inRun[c.Name] = true
 }
 
 // begin starts the pod's next run at `at` with a sample of its use now, and tells it.
 func (w *Watch) begin(ps *podState, at time.Time) {
 	v := ps.vol
 	v.Start(at)
+	ps.inRun, ps.endHow, ps.syncBegun = map[string]bool{}, "", false
 	if space, err := w.host.Statfs(v.hostPath); err == nil {
 		v.Observe(w.now(), space.Size, space.Used)
 	}
 	w.emitUsage(ps, true)
 }
 
-// Stop is told when a container stopped (or was found gone): the first container of a
-// run to stop ends the run, and the pod is told its peak.
+// Stop is told when a container stopped. The run ends when no container that mounts the
+// volume runs any more, told how the first of them to stop ended.
 func (w *Watch) Stop(sandboxID string, c Container) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	defer w.unlock()
 	ps := w.pods[sandboxID]
 	if ps == nil || ps.vol == nil {
 		return
@@ -356,15 +487,25 @@ func (w *Watch) Stop(sandboxID string, c Container) {
 	if at.IsZero() {
 		at = w.now()
 	}
-	known, wasRunning := ps.running[c.ID]
+	w.stop(ps, c.ID, at, howEnded(c))
+}
+
+// stop: container id of the pod stopped at `at`, as `how`.
+func (w *Watch) stop(ps *podState, id string, at time.Time, how string) {
+	known, wasRunning := ps.running[id]
 	if !wasRunning {
 		return
 	}
-	delete(ps.running, c.ID)
+	delete(ps.running, id)
 	if at.After(ps.stopped[known.Name]) {
 		ps.stopped[known.Name] = at
 	}
-	w.endRun(ps, at, howEnded(c))
+	if ps.endHow == "" {
+		ps.endHow = how
+	}
+	if len(ps.running) == 0 {
+		w.endRun(ps, at, ps.endHow)
+	}
 }
 
 func howEnded(c Container) string {
@@ -378,6 +519,8 @@ func howEnded(c Container) string {
 	}
 }
 
+// endRun ends the open run at `at`; its ShmUsage Event, with what the volume holds then,
+// is told once the lock is let go.
 func (w *Watch) endRun(ps *podState, at time.Time, how string) {
 	v := ps.vol
 	if v.Current() == nil {
@@ -387,12 +530,10 @@ func (w *Watch) endRun(ps *podState, at time.Time, how string) {
 		v.Observe(at, space.Size, space.Used)
 	}
 	run := v.End(at, how)
-	var tally *usage.Tally
-	if listing, err := w.host.List(v.hostPath, listBound); err == nil {
-		t := usage.TallyOf(listing.Files, listing.Partial)
-		tally = &t
-	}
-	w.sink.Event(ps.Ref, eventTypeNormal, ReasonUsage, usage.UsageMessage(*run, tally, v.user))
+	user := v.user
+	w.later = append(w.later, tell{ref: ps.Ref, path: v.hostPath, typ: eventTypeNormal, reason: ReasonUsage,
+		message: func(t *usage.Tally) string { return usage.UsageMessage(*run, t, user) }})
+	ps.inRun, ps.endHow = map[string]bool{}, ""
 	w.emitUsage(ps, true)
 }
 
@@ -400,23 +541,47 @@ func (w *Watch) endRun(ps *podState, at time.Time, how string) {
 // (its metrics go with it).
 func (w *Watch) PodGone(sandboxID string) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	ps := w.pods[sandboxID]
-	if ps == nil {
-		return
+	defer w.unlock()
+	if ps := w.pods[sandboxID]; ps != nil {
+		w.forget(sandboxID, ps)
 	}
+}
+
+func (w *Watch) forget(id string, ps *podState) {
 	if ps.vol != nil {
-		w.endRun(ps, w.now(), "Pod stopped")
+		how := ps.endHow
+		if how == "" {
+			how = "Pod stopped"
+		}
+		w.endRun(ps, w.now(), how)
 	}
-	delete(w.pods, sandboxID)
+	delete(w.pods, id)
 }
 
 // Tick samples every watched volume: its use and the open run's peak; a run whose use
 // reaches 90% of the size is warned once; a container whose process is gone (a stop the
-// runtime did not tell) ends its run. Then what changed goes to the sink.
+// runtime did not tell) is stopped. Then what changed goes to the sink. A pod whose
+// ShmUsage could not be read is read again first.
 func (w *Watch) Tick() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	var toRead []kube.PodRef
+	for _, ps := range w.pods {
+		if ps.pending && w.kube != nil {
+			toRead = append(toRead, ps.Ref)
+		}
+	}
+	if len(toRead) > 0 {
+		w.mu.Unlock()
+		got := w.read(toRead)
+		w.mu.Lock()
+		for _, ps := range w.pods {
+			if u, ok := got[ps.Ref]; ok && ps.pending && ps.vol != nil {
+				w.recover(ps, u)
+				w.emitUsage(ps, true)
+			}
+		}
+	}
+	defer w.unlock()
 	now := w.now()
 	for _, ps := range w.pods {
 		v := ps.vol
@@ -425,11 +590,7 @@ func (w *Watch) Tick() {
 		}
 		for id, c := range ps.running {
 			if c.Pid != 0 && !w.alive(c.Pid) {
-				delete(ps.running, id)
-				if now.After(ps.stopped[c.Name]) {
-					ps.stopped[c.Name] = now
-				}
-				w.endRun(ps, now, "Stopped")
+				w.stop(ps, id, now, "Stopped")
 			}
 		}
 		space, err := w.host.Statfs(v.hostPath)
@@ -437,11 +598,14 @@ func (w *Watch) Tick() {
 			continue
 		}
 		if v.Observe(now, space.Size, space.Used) {
-			t := usage.Tally{}
-			if listing, err := w.host.List(v.hostPath, listBound); err == nil {
-				t = usage.TallyOf(listing.Files, listing.Partial)
-			}
-			w.sink.Event(ps.Ref, eventTypeWarning, ReasonNearlyFull, usage.NearlyFullMessage(*v.Current(), space.Used, t, v.user))
+			run, used, user := *v.Current(), space.Used, v.user
+			w.later = append(w.later, tell{ref: ps.Ref, path: v.hostPath, typ: eventTypeWarning, reason: ReasonNearlyFull,
+				message: func(t *usage.Tally) string {
+					if t == nil {
+						t = &usage.Tally{}
+					}
+					return usage.NearlyFullMessage(run, used, *t, user)
+				}})
 			v.MarkNearlyFull()
 			w.emitUsage(ps, true)
 			continue
@@ -459,7 +623,7 @@ func (w *Watch) alive(pid uint32) bool {
 // write: a run begun, ended or warned (urgent), its peak or size, or its use by 1% of the size.
 func (w *Watch) emitUsage(ps *podState, urgent bool) {
 	v := ps.vol
-	if !urgent && !changed(v.written, v.Volume) {
+	if ps.pending || (!urgent && !changed(v.written, v.Volume)) {
 		return
 	}
 	v.written = v.Volume

@@ -234,8 +234,11 @@ func TestRuns(t *testing.T) {
 		}
 	}
 
-	// The first container stops: the run ends, told with its peak.
+	// The first container stops while the second runs: the run goes on. The second stops:
+	// the run ends, told with its peak and how the first ended.
 	f.w.Stop(p.SandboxID, stopped(c1, at(20), 1, "Error"))
+	none(t, "one of two containers stops", f.sink)
+	f.w.Stop(p.SandboxID, stopped(c2, at(21), 0, ""))
 	events, usages = f.sink.take()
 	wantEnd := sentEvent{p.Ref, "Normal", "ShmUsage", "peak 999Mi of 1000Mi (99%) in run 1 (Error (exit 1)): " +
 		"/dev/shm was just enough or too small for this run. " + adviceTorch + " At the end it held " +
@@ -243,13 +246,11 @@ func TestRuns(t *testing.T) {
 	if len(events) != 1 || events[0] != wantEnd {
 		t.Errorf("run 1 ends: events\n %+v\nwant\n %+v", events, wantEnd)
 	}
-	wantRun1 := usage.Run{Number: 1, StartedAt: at(0), EndedAt: at(20), Size: 1000 * mi, Peak: 999 * mi, PeakAt: at(13),
+	wantRun1 := usage.Run{Number: 1, StartedAt: at(0), EndedAt: at(21), Size: 1000 * mi, Peak: 999 * mi, PeakAt: at(13),
 		NearlyFull: true, Ended: "Error (exit 1)"}
 	if r := lastRun(t, oneUsage(t, "run 1 ends", usages, true)); r != wantRun1 {
 		t.Errorf("run 1 ends:\n got %+v\nwant %+v", r, wantRun1)
 	}
-	f.w.Stop(p.SandboxID, stopped(c2, at(21), 0, ""))
-	none(t, "the second container stops after the run ended", f.sink)
 	f.w.Stop(p.SandboxID, stopped(c2, at(21), 0, ""))
 	none(t, "a stop told twice", f.sink)
 
@@ -289,6 +290,10 @@ func TestTickEndsRunOfGoneProcess(t *testing.T) {
 	f.sink.take()
 
 	f.gone(201)
+	f.clock.t = at(4)
+	f.w.Tick()
+	none(t, "one of two processes gone", f.sink)
+	f.gone(202)
 	f.clock.t = at(5)
 	f.w.Tick()
 	events, usages := f.sink.take()
@@ -304,10 +309,10 @@ func TestTickEndsRunOfGoneProcess(t *testing.T) {
 	f.w.Tick()
 	none(t, "the next tick", f.sink)
 
-	// Restarted: what changed before the tick that saw it gone is the dead run's.
+	// Restarted: what changed before the tick that saw main gone (at 4) is its dead run's.
 	f.host.setVolume(src, tmpfs(983*mi, 2*mi),
-		usage.File{Name: "nccl-old", Bytes: mi, ChangedAt: at(4), ID: usage.FileID{Dev: 1, Ino: 1}},
-		usage.File{Name: "nccl-new", Bytes: mi, ChangedAt: at(6), ID: usage.FileID{Dev: 1, Ino: 2}})
+		usage.File{Name: "nccl-old", Bytes: mi, ChangedAt: at(3), ID: usage.FileID{Dev: 1, Ino: 1}},
+		usage.File{Name: "nccl-new", Bytes: mi, ChangedAt: at(4), ID: usage.FileID{Dev: 1, Ino: 2}})
 	c1 = ctr(p, "main", 203, src)
 	c1.Annotations[restartCountAnnotation] = "1"
 	f.clock.t = at(7)
@@ -478,6 +483,19 @@ func TestSync(t *testing.T) {
 			f.w.Sync([]Pod{p, unshaped}, []Container{ctr(unshaped, "web", 9, emptyDir(unshaped, ShmVolume)), c1})
 
 			events, usages := f.sink.take()
+			if c.getErr != nil {
+				// Nothing of the pod is written until its ShmUsage is read: each tick tries again.
+				if len(usages) > 0 {
+					t.Errorf("%s: handed %+v before the ShmUsage was read", c.name, usages)
+				}
+				f.w.Tick()
+				if _, usages = f.sink.take(); len(usages) > 0 {
+					t.Errorf("%s: handed %+v while the ShmUsage cannot be read", c.name, usages)
+				}
+				f.kube.getErr = nil
+				f.w.Tick()
+				events, usages = f.sink.take()
+			}
 			switch {
 			case c.ended != nil:
 				wantEnd := "peak 800Mi of 1000Mi (80%) in run 2 (Error (exit 1)): /dev/shm could be 960Mi (peak + 20% headroom)."
@@ -638,5 +656,133 @@ func TestNothingChangesNothingWritten(t *testing.T) {
 	}
 	if len(f.w.Gauges()) != 64 {
 		t.Errorf("%d gauges", len(f.w.Gauges()))
+	}
+}
+
+// A container restarted while a native sidecar on the same volume keeps running: its
+// restart ends the run (told how it died) and begins the next; its dead run's NCCL and torch
+// files go, the sidecar's closed file of no known kind stays.
+func TestRestartBesideASidecar(t *testing.T) {
+	f := newFixture(t, nil)
+	p := shapedPod("train")
+	src := emptyDir(p, ShmVolume)
+	f.host.setVolume(src, tmpfs(1000*mi, 0))
+	side, main := ctr(p, "holder", 601, src), ctr(p, "trainer", 602, src)
+	f.alive(601)
+	f.alive(602)
+	f.w.Start(p, side)
+	f.w.Start(p, main)
+	f.sink.take()
+	f.host.setUsed(src, 104*mi)
+	f.clock.t = at(5)
+	f.w.Tick()
+	f.sink.take()
+
+	f.w.Stop(p.SandboxID, stopped(main, at(8), 1, "Error"))
+	none(t, "the trainer died, the sidecar runs", f.sink)
+	id := func(n uint64) usage.FileID { return usage.FileID{Dev: 3, Ino: n} }
+	f.host.setVolume(src, tmpfs(1000*mi, 104*mi),
+		usage.File{Name: "nccl-run1-1", Bytes: 32 * mi, ChangedAt: at(6), ID: id(1)},
+		usage.File{Name: "torch_17_1", Bytes: 8 * mi, ChangedAt: at(7), ID: id(2)},
+		usage.File{Name: "sidecar-notes", Bytes: mi, ChangedAt: at(2), ID: id(3)},
+		usage.File{Name: "held-by-sidecar", Bytes: 4096, ChangedAt: at(1), ID: id(4)})
+	f.host.held = map[usage.FileID]bool{id(4): true}
+	again := ctr(p, "trainer", 603, src)
+	again.Annotations[restartCountAnnotation] = "1"
+	f.clock.t = at(9)
+	f.w.Create(p, again)
+	if got := f.host.removedNames(); !slices.Equal(got, []string{"nccl-run1-1", "torch_17_1"}) {
+		t.Errorf("removed %v, want the dead run's NCCL and torch files only", got)
+	}
+	events, _ := f.sink.take()
+	if len(events) != 1 || events[0].reason != ReasonLeftoversRemoved ||
+		!strings.HasPrefix(events[0].message, "removed 2 files (40Mi) a dead run left in /dev/shm before run 1 started") {
+		t.Errorf("events %+v", events)
+	}
+	again.StartedAt = at(10)
+	f.alive(603)
+	f.w.Start(p, again)
+	events, usages := f.sink.take()
+	want := "peak 104Mi of 1000Mi (10%) in run 1 (Error (exit 1)): /dev/shm could be 125Mi (peak + 20% headroom)."
+	if len(events) != 1 || events[0].reason != ReasonUsage || !strings.HasPrefix(events[0].message, want) {
+		t.Errorf("the restart: events %+v, want run 1's end %q", events, want)
+	}
+	if len(usages) != 2 || lastRun(t, usages[1].u).Number != 2 || !lastRun(t, usages[1].u).StartedAt.Equal(at(10)) {
+		t.Errorf("the restart: usages %+v, want run 1 ended then run 2 begun at 10", usages)
+	}
+}
+
+// The runtime tells a container's exit asynchronously: when its restart is created first,
+// the dead instance is taken as stopped now, and what it left goes.
+func TestCreateBeforeTheStopIsTold(t *testing.T) {
+	f := newFixture(t, nil)
+	p := shapedPod("train")
+	src := emptyDir(p, ShmVolume)
+	f.host.setVolume(src, tmpfs(1000*mi, 0))
+	c := ctr(p, "trainer", 701, src)
+	f.alive(701)
+	f.w.Start(p, c)
+	f.sink.take()
+	f.host.setVolume(src, tmpfs(1000*mi, 32*mi),
+		usage.File{Name: "nccl-x", Bytes: 32 * mi, ChangedAt: at(20), ID: usage.FileID{Dev: 1, Ino: 9}})
+	again := ctr(p, "trainer", 702, src)
+	again.Annotations[restartCountAnnotation] = "1"
+	f.clock.t = at(21)
+	f.w.Create(p, again)
+	if got := f.host.removedNames(); !slices.Equal(got, []string{"nccl-x"}) {
+		t.Errorf("removed %v, want nccl-x", got)
+	}
+	events, _ := f.sink.take()
+	if len(events) != 2 || events[0].reason != ReasonUsage || events[1].reason != ReasonLeftoversRemoved ||
+		!strings.Contains(events[0].message, "in run 1 (Restarted)") ||
+		!strings.Contains(events[1].message, "before run 2 started") {
+		t.Errorf("events %+v, want run 1 ended (Restarted), then the removal before run 2", events)
+	}
+}
+
+// podshaper-shm connects again (containerd restarted): a pod no longer listed is forgotten,
+// its open run ended; its series go.
+func TestSyncForgetsPodsGone(t *testing.T) {
+	f := newFixture(t, nil)
+	p := shapedPod("train")
+	src := emptyDir(p, ShmVolume)
+	f.host.setVolume(src, tmpfs(1000*mi, 10*mi))
+	c := ctr(p, "trainer", 801, src)
+	f.alive(801)
+	f.w.Start(p, c)
+	f.sink.take()
+	f.clock.t = at(30)
+	f.w.Sync(nil, nil)
+	events, _ := f.sink.take()
+	if len(events) != 1 || !strings.Contains(events[0].message, "in run 1 (Pod stopped)") {
+		t.Errorf("events %+v, want run 1 ended as the pod stopped", events)
+	}
+	if g := f.w.Gauges(); len(g) != 0 {
+		t.Errorf("gauges %+v after the pod went", g)
+	}
+}
+
+// A container restarted while podshaper-shm was away: the run the API kept open ended at
+// the dead instance's stop, and the new instance's run begins at its start.
+func TestSyncAfterARestartUnseen(t *testing.T) {
+	f := newFixture(t, nil)
+	p := shapedPod("train")
+	src := emptyDir(p, ShmVolume)
+	f.host.setVolume(src, tmpfs(1000*mi, 20*mi))
+	f.kube.usages[p.Ref] = &kube.ShmUsage{Pod: p.Ref, Volume: ShmVolume, Size: 1000 * mi,
+		Runs: []usage.Run{{Number: 3, StartedAt: at(-100), Size: 1000 * mi, Peak: 700 * mi, PeakAt: at(-80)}}}
+	dead := stopped(ctr(p, "trainer", 901, src), at(-50), 1, "Error")
+	dead.StartedAt = at(-100)
+	alive := ctr(p, "trainer", 902, src)
+	alive.ID, alive.StartedAt = "c-902", at(-40)
+	f.alive(902)
+	f.w.Sync([]Pod{p}, []Container{dead, alive})
+	events, usages := f.sink.take()
+	if len(events) != 1 || !strings.HasPrefix(events[0].message, "peak 700Mi of 1000Mi (70%) in run 3 (Error (exit 1))") {
+		t.Errorf("events %+v, want run 3's end with its kept peak", events)
+	}
+	u := usages[len(usages)-1].u
+	if n := len(u.Runs); n != 2 || !u.Runs[0].EndedAt.Equal(at(-50)) || u.Runs[1].Number != 4 || !u.Runs[1].StartedAt.Equal(at(-40)) {
+		t.Errorf("runs %+v, want run 3 ended at -50 and run 4 begun at -40", u.Runs)
 	}
 }

@@ -54,7 +54,11 @@ func (c *Counts) Get() (events, usages, failed int64) {
 type event struct {
 	pod                  kube.PodRef
 	typ, reason, message string
+	tries                int
 }
+
+// eventTries: an Event the API server failed to take (not refused) is tried this often.
+const eventTries = 5
 
 type pending struct {
 	u     kube.ShmUsage
@@ -77,7 +81,7 @@ func (w *Writer) poke() {
 // Event implements Sink.
 func (w *Writer) Event(pod kube.PodRef, typ, reason, message string) {
 	w.mu.Lock()
-	w.events = append(w.events, event{pod, typ, reason, message})
+	w.events = append(w.events, event{pod: pod, typ: typ, reason: reason, message: message})
 	w.mu.Unlock()
 	w.poke()
 }
@@ -139,6 +143,12 @@ func (w *Writer) Flush() {
 	for _, e := range events {
 		err := w.kube.Event(e.pod, e.typ, e.reason, e.message)
 		w.count(err, 1, 0, "event", e.pod, e.reason)
+		if err != nil && !kube.Permanent(err) && e.tries+1 < eventTries {
+			e.tries++
+			w.mu.Lock()
+			w.events = append(w.events, e) // told again at the next flush (a second later)
+			w.mu.Unlock()
+		}
 	}
 	if routine != nil {
 		urgent = append(urgent, *routine)
@@ -146,7 +156,7 @@ func (w *Writer) Flush() {
 	for i, u := range urgent {
 		if err := w.kube.PutUsage(&u); err != nil {
 			w.count(err, 0, 1, "ShmUsage", u.Pod, "")
-			if !slices.ContainsFunc(urgent[i+1:], func(v kube.ShmUsage) bool { return v.Pod == u.Pod }) {
+			if !kube.Permanent(err) && !slices.ContainsFunc(urgent[i+1:], func(v kube.ShmUsage) bool { return v.Pod == u.Pod }) {
 				w.retry(u)
 			}
 			continue

@@ -240,3 +240,41 @@ func TestWriterRun(t *testing.T) {
 		t.Fatal("Run did not return once stopped")
 	}
 }
+
+// An Event the API server failed to take is told again, at most eventTries times; one it
+// refused (a 4xx but 409 and 429) is not, nor is a ShmUsage it refused.
+func TestWriterTriesAgainUnlessRefused(t *testing.T) {
+	w, k, _ := newTestWriter()
+	pod := shapedPod("a").Ref
+	k.failEvents = 2
+	w.Event(pod, "Warning", ReasonNearlyFull, "full")
+	w.Flush()
+	w.Flush()
+	w.Flush()
+	if events, _ := k.sent(); len(events) != 1 || events[0].reason != ReasonNearlyFull {
+		t.Errorf("after two failures: told %+v, want the Event once", events)
+	}
+	k.failEvents = eventTries + 1
+	w.Event(pod, "Normal", ReasonUsage, "peak")
+	for range eventTries + 2 {
+		w.Flush()
+	}
+	if events, _ := k.sent(); len(events) != 1 {
+		t.Errorf("failing every time: told %+v, want it given up after %d tries", events, eventTries)
+	}
+	if k.failEvents != 1 {
+		t.Errorf("tried %d times, want %d", eventTries+1-k.failEvents, eventTries)
+	}
+
+	k.failEvents, k.failWith = 1, &kube.APIError{Method: "POST", Path: "/api/v1/namespaces/ml/events", Code: 403, Reason: "Forbidden"}
+	w.Event(pod, "Normal", ReasonUsage, "refused")
+	w.Flush()
+	w.Flush()
+	k.failPuts = 1
+	w.Usage(usageOf("a", 1), true)
+	w.Flush()
+	w.Flush()
+	if events, puts := k.sent(); len(events) != 1 || len(puts) != 0 {
+		t.Errorf("refused: told %+v, wrote %+v; want neither tried again", events, puts)
+	}
+}
