@@ -175,9 +175,11 @@ server=$(kc config view --raw --minify -o jsonpath='{.clusters[0].cluster.server
 kc config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$tmp/ca.crt"
 token=$(kc -n podshaper-node create token podshaper-shm --bound-object-kind Pod --bound-object-name "$(shm_pod)")
 as_shm() { kubectl --kubeconfig /dev/null --server "$server" --certificate-authority "$tmp/ca.crt" --token "$token" "$@"; }
-usage_of() { # NAME NODE: a ShmUsage of a pod of NODE
-  printf '{"apiVersion": "podshaper.io/v1alpha1", "kind": "ShmUsage", "metadata": {"name": "%s", "namespace": "ml"},
-    "spec": {"podName": "%s", "podUID": "u-%s", "nodeName": "%s", "volume": "podshaper-dshm", "userVolume": false}}' "$1" "$1" "$1" "$2"
+usage_of() { # NAME NODE [OWNER-UID]: a ShmUsage of a pod of NODE, owned by the pod of OWNER-UID (its own)
+  printf '{"apiVersion": "podshaper.io/v1alpha1", "kind": "ShmUsage", "metadata": {"name": "%s", "namespace": "ml",
+    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "%s", "uid": "%s"}]},
+    "spec": {"podName": "%s", "podUID": "u-%s", "nodeName": "%s", "volume": "podshaper-dshm", "userVolume": false}}' \
+    "$1" "$1" "${3:-u-$1}" "$1" "$1" "$2"
 }
 create_own() { usage_of own-node "$node" | as_shm create -f - >/dev/null; }
 check "podshaper-shm's token may create a ShmUsage of its node's pod" create_own
@@ -185,6 +187,11 @@ if out=$(usage_of other-node gpu-7 | as_shm create -f - 2>&1); then
   fail "podshaper-shm's token created a ShmUsage of another node's pod"
 else
   check "... not one of another node's pod, and the API server says why" contains "$out" "podshaper-shm may write only the ShmUsages of its own node's pods ($node), not ml/other-node of node gpu-7"
+fi
+if out=$(usage_of not-owned "$node" u-someone-else | as_shm create -f - 2>&1); then
+  fail "podshaper-shm's token created a ShmUsage owned by another pod than the one it names"
+else
+  check "... nor one owned by another pod than the one it names" contains "$out" "a ShmUsage is owned by the pod it measures"
 fi
 kc -n ml delete shmusage own-node --ignore-not-found >/dev/null
 

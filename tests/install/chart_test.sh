@@ -436,9 +436,9 @@ assert sc["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE", "DAC_OVERRI
 assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, sc
 assert [v["hostPath"]["path"] for v in pod["volumes"]] == ["/var/lib/kubelet/pods", "/var/run/nri"], pod["volumes"]
 rules = get("ClusterRole", "podshaper-shm")["rules"]
-assert rules == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-                 {"apiGroups": ["podshaper.io"], "resources": ["shmusages"], "verbs": ["get", "create", "delete", "update", "patch"]},
-                 {"apiGroups": ["podshaper.io"], "resources": ["shmusages/status"], "verbs": ["update", "patch"]}], rules
+assert rules == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+                 {"apiGroups": ["podshaper.io"], "resources": ["shmusages"], "verbs": ["get", "create", "delete"]},
+                 {"apiGroups": ["podshaper.io"], "resources": ["shmusages/status"], "verbs": ["patch"]}], rules
 bound = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
          and any(s["name"] == "podshaper-shm" for s in o.get("subjects", []))]
 assert [o["metadata"]["name"] for o in bound] == ["podshaper-shm"], bound
@@ -479,5 +479,6 @@ refuses "a logFormat" 'logFormat: "logfmt": expected text or json' --set logForm
 refuses "shm.namespace podshaper's own" "is podshaper's own namespace, which runs under Pod Security restricted" \
   --namespace podshaper-system --set shm.namespace=podshaper-system
 refuses "an shm.interval" 'shm.interval: "fast": expected a duration' --set shm.interval=fast
+refuses "an shm.interval below 100ms" 'shm.interval: "50ms": below 100ms' --set shm.interval=50ms
 refuses "an shm.nriSocket that is no absolute path" "nriSocket" --set shm.nriSocket=nri.sock
 finish

@@ -136,6 +136,9 @@ at the defaults, so that the default render is the manifests' objects. */}}
 {{- if not (regexMatch "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$" (toString .Values.shm.interval)) }}
 {{- fail (printf "shm.interval: %q: expected a duration such as 1s or 500ms" (toString .Values.shm.interval)) }}
 {{- end }}
+{{- if regexMatch "^([0-9]{1,2}(\\.[0-9]+)?ms|0+(\\.0+)?(s|m|h))$" (toString .Values.shm.interval) }}
+{{- fail (printf "shm.interval: %q: below 100ms (podshaper-shm refuses it)" (toString .Values.shm.interval)) }}
+{{- end }}
 {{- end }}
 {{- range $k := list "interval" "heartbeat" }}
 {{- $v := index $.Values.agent $k }}
