@@ -230,12 +230,13 @@ std::string shmFailureMessage(const json& pod, const std::string& container, con
            ") or NCCL keeps more than its reserve (" + ncclAdvice.substr(1) + ").";
       break;
   }
-  // podshaper-shm watches the pod and clears its own volume of what a dead run left.
+  // podshaper-shm watches the pod and, unless an admin turned it off, clears podshaper's volume
+  // of what a dead run left.
   const bool cleared = measured.usage && !users && !measured.usage->userVolume;
   if (restarted && cleared) {
     m += " This was run " + std::to_string(run + 1) +
          " of the container in this pod; podshaper-shm clears what a dead run left in podshaper's /dev/shm before the "
-         "container starts again (its ShmLeftoversRemoved Event says what it removed), so this run had all of it.";
+         "container starts again, unless its cleaning is off (its ShmLeftoversRemoved Event says what it removed).";
   } else if (restarted) {
     const bool host = users && volume->kind == ShmVolumeInfo::Kind::kHostPath;
     m += " This was run " + std::to_string(run + 1) + " of the container in this pod: /dev/shm is " +
@@ -322,6 +323,9 @@ std::optional<ShmMeasured> shmMeasured(const json& shmUsage, const json& pod) {
   const json& spec = member(shmUsage, "spec");
   const std::string uid = stringMember(member(pod, "metadata"), "uid");
   if (uid.empty() || !hasText(member(spec, "podUID"), uid)) return std::nullopt;
+  // Written on the pod's node, or not its own (a node's podshaper-shm writes only its pods').
+  const std::string node = stringMember(member(pod, "spec"), "nodeName");
+  if (!node.empty() && !hasText(member(spec, "nodeName"), node)) return std::nullopt;
   const json& volume = member(spec, "volume");
   const json& userVolume = member(spec, "userVolume");
   if (!volume.is_string() || !(userVolume.is_boolean() || userVolume.is_null())) return std::nullopt;

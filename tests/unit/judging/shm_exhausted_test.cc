@@ -293,7 +293,8 @@ TEST(ShmMeasured, AnotherPodsIsNotRead) {
 }
 
 TEST(ShmMeasured, AMalformedOneIsNotReadAndNeverThrows) {
-  const json pod = endedPod({{"exitCode", 1}});
+  json pod = endedPod({{"exitCode", 1}});
+  pod["spec"]["nodeName"] = "gpu-0";  // where the ShmUsage says it was measured
   const json good = shmUsage({measuredRun(1, 48 * kMi, true)});
   struct Case {
     const char* description;
@@ -303,6 +304,8 @@ TEST(ShmMeasured, AMalformedOneIsNotReadAndNeverThrows) {
       {"null", [](json& u) { u = nullptr; }},
       {"spec an array", [](json& u) { u["spec"] = json::array({1}); }},
       {"podUID a number", [](json& u) { u["spec"]["podUID"] = 7; }},
+      {"another node's", [](json& u) { u["spec"]["nodeName"] = "gpu-9"; }},
+      {"nodeName a number", [](json& u) { u["spec"]["nodeName"] = 9; }},
       {"no volume", [](json& u) { u["spec"].erase("volume"); }},
       {"volume a number", [](json& u) { u["spec"]["volume"] = 1; }},
       {"userVolume a string", [](json& u) { u["spec"]["userVolume"] = "true"; }},
@@ -330,7 +333,8 @@ TEST(ShmMeasured, AMalformedOneIsNotReadAndNeverThrows) {
     EXPECT_NO_THROW(m = shmMeasured(u, pod)) << c.description;
     EXPECT_FALSE(m) << c.description;
     // Judged with it, the failure is told as without one.
-    const json died = withShmVolume(endedPod({{"exitCode", 135}}), kPodshapersVolume);
+    json died = withShmVolume(endedPod({{"exitCode", 135}}), kPodshapersVolume);
+    died["spec"]["nodeName"] = "gpu-0";
     std::vector<ShmFailure> f;
     EXPECT_NO_THROW(f = judgeTerminations(died, {}, &u)) << c.description;
     ASSERT_EQ(f.size(), 1u) << c.description;
@@ -421,12 +425,12 @@ TEST(ShmExhausted, WhatPodshaperShmMeasuredFollowsTheSize) {
   EXPECT_NE(ownerEvent(pod, f[0]).message.find("peak 161Mi of 161Mi (100%)"), std::string::npos);
 }
 
-TEST(ShmExhausted, ARestartedRunOfPodshapersVolumeWatchedByPodshaperShmHadAllOfIt) {
+TEST(ShmExhausted, ARestartedRunOfPodshapersVolumeWatchedByPodshaperShmIsToldItsVolumeIsCleared) {
   const json failed = {{"exitCode", 1}, {"message", kNcclTail}};
   const std::string cleared =
       " This was run 2 of the container in this pod; podshaper-shm clears what a dead run left in podshaper's "
-      "/dev/shm before the container starts again (its ShmLeftoversRemoved Event says what it removed), so this run "
-      "had all of it.";
+      "/dev/shm before the container starts again, unless its cleaning is off (its ShmLeftoversRemoved Event says "
+      "what it removed).";
   const std::string kept = "This was run 2 of the container in this pod: /dev/shm is the pod's emptyDir and keeps what "
                            "earlier runs left";
   const json usersVolume = {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "1Gi"}}}};
