@@ -355,11 +355,13 @@ func (w *Watch) Create(p Pod, c Container) {
 	v := ps.vol
 	restarts, _ := strconv.Atoi(c.Annotations[restartCountAnnotation])
 	cutoff, known := ps.stopped[c.Name]
+	// The run this container's start will begin: the next, unless it joins an open run it
+	// has not been part of (its start then ends nothing).
 	nextRun := 1
 	if cur := v.Runs; len(cur) > 0 {
-		nextRun = cur[len(cur)-1].Number
-		if v.Current() == nil {
-			nextRun++
+		nextRun = cur[len(cur)-1].Number + 1
+		if v.Current() != nil && !ps.inRun[c.Name] {
+			nextRun--
 		}
 	}
 	othersRun := len(ps.running) > 0

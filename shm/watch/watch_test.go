@@ -696,7 +696,7 @@ func TestRestartBesideASidecar(t *testing.T) {
 	}
 	events, _ := f.sink.take()
 	if len(events) != 1 || events[0].reason != ReasonLeftoversRemoved ||
-		!strings.HasPrefix(events[0].message, "removed 2 files (40Mi) a dead run left in /dev/shm before run 1 started") {
+		!strings.HasPrefix(events[0].message, "removed 2 files (40Mi) a dead run left in /dev/shm before run 2 started") {
 		t.Errorf("events %+v", events)
 	}
 	again.StartedAt = at(10)
