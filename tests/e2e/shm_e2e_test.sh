@@ -172,9 +172,13 @@ check "its ShmUsage object goes with it (owned by the pod)" until_ok 60 gone shm
 # 8. its ValidatingAdmissionPolicy, with its own pod's token (which names the node): it
 # may write its node's pods' ShmUsages, not another node's
 server=$(kc config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
-kc config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$tmp/ca.crt"
+ca=$(kc config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+if [[ -z $ca ]]; then
+  ca=$tmp/ca.crt
+  kc config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$ca"
+fi
 token=$(kc -n podshaper-node create token podshaper-shm --bound-object-kind Pod --bound-object-name "$(shm_pod)")
-as_shm() { kubectl --kubeconfig /dev/null --server "$server" --certificate-authority "$tmp/ca.crt" --token "$token" "$@"; }
+as_shm() { kubectl --kubeconfig /dev/null --server "$server" --certificate-authority "$ca" --token "$token" "$@"; }
 usage_of() { # NAME NODE [OWNER-UID]: a ShmUsage of a pod of NODE, owned by the pod of OWNER-UID (its own)
   printf '{"apiVersion": "podshaper.io/v1alpha1", "kind": "ShmUsage", "metadata": {"name": "%s", "namespace": "ml",
     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "%s", "uid": "%s"}]},
