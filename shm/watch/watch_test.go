@@ -716,13 +716,7 @@ func TestRestartBesideASidecar(t *testing.T) {
 // the dead instance is taken as stopped now, and what it left goes.
 func TestCreateBeforeTheStopIsTold(t *testing.T) {
 	f := newFixture(t, nil)
-	p := shapedPod("train")
-	src := emptyDir(p, ShmVolume)
-	f.host.setVolume(src, tmpfs(1000*mi, 0))
-	c := ctr(p, "trainer", 701, src)
-	f.alive(701)
-	f.w.Start(p, c)
-	f.sink.take()
+	p, src := f.started(0, 701)
 	f.host.setVolume(src, tmpfs(1000*mi, 32*mi),
 		usage.File{Name: "nccl-x", Bytes: 32 * mi, ChangedAt: at(20), ID: usage.FileID{Dev: 1, Ino: 9}})
 	again := ctr(p, "trainer", 702, src)
@@ -744,13 +738,7 @@ func TestCreateBeforeTheStopIsTold(t *testing.T) {
 // its open run ended; its series go.
 func TestSyncForgetsPodsGone(t *testing.T) {
 	f := newFixture(t, nil)
-	p := shapedPod("train")
-	src := emptyDir(p, ShmVolume)
-	f.host.setVolume(src, tmpfs(1000*mi, 10*mi))
-	c := ctr(p, "trainer", 801, src)
-	f.alive(801)
-	f.w.Start(p, c)
-	f.sink.take()
+	f.started(10*mi, 801)
 	f.clock.t = at(30)
 	f.w.Sync(nil, nil)
 	events, _ := f.sink.take()
@@ -785,4 +773,16 @@ func TestSyncAfterARestartUnseen(t *testing.T) {
 	if n := len(u.Runs); n != 2 || !u.Runs[0].EndedAt.Equal(at(-50)) || u.Runs[1].Number != 4 || !u.Runs[1].StartedAt.Equal(at(-40)) {
 		t.Errorf("runs %+v, want run 3 ended at -50 and run 4 begun at -40", u.Runs)
 	}
+}
+
+// started: pod "train" with its 1000Mi volume at use `used`, its container "trainer" (pid)
+// started, what that told taken from the sink.
+func (f *fixture) started(used int64, pid uint32) (Pod, string) {
+	p := shapedPod("train")
+	src := emptyDir(p, ShmVolume)
+	f.host.setVolume(src, tmpfs(1000*mi, used))
+	f.alive(pid)
+	f.w.Start(p, ctr(p, "trainer", pid, src))
+	f.sink.take()
+	return p, src
 }
