@@ -16,6 +16,10 @@ inline constexpr std::string_view kReportResource = "gputopologyreports";
 inline constexpr std::string_view kPolicyResource = "topologypolicies";
 // What podshaper-shm measured of a pod's /dev/shm (docs/shm.md): one per pod, in its namespace.
 inline constexpr std::string_view kShmUsageResource = "shmusages";
+// A workload's /dev/shm runs and what its next pod needs (docs/shm.md "Sizing from measured
+// use"): one per workload, in its namespace, written by the operator.
+inline constexpr std::string_view kShmProfileKind = "ShmProfile";
+inline constexpr std::string_view kShmProfileResource = "shmprofiles";
 inline constexpr std::string_view kKeyPrefix = "podshaper.io/";
 
 // Pod annotations read by the webhook.
@@ -27,11 +31,18 @@ inline constexpr std::string_view kBatchDtype = "podshaper.io/batch-dtype";
 inline constexpr std::string_view kRanksPerPod = "podshaper.io/ranks-per-pod";
 inline constexpr std::string_view kPlacement = "podshaper.io/placement";
 inline constexpr std::string_view kNcclCommunicators = "podshaper.io/nccl-communicators";
+// The workload whose ShmProfile sizes the pod, where its controller is not the one meant.
+inline constexpr std::string_view kWorkload = "podshaper.io/workload";
+// formula | measured | recommend: how /dev/shm is sized (config shm.sizing is the default).
+inline constexpr std::string_view kShmSizing = "podshaper.io/shm-sizing";
 
 // Pod annotations written by the webhook.
 inline constexpr std::string_view kShmSize = "podshaper.io/shm-size";
 inline constexpr std::string_view kShmFormula = "podshaper.io/shm-formula";
 inline constexpr std::string_view kShapedBy = "podshaper.io/shaped-by";
+// The pod's ShmProfile, its ranks and its declared inputs (api/shm_profile.h ProfiledPod):
+// the operator puts the pod's runs in that profile.
+inline constexpr std::string_view kShmProfile = "podshaper.io/shm-profile";
 // The admission warnings, one per line, kept on the pod for `kubectl describe pod` (the
 // create response that carried them is not read when a Job or an operator made the pod).
 inline constexpr std::string_view kWarnings = "podshaper.io/warnings";

@@ -1,7 +1,12 @@
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "shaping/cluster_view.h"
 #include "shaping/node_requirements_text.h"
@@ -19,6 +24,12 @@ struct AdmissionContext {
   // Reads the ResourceClaimTemplates and ResourceClaims the pod names. Empty: they are
   // not read, and GPUs asked through them are not counted (with a warning).
   ClaimLookup claims;
+  // The ShmProfile of that name in that namespace (as the webhook's watch keeps it,
+  // api/shm_profile.h keepShmProfile, or whole), nullopt when there is none. Empty: no
+  // profile is read, and /dev/shm is sized by the formula.
+  std::function<std::optional<nlohmann::json>(std::string_view ns, std::string_view name)> shmProfiles;
+  // Seconds since the epoch, for "the last run 2 h ago"; 0: not said.
+  int64_t now = 0;
   std::string shaperVersion = "podshaper-webhook/dev";
   // The config's hash where the caller keeps it (admit's AdmissionScratch); empty: shapePod hashes the config.
   std::string_view configHash;
