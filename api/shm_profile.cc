@@ -278,16 +278,30 @@ std::optional<Recommendation> recommend(const std::vector<ProfileRun>& runs, std
   Recommendation r;
   r.inputs = inputs.empty() ? runs.back().inputs : std::string(inputs);
   r.headroomPercent = settings.headroomPercent;
+  auto counts = [&](const ProfileRun& run) {
+    return run.inputs == r.inputs && run.ranks != 0 && now - run.endedAt <= settings.maxAgeSeconds;
+  };
+  // A death's doubled size is a guess, kept until a later run, not a death, peaks above
+  // that size (per rank): that run's measured peak says more, and the death is left out.
+  auto measuredPast = [&](const ProfileRun& death) {
+    return std::any_of(runs.begin(), runs.end(), [&](const ProfileRun& later) {
+      return counts(later) && later.end != RunEnd::kShmExhausted && later.endedAt > death.endedAt &&
+             static_cast<unsigned __int128>(later.peakBytes) * death.ranks >=
+                 static_cast<unsigned __int128>(death.sizeBytes) * later.ranks;
+    });
+  };
   for (const ProfileRun& run : runs) {
-    if (run.inputs != r.inputs || run.ranks == 0) continue;
-    if (now - run.endedAt > settings.maxAgeSeconds) continue;
-    const uint64_t perRank = mulDivCeil(run.needBytes(), 1, run.ranks).value_or(run.needBytes());
+    if (!counts(run)) continue;
+    const bool death = run.end == RunEnd::kShmExhausted;
+    if (death && measuredPast(run)) continue;
+    const uint64_t need = run.needBytes();
+    const uint64_t perRank = mulDivCeil(need, 1, run.ranks).value_or(need);
     const uint64_t peakPerRank = mulDivCeil(run.peakBytes, 1, run.ranks).value_or(run.peakBytes);
     r.needPerRank = std::max(r.needPerRank, perRank);
     r.lowestPerRank = r.runs == 0 ? perRank : std::min(r.lowestPerRank, perRank);
     r.peakPerRank = std::max(r.peakPerRank, peakPerRank);
     r.lastEndedAt = std::max(r.lastEndedAt, run.endedAt);
-    r.deaths += run.end == RunEnd::kShmExhausted ? 1 : 0;
+    r.deaths += death ? 1 : 0;
     ++r.runs;
   }
   if (r.runs == 0 || r.needPerRank == 0) return std::nullopt;

@@ -91,7 +91,7 @@ inline constexpr uint64_t kVariesFactor = 2;
 struct Recommendation {
   std::string inputs;
   std::size_t runs = 0;             // of these inputs
-  std::size_t deaths = 0;           // of them, died of a full /dev/shm
+  std::size_t deaths = 0;           // of them, died of a full /dev/shm, no later run measured past
   uint64_t needPerRank = 0;         // the highest need per rank, bytes, rounded up
   uint64_t lowestPerRank = 0;       // the lowest
   uint64_t peakPerRank = 0;         // the highest peak per rank (deaths' peaks included)
@@ -107,7 +107,9 @@ struct Recommendation {
 };
 
 // From the runs of `inputs` (all runs when empty: those of the latest run's inputs), the
-// ones within settings.maxAgeSeconds of `now`; nullopt when there are none.
+// ones within settings.maxAgeSeconds of `now`; nullopt when there are none. A death counts
+// as kDeathFactor × its size until a later run that did not die peaks above that size;
+// then it is left out.
 std::optional<Recommendation> recommend(const std::vector<ProfileRun>& runs, std::string_view inputs,
                                         int64_t now, const ProfileSettings& settings);
 

@@ -57,13 +57,15 @@ std::string AdmissionDecision::body() const {
 }
 
 Result<AdmissionDecision> admit(std::string_view body, const Config& config, const ClusterView* cluster,
-                                std::string_view shaperVersion, const ClaimLookup& claims) {
+                                std::string_view shaperVersion, const ClaimLookup& claims,
+                                const ShmProfileLookup& shmProfiles, int64_t now) {
   AdmissionScratch scratch;
-  return admit(scratch, body, config, cluster, shaperVersion, claims);
+  return admit(scratch, body, config, cluster, shaperVersion, claims, shmProfiles, now);
 }
 
 Result<AdmissionDecision> admit(AdmissionScratch& scratch, std::string_view body, const Config& config,
-                                const ClusterView* cluster, std::string_view shaperVersion, const ClaimLookup& claims) {
+                                const ClusterView* cluster, std::string_view shaperVersion, const ClaimLookup& claims,
+                                const ShmProfileLookup& shmProfiles, int64_t now) {
   json& kept = scratch.review;
   // A large body's tree is freed when it is answered.
   struct FreeLarge {
@@ -107,6 +109,8 @@ Result<AdmissionDecision> admit(AdmissionScratch& scratch, std::string_view body
     context.namespaceName = namespaceName;
     context.cluster = cluster;
     context.claims = claims;
+    context.shmProfiles = shmProfiles;
+    context.now = now;
     context.shaperVersion = std::string(shaperVersion);
     context.configHash = scratch.configHash.of(config);
     context.nodeRequirements = &scratch.nodeRequirements;

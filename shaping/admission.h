@@ -6,6 +6,7 @@
 
 #include "base/json_parse.h"
 #include "base/result.h"
+#include "shaping/admission_context.h"
 #include "shaping/cluster_view.h"
 #include "shaping/config.h"
 #include "shaping/denial.h"
@@ -44,12 +45,15 @@ struct AdmissionScratch {
 // The webhook's handler as a pure function: AdmissionReview v1 in, AdmissionReview
 // out. Pod CREATEs are shaped; any other well-formed review is allowed unchanged.
 // An Error means the body is not an AdmissionReview (HTTP 400, exit 2 in review).
-// `claims` reads the resource claims pods name (empty: not read; see AdmissionContext).
+// `claims` reads the resource claims pods name, `shmProfiles` the workloads' ShmProfiles
+// (empty: not read; see AdmissionContext); `now` is seconds since the epoch (0: not said).
 Result<AdmissionDecision> admit(AdmissionScratch& scratch, std::string_view body, const Config& config,
                                 const ClusterView* cluster, std::string_view shaperVersion,
-                                const ClaimLookup& claims = {});
+                                const ClaimLookup& claims = {}, const ShmProfileLookup& shmProfiles = {},
+                                int64_t now = 0);
 // The same with a scratch of its own: one admission (review, tests).
 Result<AdmissionDecision> admit(std::string_view body, const Config& config, const ClusterView* cluster,
-                                std::string_view shaperVersion, const ClaimLookup& claims = {});
+                                std::string_view shaperVersion, const ClaimLookup& claims = {},
+                                const ShmProfileLookup& shmProfiles = {}, int64_t now = 0);
 
 }  // namespace podshaper

@@ -14,6 +14,10 @@
 
 namespace podshaper {
 
+// The ShmProfile of that name in that namespace (as the webhook's watch keeps it,
+// api/shm_profile.h keepShmProfile, or whole), nullopt when there is none.
+using ShmProfileLookup = std::function<std::optional<nlohmann::json>(std::string_view ns, std::string_view name)>;
+
 // What the webhook knows of an admission beside the pod: its namespace, the cluster
 // and how to read the pod's resource claims.
 struct AdmissionContext {
@@ -24,10 +28,9 @@ struct AdmissionContext {
   // Reads the ResourceClaimTemplates and ResourceClaims the pod names. Empty: they are
   // not read, and GPUs asked through them are not counted (with a warning).
   ClaimLookup claims;
-  // The ShmProfile of that name in that namespace (as the webhook's watch keeps it,
-  // api/shm_profile.h keepShmProfile, or whole), nullopt when there is none. Empty: no
-  // profile is read, and /dev/shm is sized by the formula.
-  std::function<std::optional<nlohmann::json>(std::string_view ns, std::string_view name)> shmProfiles;
+  // Reads the pod's workload's ShmProfile. Empty: none is read, and /dev/shm is sized by
+  // the formula.
+  ShmProfileLookup shmProfiles;
   // Seconds since the epoch, for "the last run 2 h ago"; 0: not said.
   int64_t now = 0;
   std::string shaperVersion = "podshaper-webhook/dev";

@@ -155,6 +155,22 @@ struct Fnv1a {
 
 }  // namespace
 
+const char* toString(ShmSizing sizing) {
+  switch (sizing) {
+    case ShmSizing::kFormula: return "formula";
+    case ShmSizing::kMeasured: return "measured";
+    case ShmSizing::kRecommend: return "recommend";
+  }
+  return "measured";
+}
+
+std::optional<ShmSizing> parseShmSizing(std::string_view text) {
+  for (ShmSizing sizing : {ShmSizing::kFormula, ShmSizing::kMeasured, ShmSizing::kRecommend}) {
+    if (text == toString(sizing)) return sizing;
+  }
+  return std::nullopt;
+}
+
 std::string Config::hash() const {
   const PodDefaults& d = podDefaults;
   const NcclShmCosts& nccl = shm.ncclShmPerCommunicator;
@@ -170,6 +186,7 @@ std::string Config::hash() const {
   // Settings added since keep the hash of a config that leaves them at their default.
   if (gpuDeviceClass != kDefaultGpuDeviceClass) f << ";gpuDeviceClass=" << gpuDeviceClass;
   if (shm.adoptOwnVolume) f << ";shm.adoptOwnVolume=true";
+  if (shm.sizing != ShmSizing::kMeasured) f << ";shm.sizing=" << toString(shm.sizing);
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(f.h));
   return out;
@@ -214,6 +231,15 @@ Result<Config> parseConfig(std::string_view yamlText) {
   };
   std::map<std::string, Handler> shmKeys{
       {"adoptOwnVolume", setBool(config.shm.adoptOwnVolume, "shm.adoptOwnVolume")},
+      {"sizing",
+       [&](const YAML::Node& n) -> Result<void> {
+         auto v = scalar(n, "shm.sizing");
+         if (!v) return v.error();
+         auto sizing = parseShmSizing(*v);
+         if (!sizing) return keyError("shm.sizing", "\"" + *v + "\" is not one of formula, measured, recommend");
+         config.shm.sizing = *sizing;
+         return {};
+       }},
   };
   std::map<std::string, Handler> top{
       {"shm", [&](const YAML::Node& n) { return forEachKey(n, "shm", shmKeys); }},

@@ -16,6 +16,12 @@ enum class PartialNodePolicy { kDeny, kWarn, kExpand };
 // What to do when the pod's namespace enforces a Pod Security level that forbids
 // hostIPC and IPC_LOCK.
 enum class PodSecurityAction { kDeny, kWarn };
+// How /dev/shm is sized (docs/webhook.md "Sizing from measured use"): by the formula alone;
+// from the workload's ShmProfile where it has one (the formula's result shown beside it);
+// or by the formula with the profile's size in the warnings.
+enum class ShmSizing { kFormula, kMeasured, kRecommend };
+const char* toString(ShmSizing sizing);  // "formula", "measured", "recommend"
+std::optional<ShmSizing> parseShmSizing(std::string_view text);
 
 inline constexpr std::string_view kDefaultGpuDeviceClass = "gpu.nvidia.com";
 
@@ -42,6 +48,8 @@ struct ShmSettings {
   // sizeLimit, or one below the need, gets the need as its sizeLimit and the memory for it
   // (docs/webhook.md "A /dev/shm of the user's"). Off: a user's volume is kept as written.
   bool adoptOwnVolume = false;
+  // shm.sizing: the default of a pod without podshaper.io/shm-sizing.
+  ShmSizing sizing = ShmSizing::kMeasured;
   bool operator==(const ShmSettings&) const = default;
 };
 

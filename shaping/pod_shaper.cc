@@ -10,6 +10,7 @@
 #include "base/json_util.h"
 #include "base/quantity.h"
 #include "base/text.h"
+#include "shaping/measured_shm.h"
 #include "shaping/memlock_pod.h"
 #include "shaping/node_class.h"
 #include "shaping/placement.h"
@@ -264,7 +265,11 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   auto privileges = decidePrivileges(ctx, config.podSecurity);
   if (!privileges) return deny(DenialCause::kPodSecurity, privileges.error().message);
   if (privileges->warning) warnings.push_back(*privileges->warning);
-  auto decided = decidePodShm(pod, in, ranks, nodeClass, config.shm);
+  // The workload's ShmProfile, where its earlier runs were measured.
+  auto profile = podProfile(pod, ranks, config.shm, ctx);
+  if (!profile) return deny(DenialCause::kInput, profile.error().message);
+  warnings.insert(warnings.end(), profile->warnings.begin(), profile->warnings.end());
+  auto decided = decidePodShm(pod, in, ranks, nodeClass, config.shm, profile->measured ? &*profile->measured : nullptr);
   if (!decided) return deny(decided.error());
   const PodShm& shm = *decided;
   warnings.insert(warnings.end(), shm.warnings.begin(), shm.warnings.end());
@@ -326,6 +331,8 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   if (shmSize) edit.set({"metadata", "annotations", names::kShmSize}, *shmSize);
   else edit.erase({"metadata", "annotations", names::kShmSize});
   edit.set({"metadata", "annotations", names::kShmFormula}, formula);
+  if (profile->profiled) edit.set({"metadata", "annotations", names::kShmProfile}, profile->profiled->annotation());
+  else edit.erase({"metadata", "annotations", names::kShmProfile});
   edit.set({"metadata", "annotations", names::kShapedBy},
            ctx.shaperVersion + " config=" + (ctx.configHash.empty() ? config.hash() : std::string(ctx.configHash)));
   // What podshaper told at admission, and nothing a user wrote under its name.

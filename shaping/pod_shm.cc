@@ -134,7 +134,7 @@ std::vector<OwnShm> ownShmVolumes(const json& pod, const PodInputs& in, const Sh
 }  // namespace
 
 Result<PodShm, Denial> decidePodShm(const json& pod, const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass,
-                                    const ShmSettings& settings) {
+                                    const ShmSettings& settings, const MeasuredShm* measured) {
   // The settings are read here, once; the formula and the NCCL reserve get plain numbers.
   const uint64_t maxPercent = settings.maxShmPercentOfNodeMemory;
   const bool adopt = settings.adoptOwnVolume;
@@ -145,8 +145,10 @@ Result<PodShm, Denial> decidePodShm(const json& pod, const PodInputs& in, uint64
                                                  nodeClass.p2pAllPairs, settings.ncclShmPerCommunicator, in.ncclEnv});
   auto plan = planShm(shmIn, in.ranks ? std::string(names::kRanksPerPod) : "the pod's " + in.gpuWords);
   if (!plan) return makeDenial(DenialCause::kShmSize, plan.error().message);
+  std::vector<std::string> measuredWarnings;
+  if (measured != nullptr) measuredWarnings = applyMeasured(*plan, *measured, ranks);
   // A pod denied below has its own volumes read for nothing: they are few, and read without error.
-  PodShm out{*plan, shmVolumeFor(in, *plan), ownShmVolumes(pod, in, *plan, adopt), {}};
+  PodShm out{*plan, shmVolumeFor(in, *plan), ownShmVolumes(pod, in, *plan, adopt), std::move(measuredWarnings)};
   auto capped = checkShmCap(out.plan, nodeClass, maxPercent);
   if (!capped) return makeDenial(DenialCause::kShmCap, capped.error().message);
   if (*capped) out.warnings.push_back(std::move(**capped));

@@ -15,6 +15,7 @@
 #include "base/result.h"
 #include "shaping/config.h"
 #include "shaping/denial.h"
+#include "shaping/measured_shm.h"
 #include "shaping/node_class.h"
 #include "shaping/pod_inputs.h"
 #include "shaping/shm.h"
@@ -56,8 +57,11 @@ struct PodShm {
 // Denied: a size that cannot be computed (shm-size), above limits.maxShmPercentOfNodeMemory
 // (shm-cap; a node class without memory is a warning), or a volume of the user's with the
 // name of podshaper's (volume-name).
+// With `measured`, the workload's ShmProfile sizes it or is told beside the formula
+// (shaping/measured_shm.h).
 Result<PodShm, Denial> decidePodShm(const nlohmann::json& pod, const PodInputs& in, uint64_t ranks,
-                                    const NodeClass& nodeClass, const ShmSettings& settings);
+                                    const NodeClass& nodeClass, const ShmSettings& settings,
+                                    const MeasuredShm* measured = nullptr);
 
 // What a kept volume earns: too small, no sizeLimit, the host's, on disk; or adopted.
 std::optional<std::string> ownShmWarning(const nlohmann::json& pod, const OwnShm& own);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "api/names.h"
+#include "api/shm_profile.h"
 #include "base/json_util.h"
 #include "cli/logging.h"
 #include "kube/protocol.h"
@@ -121,7 +122,10 @@ ClusterCache::ClusterCache(const kube::Client& client, metrics::Registry* metric
       // rebuilt from placedNodes_, which reads again only the Nodes that changed.
       nodes_(client, "/api/v1/nodes", keeping(keepNode, /*packed=*/true)),
       claimTemplates_(client, kube::resourcePath(kResourceApi, "resourceclaimtemplates"), keepClaimSpec(true)),
-      resourceClaims_(client, kube::resourcePath(kResourceApi, "resourceclaims"), keepClaimSpec(false)) {
+      resourceClaims_(client, kube::resourcePath(kResourceApi, "resourceclaims"), keepClaimSpec(false)),
+      // 10,000 profiles of 10 runs: docs/BENCHMARKS.md.
+      shmProfiles_(client, kube::resourcePath(names::kGroupVersion, names::kShmProfileResource),
+                   keeping(keepShmProfile, /*packed=*/true)) {
   auto markDirty = [this] {
     std::lock_guard lock(mu_);
     dirty_ = true;
@@ -147,6 +151,7 @@ ClusterCache::ClusterCache(const kube::Client& client, metrics::Registry* metric
   counting(nodes_, "nodes", true, markDirty);
   counting(claimTemplates_, "resourceclaimtemplates", false, markDirty);
   counting(resourceClaims_, "resourceclaims", false, markDirty);
+  counting(shmProfiles_, "shmprofiles", false, markDirty);
 }
 
 ClusterCache::~ClusterCache() { stop(); }
@@ -157,6 +162,7 @@ void ClusterCache::start() {
   nodes_.start();
   claimTemplates_.start();
   resourceClaims_.start();
+  shmProfiles_.start();
 }
 
 void ClusterCache::stop() {
@@ -164,6 +170,7 @@ void ClusterCache::stop() {
   nodes_.stop();
   claimTemplates_.stop();
   resourceClaims_.stop();
+  shmProfiles_.stop();
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -181,6 +188,15 @@ ClaimLookup ClusterCache::claims() const {
   // One per admission: its GETs share the budget.
   const auto deadline = std::chrono::steady_clock::now() + kMissBudget;
   return [this, deadline](std::string_view ns, const ClaimRef& ref) { return claimSpec(ns, ref, deadline); };
+}
+
+ShmProfileLookup ClusterCache::shmProfiles() const {
+  return [this](std::string_view ns, std::string_view name) {
+    std::string key;
+    key.reserve(ns.size() + 1 + name.size());
+    key.append(ns).append("/").append(name);
+    return shmProfiles_.get(key);
+  };
 }
 
 Result<std::optional<nlohmann::json>> ClusterCache::claimSpec(std::string_view ns, const ClaimRef& ref,

@@ -12,6 +12,7 @@
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "metrics/metrics.h"
+#include "shaping/admission_context.h"
 #include "shaping/cluster_view.h"
 #include "shaping/pod_claims.h"
 
@@ -27,7 +28,8 @@ void keepNode(nlohmann::json& node);
 // never waits on the API server. ResourceClaimTemplates and ResourceClaims
 // (their device requests only) are watched too, for pods that ask GPUs
 // through DRA; one the watch has not seen yet (created just before its pod)
-// is read from the API server, with a short timeout.
+// is read from the API server, with a short timeout. ShmProfiles (their runs
+// and recommendation) are watched for the workloads sized from measured use.
 class ClusterCache {
  public:
   // With `metrics`: podshaper_webhook_cached_objects{resource} counts what each watch holds.
@@ -46,6 +48,9 @@ class ClusterCache {
   // of about 2 s for the admission). Valid while the cache lives: serve's cache
   // outlives its HTTPS server, whose handlers call it.
   ClaimLookup claims() const;
+  // Reads the workloads' ShmProfiles from their watch alone: one not there yet is none
+  // (the pod is sized by the formula), never a GET at admission.
+  ShmProfileLookup shmProfiles() const;
 
  private:
   void rebuildLoop();
@@ -57,6 +62,7 @@ class ClusterCache {
   kube::Informer nodes_;
   kube::Informer claimTemplates_;
   kube::Informer resourceClaims_;
+  kube::Informer shmProfiles_;  // what api/shm_profile.h keepShmProfile keeps, packed
   mutable std::mutex mu_;
   std::condition_variable changed_;
   bool dirty_ = false;

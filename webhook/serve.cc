@@ -139,7 +139,10 @@ void routeAdmission(server::HttpsServer& https, metrics::Registry& registry, con
     thread_local AdmissionScratch scratch;
     auto start = std::chrono::steady_clock::now();
     std::shared_ptr<const ClusterView> view = cache ? cache->view() : nullptr;
-    auto decision = admit(scratch, req.body, cfg, view.get(), kShaperVersion, cache ? cache->claims() : ClaimLookup());
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    auto decision = admit(scratch, req.body, cfg, view.get(), kShaperVersion, cache ? cache->claims() : ClaimLookup(),
+                          cache ? cache->shmProfiles() : ShmProfileLookup(), now);
     m.latency->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!decision) {
       m.badRequest->inc();

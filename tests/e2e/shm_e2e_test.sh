@@ -3,7 +3,8 @@
 # podshaper-shm among them: shaped pods' /dev/shm measured from the node and told in their
 # metrics, Events and ShmUsage objects; a pod warned before it fills; a restarted container
 # that finds /dev/shm cleared of its dead run's files but for the one a sidecar holds; a run's
-# peak kept across a restart of podshaper-shm; and what podshaper-shm may not do.
+# peak kept across a restart of podshaper-shm; what podshaper-shm may not do; and Jobs whose
+# next pods are sized from what their earlier runs used (ShmProfiles).
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -198,6 +199,53 @@ else
   check "... nor one owned by another pod than the one it names" contains "$out" "a ShmUsage is owned by the pod it measures"
 fi
 kc -n ml delete shmusage own-node --ignore-not-found >/dev/null
+
+# 9. The next run sized from what the last runs used (examples/real-node/shm-profile.yaml):
+#    a Job that declares 4× what it writes, created again, and one that declares far too
+#    little, retried by its Job until a pod completes; neither changed by its user.
+job_done() { [[ $(kc -n ml get job "$1" -o jsonpath='{.status.succeeded}' 2>/dev/null) == 1 ]]; }
+# job_pods JOB: "SHM-SIZE EXIT-CODE" of each of its pods, oldest first
+job_pods() {
+  kc -n ml get pods -l job-name="$1" --sort-by=.metadata.creationTimestamp \
+    -o jsonpath='{range .items[*]}{.metadata.annotations.podshaper\.io/shm-size} {.status.containerStatuses[0].state.terminated.exitCode}{"\n"}{end}'
+}
+bytes_of() { python3 -c '
+import sys
+t = sys.argv[1]
+for s, m in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+    if t.endswith(s): print(int(t[:-2]) * m); break
+else: print(int(t))' "$1"; }
+profile_runs() { kc -n ml get shmprofile "$1" -o jsonpath='{.status.runCount}' 2>/dev/null; }
+kc apply -f "$examples/shm-profile.yaml" >/dev/null
+check "shm-oversized completes" until_ok 120 job_done shm-oversized
+check "... its pod sized by the formula: 794Mi" eventually 5 '794Mi 0' job_pods shm-oversized
+check "its run reaches ShmProfile job.shm-oversized, which no Job owns" eventually 60 1 profile_runs job.shm-oversized
+peak=$(kc -n ml get shmprofile job.shm-oversized -o jsonpath='{.status.runs[0].peakBytes}')
+check "... with the peak podshaper-shm measured, about 200 MiB ($peak bytes)" within "$peak" $((200 * mi)) 3
+kc -n ml delete job shm-oversized --cascade=foreground --wait >/dev/null
+check "the Job and its pod are deleted" eventually 60 '' job_pods shm-oversized
+check "... the profile is not" eventually 5 1 profile_runs job.shm-oversized
+kc apply -f "$examples/shm-profile.yaml" >/dev/null
+check "shm-oversized, created again under the same name, completes" until_ok 120 job_done shm-oversized
+second=$(job_pods shm-oversized | awk '{print $1}')
+check "... its pod's /dev/shm ($second) is between the first run's peak and 1.25× of it" \
+  python3 -c 'import sys; s, p = map(int, sys.argv[1:]); sys.exit(0 if p <= s <= p * 1.25 else 1)' "$(bytes_of "$second")" "$peak"
+formula=$(kc -n ml get pods -l job-name=shm-oversized -o jsonpath='{.items[0].metadata.annotations.podshaper\.io/shm-formula}')
+check "... and its shm-formula says why" matches "$formula" "^measured: peak 2[0-9][0-9]Mi per rank over 1 run, the last [0-9]+ (s|min) ago, \\+ 20% = $second \\(ShmProfile \"job.shm-oversized\"\\); the formula gives 794Mi"
+check "shm-undersized completes by itself" until_ok 240 job_done shm-undersized
+sizes=$(job_pods shm-undersized | tr '\n' ';')
+check "... its first pod died of SIGBUS with the formula's 64Mi, each retry had twice what the last died with + 20%, until one completed" \
+  test "$sizes" = '64Mi 135;154Mi 135;370Mi 0;'
+first_pod=$(kc -n ml get pods -l job-name=shm-undersized --sort-by=.metadata.creationTimestamp -o jsonpath='{.items[0].metadata.name}')
+check "... and kubectl describe pod says it died of a full /dev/shm" matches "$(kc -n ml describe pod "$first_pod")" 'ShmExhausted'
+both_profiled() {
+  profiles=$(kc -n ml get shmprofiles) &&
+    matches "$profiles" $'WORKLOAD +RUNS +PEAK +LAST SIZE +RECOMMENDED.*\n(.*\n)?job.shm-oversized +Job shm-oversized +2 .*\njob.shm-undersized +Job shm-undersized +3 '
+}
+check "kubectl get shmprofiles shows both Jobs' profiles, every run in them" until_ok 60 both_profiled
+echo "$profiles" | sed 's/^/  /'
+check "kubectl describe shmprofile lists each run and how it ended" \
+  matches "$(kc -n ml describe shmprofile job.shm-undersized)" 'End: +ShmExhausted'
 
 writes=$(metric_at "http://$(shm_ip):8080/metrics" podshaper_shm_api_writes_total 'kind="failed"')
 check "no API write of podshaper-shm failed ($writes)" test "$writes" = 0

@@ -1,7 +1,8 @@
 // Golden tests: an AdmissionReview in, the shaped pod out. Each directory under
 // cases/ holds review.json, optionally config.yaml and cluster.json (Namespaces,
-// Nodes, and ResourceClaimTemplates and ResourceClaims under "resourceClaims", as
-// the API serves them), and expected.json: the decision and the
+// Nodes, ResourceClaimTemplates and ResourceClaims under "resourceClaims", and
+// ShmProfiles under "shmProfiles", as the API serves them; "now", the admission's
+// time), and expected.json: the decision and the
 // pod after applying the returned JSON Patch, as the API server would.
 // PODSHAPER_UPDATE_GOLDEN=1 rewrites expected.json; review the diff.
 
@@ -16,7 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/shm_profile.h"
 #include "base/base64.h"
+#include "base/timefmt.h"
 #include "shaping/admission.h"
 #include "shaping/cluster_view.h"
 
@@ -46,13 +49,28 @@ json outcome(const fs::path& dir) {
   }
   std::optional<ClusterView> cluster;
   ClaimLookup claims;  // the cluster's resourceClaims (templates and claims), when it has a view
+  ShmProfileLookup profiles;
+  int64_t now = 0;
   if (fs::exists(dir / "cluster.json")) {
     json j = json::parse(slurp(dir / "cluster.json"));
     cluster = clusterFrom(j);
     claims = claimLookupOver(j.value("resourceClaims", json::array()));
+    if (j.contains("shmProfiles")) {
+      profiles = [list = j["shmProfiles"]](std::string_view ns, std::string_view name) -> std::optional<json> {
+        for (const json& p : list) {
+          if (p["metadata"].value("namespace", "") == ns && p["metadata"].value("name", "") == name) {
+            json kept = p;
+            keepShmProfile(kept);  // as the webhook's watch keeps it
+            return kept;
+          }
+        }
+        return std::nullopt;
+      };
+    }
+    if (j.contains("now")) now = parseTime(j["now"].get<std::string>()).value_or(0);
   }
   std::string body = slurp(dir / "review.json");
-  auto decision = admit(body, config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden", claims);
+  auto decision = admit(body, config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden", claims, profiles, now);
   if (!decision) return {{"error", decision.error().message}};
   const json& response = decision->review["response"];
   EXPECT_EQ(decision->body(), decision->review.dump()) << dir << ": the answer's bytes";
@@ -66,7 +84,8 @@ json outcome(const fs::path& dir) {
     // The patch must be a no-op on the shaped pod: reinvocation changes nothing.
     json again = json::parse(body);
     again["request"]["object"] = pod;
-    auto second = admit(again.dump(), config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden", claims);
+    auto second =
+        admit(again.dump(), config, cluster ? &*cluster : nullptr, "podshaper-webhook/golden", claims, profiles, now);
     EXPECT_TRUE(second.ok() && !second->mutated) << dir << ": a second admission patched again";
   }
   out["pod"] = pod;
