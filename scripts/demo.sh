@@ -192,12 +192,32 @@ unshaped_died() {  # (the log read whole first: grep -q would end kubectl with S
 told "the unshaped DataLoader failed of a Bus error" unshaped_died
 told "the shaped DataLoader succeeded" test "$(kc -n ml get pod dataloader-shaped -o jsonpath='{.status.phase}')" = Succeeded
 
+say "The next run sized from what the last one used (examples/real-node/shm-profile.yaml, Job shm-oversized)"
+# Its first document: a Job declaring batches 4x what it writes. podshaper-shm measures its
+# run, the operator keeps the peak in its ShmProfile, and the Job created again is sized from it.
+oversized() { awk '/^---$/ {exit} {print}' "$examples/shm-profile.yaml" | kc apply -f - >/dev/null 2>&1; }
+oversized_done() { [[ $(kc -n ml get job shm-oversized -o jsonpath='{.status.succeeded}' 2>/dev/null) == 1 ]]; }
+oversized_pod() { kc -n ml get pods -l job-name=shm-oversized -o jsonpath="{.items[0].metadata.annotations.podshaper\.io/$1}" 2>/dev/null; }
+profiled() { [[ -n $(kc -n ml get shmprofile job.shm-oversized -o jsonpath='{.status.recommended}' 2>/dev/null) ]]; }
+oversized
+for _ in $(seq 240); do oversized_done && break; sleep 0.5; done
+echo "  run 1: /dev/shm $(oversized_pod shm-size) by the formula; its measured run in kubectl -n ml get shmprofiles:"
+for _ in $(seq 120); do profiled && break; sleep 0.5; done
+kc -n ml get shmprofiles 2>&1 | sed 's/^/    /'
+kc -n ml delete job shm-oversized --cascade=foreground --wait >/dev/null 2>&1
+oversized
+for _ in $(seq 240); do [[ -n $(oversized_pod shm-size) ]] && break; sleep 0.5; done
+echo "  run 2, the Job created again under the same name: /dev/shm $(oversized_pod shm-size)"
+oversized_pod shm-formula | cut -c1-400 | fold -s -w 140 | sed 's/^/    /'; echo
+told "the Job's second run was sized from its first run's measured peak" grep -q '^measured: ' <<<"$(oversized_pod shm-formula)"
+
 say "Explore"
 cat <<TXT
   export KUBECONFIG=$kubeconfig
   kubectl -n ml get pods -o wide; kubectl -n ml logs inspect-shaped
   kubectl -n ml get pod dataloader-shaped -o yaml     # a shaped pod that ran
   kubectl -n ml describe pod too-big; kubectl -n ml describe job nccl-shm   # pods that explain themselves
+  kubectl -n ml get shmprofiles; kubectl -n ml describe shmprofile job.shm-oversized   # sizing from measured use
   kubectl describe node real-h200x4-0; less $dir/node/logs/kubelet.log
   kubectl get mutatingwebhookconfiguration podshaper -o yaml
   kubectl -n podshaper-system logs deploy/podshaper-webhook; kubectl -n podshaper-system get pods -o wide
