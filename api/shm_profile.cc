@@ -286,8 +286,7 @@ std::optional<Recommendation> recommend(const std::vector<ProfileRun>& runs, std
   auto measuredPast = [&](const ProfileRun& death) {
     return std::any_of(runs.begin(), runs.end(), [&](const ProfileRun& later) {
       return counts(later) && later.end != RunEnd::kShmExhausted && later.endedAt > death.endedAt &&
-             static_cast<unsigned __int128>(later.peakBytes) * death.ranks >=
-                 static_cast<unsigned __int128>(death.sizeBytes) * later.ranks;
+             later.peakBytes / later.ranks >= death.sizeBytes / death.ranks;
     });
   };
   for (const ProfileRun& run : runs) {

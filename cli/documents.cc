@@ -200,6 +200,23 @@ bool isMarker(std::string_view line, std::string_view marker) {
          (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r' || line[3] == '\n');
 }
 
+// Whether a piece holds nothing but blank and comment lines, directives and document
+// markers (with at most a comment after them).
+bool onlyComments(std::string_view text) {
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    std::string_view l = text.substr(start, end - start);
+    start = end;
+    if (isMarker(l, "---") || isMarker(l, "...")) l.remove_prefix(3);
+    else if (l.starts_with('%')) continue;
+    const std::size_t first = l.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && l[first] != '#') return false;
+  }
+  return true;
+}
+
 std::vector<Piece> piecesOf(std::string_view text) {
   std::vector<Piece> pieces(1);
   int line = 0;
@@ -704,7 +721,10 @@ Result<std::vector<Document>> readDocumentsAsWritten(std::string_view text) {
     if (whole) {
       piece.text = std::move(carried) + piece.text;
       carried.clear();
-    } else if (std::none_of(nodes.begin(), nodes.end(), [](const YAML::Node& n) { return !n.IsNull(); })) {
+    } else if (std::none_of(nodes.begin(), nodes.end(), [](const YAML::Node& n) { return !n.IsNull(); }) &&
+               onlyComments(piece.text)) {
+      // Only what is not content is carried: a null document's own text (a tag or an
+      // anchor, "!1") put before the next one would make it another document.
       carried += piece.text;
     }
     for (const auto& node : nodes) {

@@ -192,6 +192,19 @@ TEST(ReadDocumentsAsWritten, EachDocumentsTextAndLinesCountedInTheFile) {
   EXPECT_NE(bad.error().message.find("line 4"), std::string::npos) << bad.error().message;
 }
 
+// A document of nothing but a tag ("!1", a null) is no document, and its text is not put
+// before the next one's, where the tag would apply to that one (found by the documents fuzz
+// target); comments are.
+TEST(ReadDocumentsAsWritten, ANullDocumentsTextIsNotCarriedOntoTheNext) {
+  auto docs = readDocumentsAsWritten("# c\n!1\n...\n# kept\n789.5}\n");
+  ASSERT_TRUE(docs.ok()) << docs.error().message;
+  ASSERT_EQ(docs->size(), 1u);
+  EXPECT_EQ((*docs)[0].text, "# kept\n789.5}\n");
+  auto again = readDocuments("---\n" + (*docs)[0].text);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->front(), (*docs)[0].value);
+}
+
 TEST(Layout, KeysAndNumbersPrintedAsWritten) {
   const std::string yaml = "zeta: 1\nalpha:\n  big: 123456789012345678901234567890\n  hex: 0x1f\n  exp: 1e3\n"
                            "  plain: 2.5\n  list: [8.0, 3]\nmiddle: x\n";
