@@ -216,7 +216,7 @@ install_crds() {
   log "installing podshaper's CRDs and the default TopologyPolicy"
   kc apply -k "$root/crds/" >/dev/null
   wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
-    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io crd/shmusages.podshaper.io
+    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io crd/shmusages.podshaper.io crd/shmprofiles.podshaper.io
   wait_for 30 kube-apiserver kc apply -f "$root/manifests/base/topologypolicy-default.yaml"
   if [[ $with_node == yes ]]; then  # as above: 4 MiB is what the real node can give
     kc patch topologypolicy default --type merge -p '{"spec":{"requirements":{"requireMemlockUnlimited":false}}}' >/dev/null
@@ -335,7 +335,7 @@ install() {
   kc -n $ns get deploy podshaper-webhook >/dev/null 2>&1 && again=yes
   kc apply -k "$root/crds/" >/dev/null
   wait_for 30 kube-apiserver kc wait --for condition=established --timeout 5s \
-    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io crd/shmusages.podshaper.io
+    crd/gputopologyreports.podshaper.io crd/topologypolicies.podshaper.io crd/shmusages.podshaper.io crd/shmprofiles.podshaper.io
   # podshaper-shm mounts the kubelet's pods and containerd's NRI socket at the paths the
   # node has them: this node's are under its own dir, not /var/lib/kubelet and /var/run/nri.
   kc kustomize "$root/examples/real-node/install/" |

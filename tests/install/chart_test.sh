@@ -444,6 +444,29 @@ bound = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
 assert [o["metadata"]["name"] for o in bound] == ["podshaper-shm"], bound
 assert "shmusages" in get("ClusterRole", "podshaper-view")["rules"][0]["resources"]
 EOF
+check "ShmProfiles: the operator writes them (status too), the webhook and view read them, edit and admin get nothing more" \
+  python3 - "$tmp/helm-default.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+def grants(role, resource):
+    return sorted(v for r in role["rules"] if "podshaper.io" in r["apiGroups"] and resource in r["resources"] for v in r["verbs"])
+get = lambda kind, name: next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+operator = get("ClusterRole", "podshaper-operator")
+assert grants(operator, "shmprofiles") == sorted(["get", "list", "watch", "create", "update", "patch", "delete"]), operator
+assert grants(operator, "shmprofiles/status") == ["get", "patch", "update"], operator
+assert grants(operator, "shmusages") == ["get", "list", "watch"], operator
+assert grants(get("ClusterRole", "podshaper-webhook"), "shmprofiles") == ["get", "list", "watch"]
+assert grants(get("ClusterRole", "podshaper-view"), "shmprofiles") == ["get", "list", "watch"]
+# A namespace's editors must not forge the profile that sizes their next pods.
+for o in objs:
+    labels = o["metadata"].get("labels") or {}
+    if o["kind"] == "ClusterRole" and any(labels.get("rbac.authorization.k8s.io/aggregate-to-" + r) == "true" for r in ("edit", "admin")):
+        assert not [r for r in o["rules"] if "podshaper.io" in r.get("apiGroups", [])], o["metadata"]["name"]
+writers = [o["metadata"]["name"] for o in objs if o["kind"] in ("ClusterRole", "Role")
+           and any(set(r["verbs"]) - {"get", "list", "watch"} for r in o.get("rules", [])
+                   if "podshaper.io" in r.get("apiGroups", []) and any(x.startswith("shmprofiles") for x in r["resources"]))]
+assert writers == ["podshaper-operator"], writers
+EOF
 "$helm" template podshaper "$chart" --set shm.enabled=false --set monitoring.serviceMonitor.enabled=true >"$tmp/helm-noshm.yaml"
 check "shm.enabled=false: no podshaper-shm, no podshaper-node" \
   bash -c "! grep -q 'podshaper-shm\\|podshaper-node' '$tmp/helm-noshm.yaml'"
