@@ -29,12 +29,14 @@ review -f:
   the pods made from it would be and printed in the input's format (-o yaml|json), or as
   a unified diff against the input (-o diff); objects podshaper leaves alone are printed
   as read. Warnings, notes and denials go to stderr.
-  Nodes, Namespaces, ResourceClaimTemplates, ResourceClaims and DeviceClasses in the input
-  are read as --cluster reads them (and printed back): the file may hold the workload and
-  what it needs. Without any Node, the node size is config defaults.gpusPerNode.
+  Nodes, Namespaces, ResourceClaimTemplates, ResourceClaims, ShmProfiles and DeviceClasses
+  in the input are read as --cluster reads them (and printed back): the file may hold the
+  workload and what it needs. Without any Node, the node size is config
+  defaults.gpusPerNode; without --cluster and without a ShmProfile in the input, no
+  workload's measured runs are known, and /dev/shm is sized by the formula.
   -n: the namespace of objects that name none (default: "default"). --cluster: the output
-  of `kubectl get namespaces,nodes,resourceclaimtemplates,resourceclaims -A -o json`, to
-  decide as serve would on that cluster.
+  of `kubectl get namespaces,nodes,resourceclaimtemplates,resourceclaims,shmprofiles -A -o json`,
+  to decide as serve would on that cluster.
   Exit codes: 0 every pod would be shaped or left alone; 1 one would be denied; 2 the
   input or a flag could not be used.
 

@@ -2,6 +2,7 @@
 
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "api/names.h"
@@ -24,8 +25,9 @@ nlohmann::json shapedPod(const std::string& input, const nlohmann::json& respons
   return pod.patch(nlohmann::json::parse(raw.ok() ? *raw : "[]"));
 }
 
-// `kubectl get namespaces,nodes,resourceclaimtemplates,resourceclaims -A -o json`: a List
-// whose items are Namespaces and Nodes, and any ResourceClaimTemplates and ResourceClaims.
+// `kubectl get namespaces,nodes,resourceclaimtemplates,resourceclaims,shmprofiles -A -o json`:
+// a List whose items are Namespaces and Nodes, and any ResourceClaimTemplates,
+// ResourceClaims and ShmProfiles.
 // JSON or YAML; a NodeList's items, which the API server writes without their kind, too.
 Result<ClusterObjects> loadCluster(const std::string& path) {
   auto text = cli::readFile(path);
@@ -80,8 +82,23 @@ bool ClusterObjects::take(const nlohmann::json& object) {
   if (kind == "Namespace") namespaces.push_back(object);
   else if (kind == "Node") nodes.push_back(object);
   else if (kind == "ResourceClaimTemplate" || kind == "ResourceClaim") claims.push_back(object);
+  else if (kind == names::kShmProfileKind) shmProfiles.push_back(object);
   else if (kind != "DeviceClass") return false;
   return true;
+}
+
+decltype(AdmissionContext::shmProfiles) shmProfileLookupOver(const std::vector<nlohmann::json>& profiles) {
+  std::map<std::string, nlohmann::json, std::less<>> byName;  // "namespace/name"
+  for (const auto& p : profiles) {
+    const nlohmann::json& metadata = member(p, "metadata");
+    if (stringMember(metadata, "name").empty()) continue;
+    byName[stringMember(metadata, "namespace") + "/" + stringMember(metadata, "name")] = p;
+  }
+  return [byName = std::move(byName)](std::string_view ns, std::string_view name) -> std::optional<nlohmann::json> {
+    auto it = byName.find(std::string(ns) + "/" + std::string(name));
+    if (it == byName.end()) return std::nullopt;
+    return it->second;
+  };
 }
 
 nlohmann::json itemWithKind(const nlohmann::json& item, const nlohmann::json& list) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/flags.h"
+#include "shaping/admission_context.h"
 #include "shaping/config.h"
 
 namespace podshaper::webhook {
@@ -13,17 +14,23 @@ namespace podshaper::webhook {
 // `podshaper-webhook review -f FILE|DIR|- [-n NAMESPACE] [--config FILE] [--cluster FILE] [-o yaml|json|diff]`:
 // Pods and workloads (YAML or JSON) in, each shaped as its pods would be; exit 1 on a denial.
 // `podshaper-webhook review [--config FILE] [--cluster FILE] [-o review|pod] < admissionreview.json`:
-// the AdmissionReview form. --cluster: `kubectl get namespaces,nodes -o json`, to decide as
-// serve would on that cluster.
+// the AdmissionReview form. --cluster: `kubectl get namespaces,nodes -o json` (and the
+// claims and ShmProfiles of the namespaces reviewed), to decide as serve would on that cluster.
 int runReview(int argc, char** argv);
 
 // What review knows of a cluster: from --cluster, and from the objects of -f's input.
 struct ClusterObjects {
-  std::vector<nlohmann::json> namespaces, nodes, claims;
+  std::vector<nlohmann::json> namespaces, nodes, claims, shmProfiles;
   // Takes `object` when it is a Namespace, a Node, a ResourceClaim or ResourceClaimTemplate,
-  // or a DeviceClass (read and not used: podshaper knows GPUs by config gpuDeviceClass).
+  // a ShmProfile, or a DeviceClass (read and not used: podshaper knows GPUs by config
+  // gpuDeviceClass).
   bool take(const nlohmann::json& object);
 };
+
+// The ShmProfile of that namespace and name among `profiles`, whole (the last of them where
+// two have one name: -f's input comes after --cluster's), as AdmissionContext::shmProfiles
+// asks; a profile without a name is never found.
+decltype(AdmissionContext::shmProfiles) shmProfileLookupOver(const std::vector<nlohmann::json>& profiles);
 
 // A list's item with its kind: the API server leaves an item's kind out of a NodeList; the
 // list's kind says it.

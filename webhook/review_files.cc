@@ -1,6 +1,7 @@
 // review -f: the objects users already have, each workload shaped as the pods it makes
 // would be, printed back as read where podshaper changes nothing.
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -152,6 +153,9 @@ class Review {
       view_->nodesKnown = nodesKnown_;  // Namespaces alone: their labels, and the node size from config
     }
     claims_ = claimLookupOver(cluster.claims);
+    // As with Nodes: --cluster's list is the cluster's, so a profile it lacks is none; without
+    // it and without any ShmProfile in the input, the profiles are unknown, and not read.
+    if (clusterGiven || !cluster.shmProfiles.empty()) shmProfiles_ = shmProfileLookupOver(cluster.shmProfiles);
   }
 
   // Shapes `object` where it lies; says on stderr what podshaper would tell.
@@ -173,6 +177,8 @@ class Review {
     context.namespaceName = ns;
     context.cluster = view_ ? &*view_ : nullptr;
     context.claims = claims_;
+    context.shmProfiles = shmProfiles_;
+    context.now = now_;
     context.shaperVersion = kShaperVersion;
     return context;
   }
@@ -268,6 +274,11 @@ class Review {
   const std::vector<json*>& all_;
   std::optional<ClusterView> view_;
   ClaimLookup claims_;
+  decltype(AdmissionContext::shmProfiles) shmProfiles_;
+  // Now, as the webhook admits a pod now: a profile's runs too old are left out, and the
+  // formula says how long ago the last one ended.
+  int64_t now_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                     .count();
   bool nodesKnown_ = false;
   bool denied_ = false;
   std::size_t templates_ = 0;
@@ -355,11 +366,17 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
           return reviewFailed("an AdmissionReview is read without -f, on stdin");
         }
         all.push_back(o);
-        // A claim that names no namespace is in the one its pods are (-n's), as kubectl would create it.
+        // A claim or a ShmProfile that names no namespace is in the one its pods are (-n's), as
+        // kubectl would create it.
         json object = itemWithKind(*o, doc.value);
+        const std::string kind = stringMember(object, "kind");
         if (stringMember(member(object, "metadata"), "namespace").empty() &&
-            stringMember(object, "kind").starts_with("ResourceClaim")) {
+            (kind.starts_with("ResourceClaim") || kind == names::kShmProfileKind)) {
           object["metadata"]["namespace"] = namespaceOf(object, flags);
+        }
+        if (kind == names::kShmProfileKind && stringMember(member(object, "metadata"), "name").empty()) {
+          std::cerr << "Warning: " << describe(object, namespaceOf(object, flags))
+                    << ": not read: a ShmProfile is found by its name, the workload's\n";
         }
         if (!cluster.take(object)) workloads.push_back(o);
       }

@@ -274,6 +274,78 @@ sed 's/namespace: dra-demo/namespace: ml/' "$root/tests/review/corpus/dra-pod.ya
 set +e; "$bin" review -f "$tmp/dra-no-ns.yaml" -f "$root/tests/review/corpus/nodes.yaml" -n team >/dev/null 2>"$tmp/err"; rc=$?; set -e
 check "a ResourceClaimTemplate naming no namespace is in -n's, as its pod" test $rc -eq 0
 
+# ShmProfiles (a workload's measured runs) are read from -f's input and --cluster as the
+# webhook reads them from its watch, and never printed back as workloads. The checks marked
+# [lead's shaping] expect what shaping/ does with a profile (sizing from it at the config's
+# default podshaper.io/shm-sizing, measured).
+python3 - "$tmp" <<'PY'
+import datetime, json, sys, yaml
+tmp = sys.argv[1]
+annotations = {"podshaper.io/workload": "train-7b", "podshaper.io/dataloader-workers": "2", "podshaper.io/batch-bytes": "8Mi"}
+def declared_inputs(a):  # api/shm_profile.cc declaredInputs: FNV-1a of the DataLoader and NCCL annotations
+    h = 2166136261
+    def fnv(text):
+        nonlocal h
+        for c in text.encode():
+            h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    for k in ("podshaper.io/dataloader-workers", "podshaper.io/prefetch-factor", "podshaper.io/batch-bytes",
+              "podshaper.io/batch-shape", "podshaper.io/batch-dtype", "podshaper.io/nccl-communicators"):
+        if k in a:
+            fnv(k); fnv("="); fnv(a[k]); fnv("\n")
+    return "%08x" % h
+ended = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+mi = 1 << 20
+run = {"pod": "train-7b-0", "podUID": "u1", "run": 1, "endedAt": ended, "ranks": 8, "sizeBytes": 2048 * mi,
+       "peakBytes": 400 * mi, "end": "Completed", "inputs": declared_inputs(annotations)}
+def profile(namespace=None, need=50 * mi):
+    meta = {"name": "train-7b"}
+    if namespace: meta["namespace"] = namespace
+    return {"apiVersion": "podshaper.io/v1alpha1", "kind": "ShmProfile", "metadata": meta,
+            "spec": {"workload": 'workload "train-7b" (podshaper.io/workload)'},
+            "status": {"runs": [run], "runCount": 1, "inputs": run["inputs"], "lastSize": "2Gi", "peak": "400Mi",
+                       "recommended": "480Mi", "recommendation": {"needPerRankBytes": need, "headroomPercent": 20,
+                                                                  "ranks": 8, "bytes": 480 * mi, "message": "m"}}}
+pod = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "train-7b-1", "labels": {"podshaper.io/inject": "true"}, "annotations": annotations},
+       "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}
+def write(name, *objects):
+    with open(f"{tmp}/{name}", "w") as f: yaml.safe_dump_all(objects, f, sort_keys=False)
+write("profiled-pod.yaml", pod)
+write("profile.yaml", profile())
+write("profile-other.yaml", profile("other"))
+write("profile-forged.yaml", profile("ml", need=1))
+write("profile-unnamed.yaml", dict(profile("ml"), metadata={"namespace": "ml"}))
+# As the API server lists them: a ShmProfileList's items carry no kind.
+l = {"apiVersion": "podshaper.io/v1alpha1", "kind": "ShmProfileList", "items": [profile("ml")]}
+del l["items"][0]["kind"]
+json.dump(l, open(f"{tmp}/profile-cluster.json", "w"))
+PY
+formula_of() {  # formula_of FILE: the shaped pod's podshaper.io/shm-formula
+  python3 -c 'import sys, yaml
+pod = next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "Pod")
+print(pod["metadata"]["annotations"].get("podshaper.io/shm-formula", ""))' "$1"
+}
+"$bin" review -f "$tmp/profile.yaml" >"$tmp/out" 2>"$tmp/err"
+check "-f with a ShmProfile alone: printed as read, not reviewed as a workload" \
+  test "$(cmp -s "$tmp/profile.yaml" "$tmp/out" && echo same) $(grep -c 'ShmProfile' "$tmp/err")" = "same 0"
+check "... and it is no pod template" contains "$(cat "$tmp/err")" "no pod or pod template found"
+"$bin" review -f "$tmp/profile-unnamed.yaml" >/dev/null 2>"$tmp/err"
+check "-f with a ShmProfile that has no name: not read, saying why" \
+  contains "$(cat "$tmp/err")" "Warning: ShmProfile ml/(no name): not read: a ShmProfile is found by its name, the workload's"
+"$bin" review -f "$tmp/profiled-pod.yaml" -f "$tmp/profile.yaml" -n ml >"$tmp/out" 2>"$tmp/err"
+check "[lead's shaping] -f: the pod's ShmProfile in the input (no namespace: -n's, as its pod) sizes it: 'measured: ...'" \
+  test "$(formula_of "$tmp/out" | cut -c1-10)" = "measured: "
+"$bin" review -f "$tmp/profiled-pod.yaml" -f "$tmp/profile-other.yaml" -n ml >"$tmp/out" 2>"$tmp/err"
+check "[lead's shaping] -f: a ShmProfile of that name in another namespace is not the pod's" \
+  test "$(formula_of "$tmp/out" | cut -c1-10)" != "measured: "
+"$bin" review -f "$tmp/profiled-pod.yaml" -n ml --cluster "$tmp/profile-cluster.json" >"$tmp/out" 2>"$tmp/err"
+check "[lead's shaping] --cluster: the ShmProfiles of kubectl get shmprofiles -A -o json size the pod" \
+  test "$(formula_of "$tmp/out" | cut -c1-10)" = "measured: "
+"$bin" review -f "$tmp/profiled-pod.yaml" -f "$tmp/profile-forged.yaml" -n ml >"$tmp/out" 2>"$tmp/err"
+check "[lead's shaping] -f: a ShmProfile whose recommendation its runs do not give: a warning naming it" \
+  grep -q "^Warning: Pod ml/train-7b-1: .*ShmProfile" "$tmp/err"
+check "[lead's shaping] ... and the pod is not sized from it" test "$(formula_of "$tmp/out" | cut -c1-10)" != "measured: "
+
 python3 - "$cases/seed-no-cluster-nccl-reserve/review.json" "$tmp/numbers.json" <<'PY'
 import sys
 text = open(sys.argv[1]).read()

@@ -111,26 +111,26 @@ check "operator: watch ShmProfiles" can podshaper-operator watch shmprofiles.pod
 check "operator: create them" can podshaper-operator create shmprofiles.podshaper.io -n default
 check "operator: their status" can podshaper-operator update shmprofiles.podshaper.io --subresource=status -n default
 check "operator: delete them" can podshaper-operator delete shmprofiles.podshaper.io -n default
-# Users: the built-in view role (by aggregation) reads reports and policies, no more.
+# Users: the built-in view role (by aggregation) reads reports, policies, ShmUsages and
+# ShmProfiles, no more; edit adds nothing of podshaper's: a namespace's editors cannot forge
+# the ShmProfile that sizes their workload's next pods from what podshaper-shm measured.
 quiet kc create clusterrolebinding podshaper-test-viewer --clusterrole=view --user=viewer
+quiet kc -n default create rolebinding podshaper-test-editor --clusterrole=edit --user=editor
 viewer_can() { kc auth can-i "$@" --as=viewer 2>/dev/null; }  # (kubectl warns that the CRDs are cluster-scoped)
+editor_can() { kc auth can-i "$@" --as=editor -n default 2>/dev/null; }
 check "a user with view: kubectl get gtr (podshaper-view aggregated into view)" \
   eventually 30 yes viewer_can list gputopologyreports.podshaper.io
 check "... and topologypolicies" test "$(viewer_can get topologypolicies.podshaper.io)" = yes
 check "... but not change a TopologyPolicy" test "$(viewer_can update topologypolicies.podshaper.io)" = no
 check "... and a namespace's ShmUsages (kubectl get shmu)" test "$(viewer_can list shmusages.podshaper.io -n default)" = yes
 check "... and its ShmProfiles (kubectl get shmp)" test "$(viewer_can list shmprofiles.podshaper.io -n default)" = yes
-quiet kc delete clusterrolebinding podshaper-test-viewer
-# A namespace's editors read its ShmProfiles and cannot forge one: a profile sizes the
-# workload's next pods, from what podshaper-shm measured alone.
-quiet kc -n default create rolebinding podshaper-test-editor --clusterrole=edit --user=editor
-editor_can() { kc auth can-i "$@" --as=editor -n default 2>/dev/null; }
 check "a namespace's editor: kubectl get shmp (view aggregated into edit)" \
   eventually 30 yes editor_can list shmprofiles.podshaper.io
 check "... but not create a ShmProfile" test "$(editor_can create shmprofiles.podshaper.io)" = no
 check "... nor change one" test "$(editor_can patch shmprofiles.podshaper.io)" = no
 check "... nor its status" test "$(editor_can update shmprofiles.podshaper.io --subresource=status)" = no
 check "... but creates pods there (the role is edit)" test "$(editor_can create pods)" = yes
+quiet kc delete clusterrolebinding podshaper-test-viewer
 quiet kc -n default delete rolebinding podshaper-test-editor
 check "operator: its Lease" can podshaper-operator update leases.coordination.k8s.io/podshaper-operator -n $ns
 check "operator: the webhook's Secret" can podshaper-operator update secrets/podshaper-webhook-tls -n $ns
