@@ -1,5 +1,6 @@
 #include "webhook/review.h"
 
+#include <chrono>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -52,11 +53,13 @@ int reviewAdmission(const cli::Flags& flags, const Config& config, const Cluster
   std::string input{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
   std::optional<ClusterView> view;
   ClaimLookup claims;
+  ShmProfileLookup shmProfiles;
   if (cluster) {
     view = buildClusterView(cluster->namespaces, cluster->nodes);
     claims = claimLookupOver(cluster->claims);
+    shmProfiles = shmProfileLookupOver(cluster->shmProfiles);
   }
-  auto decision = admit(input, config, view ? &*view : nullptr, kShaperVersion, claims);
+  auto decision = admit(input, config, view ? &*view : nullptr, kShaperVersion, claims, shmProfiles, nowSeconds());
   if (!decision) return reviewFailed(decision.error().message);
   const nlohmann::json& response = decision->review["response"];
   if (output == "review") {
@@ -87,7 +90,7 @@ bool ClusterObjects::take(const nlohmann::json& object) {
   return true;
 }
 
-decltype(AdmissionContext::shmProfiles) shmProfileLookupOver(const std::vector<nlohmann::json>& profiles) {
+ShmProfileLookup shmProfileLookupOver(const std::vector<nlohmann::json>& profiles) {
   std::map<std::string, nlohmann::json, std::less<>> byName;  // "namespace/name"
   for (const auto& p : profiles) {
     const nlohmann::json& metadata = member(p, "metadata");
@@ -99,6 +102,10 @@ decltype(AdmissionContext::shmProfiles) shmProfileLookupOver(const std::vector<n
     if (it == byName.end()) return std::nullopt;
     return it->second;
   };
+}
+
+int64_t nowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 nlohmann::json itemWithKind(const nlohmann::json& item, const nlohmann::json& list) {

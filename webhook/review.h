@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,11 @@ struct ClusterObjects {
 // The ShmProfile of that namespace and name among `profiles`, whole (the last of them where
 // two have one name: -f's input comes after --cluster's), as AdmissionContext::shmProfiles
 // asks; a profile without a name is never found.
-decltype(AdmissionContext::shmProfiles) shmProfileLookupOver(const std::vector<nlohmann::json>& profiles);
+ShmProfileLookup shmProfileLookupOver(const std::vector<nlohmann::json>& profiles);
+
+// Seconds since the epoch: review decides at the time it runs, as serve at each admission's
+// (a profile's runs too old are left out, and the formula says how long ago the last ended).
+int64_t nowSeconds();
 
 // A list's item with its kind: the API server leaves an item's kind out of a NodeList; the
 // list's kind says it.

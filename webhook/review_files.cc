@@ -1,7 +1,6 @@
 // review -f: the objects users already have, each workload shaped as the pods it makes
 // would be, printed back as read where podshaper changes nothing.
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -274,11 +273,8 @@ class Review {
   const std::vector<json*>& all_;
   std::optional<ClusterView> view_;
   ClaimLookup claims_;
-  decltype(AdmissionContext::shmProfiles) shmProfiles_;
-  // Now, as the webhook admits a pod now: a profile's runs too old are left out, and the
-  // formula says how long ago the last one ended.
-  int64_t now_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                     .count();
+  ShmProfileLookup shmProfiles_;
+  int64_t now_ = nowSeconds();
   bool nodesKnown_ = false;
   bool denied_ = false;
   std::size_t templates_ = 0;

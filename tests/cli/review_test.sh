@@ -278,9 +278,9 @@ check "a ResourceClaimTemplate naming no namespace is in -n's, as its pod" test 
 # webhook reads them from its watch, and never printed back as workloads. The checks marked
 # [lead's shaping] expect what shaping/ does with a profile (sizing from it at the config's
 # default podshaper.io/shm-sizing, measured).
-python3 - "$tmp" <<'PY'
+python3 - "$tmp" "$cases" <<'PY'
 import datetime, json, sys, yaml
-tmp = sys.argv[1]
+tmp, cases = sys.argv[1:]
 annotations = {"podshaper.io/workload": "train-7b", "podshaper.io/dataloader-workers": "2", "podshaper.io/batch-bytes": "8Mi"}
 def declared_inputs(a):  # api/shm_profile.cc declaredInputs: FNV-1a of the DataLoader and NCCL annotations
     h = 2166136261
@@ -319,6 +319,13 @@ write("profile-unnamed.yaml", dict(profile("ml"), metadata={"namespace": "ml"}))
 l = {"apiVersion": "podshaper.io/v1alpha1", "kind": "ShmProfileList", "items": [profile("ml")]}
 del l["items"][0]["kind"]
 json.dump(l, open(f"{tmp}/profile-cluster.json", "w"))
+# The AdmissionReview form: the pod in ml, and kubectl get namespaces,nodes,shmprofiles -A -o json.
+review = json.load(open(f"{cases}/seed-no-cluster-nccl-reserve/review.json"))
+review["request"]["object"] = dict(pod, metadata=dict(pod["metadata"], namespace="ml"))
+json.dump(review, open(f"{tmp}/profiled-review.json", "w"))
+c = json.load(open(f"{cases}/seed-8xh100-validated-p2p/cluster.json"))
+json.dump({"apiVersion": "v1", "kind": "List", "items": c["namespaces"] + c["nodes"] + [profile("ml")]},
+          open(f"{tmp}/cluster-with-profile.json", "w"))
 PY
 formula_of() {  # formula_of FILE: the shaped pod's podshaper.io/shm-formula
   python3 -c 'import sys, yaml
@@ -345,6 +352,11 @@ check "[lead's shaping] --cluster: the ShmProfiles of kubectl get shmprofiles -A
 check "[lead's shaping] -f: a ShmProfile whose recommendation its runs do not give: a warning naming it" \
   grep -q "^Warning: Pod ml/train-7b-1: .*ShmProfile" "$tmp/err"
 check "[lead's shaping] ... and the pod is not sized from it" test "$(formula_of "$tmp/out" | cut -c1-10)" != "measured: "
+"$bin" review --cluster "$tmp/cluster-with-profile.json" --output pod < "$tmp/profiled-review.json" >"$tmp/out" 2>"$tmp/err"
+check "[lead's shaping] the AdmissionReview form: the ShmProfiles of --cluster size the pod" \
+  test "$(formula_of "$tmp/out" | cut -c1-10)" = "measured: "
+"$bin" review --cluster "$tmp/cluster.json" --output pod < "$tmp/profiled-review.json" >"$tmp/out" 2>"$tmp/err"
+check "... and a --cluster without it: none, the formula" test "$(formula_of "$tmp/out" | cut -c1-10)" != "measured: "
 
 python3 - "$cases/seed-no-cluster-nccl-reserve/review.json" "$tmp/numbers.json" <<'PY'
 import sys
