@@ -275,9 +275,9 @@ set +e; "$bin" review -f "$tmp/dra-no-ns.yaml" -f "$root/tests/review/corpus/nod
 check "a ResourceClaimTemplate naming no namespace is in -n's, as its pod" test $rc -eq 0
 
 # ShmProfiles (a workload's measured runs) are read from -f's input and --cluster as the
-# webhook reads them from its watch, and never printed back as workloads. The checks marked
-# [lead's shaping] expect what shaping/ does with a profile (sizing from it at the config's
-# default podshaper.io/shm-sizing, measured).
+# webhook reads them from its watch, and never shaped as workloads. The pod is sized from its
+# profile at the config's default podshaper.io/shm-sizing, measured ("measured: ..." in its
+# formula); its run ended an hour ago, and review weighs it at the time review runs.
 python3 - "$tmp" "$cases" <<'PY'
 import datetime, json, sys, yaml
 tmp, cases = sys.argv[1:]
@@ -340,20 +340,21 @@ check "... and it is no pod template" contains "$(cat "$tmp/err")" "no pod or po
 check "-f with a ShmProfile that has no name: not read, saying why" \
   contains "$(cat "$tmp/err")" "Warning: ShmProfile ml/(no name): not read: a ShmProfile is found by its name, the workload's"
 "$bin" review -f "$tmp/profiled-pod.yaml" -f "$tmp/profile.yaml" -n ml >"$tmp/out" 2>"$tmp/err"
-check "[lead's shaping] -f: the pod's ShmProfile in the input (no namespace: -n's, as its pod) sizes it: 'measured: ...'" \
+check "-f: the pod's ShmProfile in the input (no namespace: -n's, as its pod) sizes it: 'measured: ...'" \
   test "$(formula_of "$tmp/out" | cut -c1-10)" = "measured: "
+check "... its run counted from now: 'the last 1 h ago'" contains "$(formula_of "$tmp/out")" "over 1 run, the last 1 h ago"
 "$bin" review -f "$tmp/profiled-pod.yaml" -f "$tmp/profile-other.yaml" -n ml >"$tmp/out" 2>"$tmp/err"
-check "[lead's shaping] -f: a ShmProfile of that name in another namespace is not the pod's" \
+check "-f: a ShmProfile of that name in another namespace is not the pod's" \
   test "$(formula_of "$tmp/out" | cut -c1-10)" != "measured: "
 "$bin" review -f "$tmp/profiled-pod.yaml" -n ml --cluster "$tmp/profile-cluster.json" >"$tmp/out" 2>"$tmp/err"
-check "[lead's shaping] --cluster: the ShmProfiles of kubectl get shmprofiles -A -o json size the pod" \
+check "--cluster: the ShmProfiles of kubectl get shmprofiles -A -o json size the pod" \
   test "$(formula_of "$tmp/out" | cut -c1-10)" = "measured: "
 "$bin" review -f "$tmp/profiled-pod.yaml" -f "$tmp/profile-forged.yaml" -n ml >"$tmp/out" 2>"$tmp/err"
-check "[lead's shaping] -f: a ShmProfile whose recommendation its runs do not give: a warning naming it" \
+check "-f: a ShmProfile whose recommendation its runs do not give: a warning naming it" \
   grep -q "^Warning: Pod ml/train-7b-1: .*ShmProfile" "$tmp/err"
-check "[lead's shaping] ... and the pod is not sized from it" test "$(formula_of "$tmp/out" | cut -c1-10)" != "measured: "
+check "... and the pod is not sized from it" test "$(formula_of "$tmp/out" | cut -c1-10)" != "measured: "
 "$bin" review --cluster "$tmp/cluster-with-profile.json" --output pod < "$tmp/profiled-review.json" >"$tmp/out" 2>"$tmp/err"
-check "[lead's shaping] the AdmissionReview form: the ShmProfiles of --cluster size the pod" \
+check "the AdmissionReview form: the ShmProfiles of --cluster size the pod" \
   test "$(formula_of "$tmp/out" | cut -c1-10)" = "measured: "
 "$bin" review --cluster "$tmp/cluster.json" --output pod < "$tmp/profiled-review.json" >"$tmp/out" 2>"$tmp/err"
 check "... and a --cluster without it: none, the formula" test "$(formula_of "$tmp/out" | cut -c1-10)" != "measured: "
