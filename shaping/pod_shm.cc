@@ -27,7 +27,8 @@ namespace {
 
 // limits.maxShmPercentOfNodeMemory: a /dev/shm that would take too much of the node is
 // an error; a node class without memory is a warning, returned.
-Result<std::optional<std::string>> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, uint64_t maxPercent) {
+Result<std::optional<std::string>> checkShmCap(const ShmPlan& plan, const NodeClass& nodeClass, uint64_t maxPercent,
+                                               bool measured) {
   if (!nodeClass.memoryBytes) {
     return std::optional<std::string>(
         "node memory unknown: the /dev/shm cap (limits.maxShmPercentOfNodeMemory) was not checked");
@@ -36,8 +37,11 @@ Result<std::optional<std::string>> checkShmCap(const ShmPlan& plan, const NodeCl
   if (cap && plan.shmBytes > *cap / 100) {
     return makeError("/dev/shm would be " + formatBytes(static_cast<int64_t>(plan.shmBytes)) +
                      ", above limits.maxShmPercentOfNodeMemory (" + std::to_string(maxPercent) +
-                     "%) of the node's " + formatBytes(*nodeClass.memoryBytes) + ": lower " + std::string(names::kWorkers) +
-                     ", " + std::string(names::kPrefetchFactor) + ", the batch size or " + std::string(names::kNcclCommunicators) +
+                     "%) of the node's " + formatBytes(*nodeClass.memoryBytes) +
+                     (measured ? ": the workload's measured runs used that much; make its runs hold less in /dev/shm, "
+                                 "or set " + std::string(names::kShmSizing) + ": formula and size it by its annotations"
+                               : ": lower " + std::string(names::kWorkers) + ", " + std::string(names::kPrefetchFactor) +
+                                     ", the batch size or " + std::string(names::kNcclCommunicators)) +
                      " (" + plan.formula + ")");
   }
   return std::optional<std::string>();
@@ -149,7 +153,8 @@ Result<PodShm, Denial> decidePodShm(const json& pod, const PodInputs& in, uint64
   if (measured != nullptr) measuredWarnings = applyMeasured(*plan, *measured, ranks);
   // A pod denied below has its own volumes read for nothing: they are few, and read without error.
   PodShm out{*plan, shmVolumeFor(in, *plan), ownShmVolumes(pod, in, *plan, adopt), std::move(measuredWarnings)};
-  auto capped = checkShmCap(out.plan, nodeClass, maxPercent);
+  auto capped = checkShmCap(out.plan, nodeClass, maxPercent,
+                            measured != nullptr && measured->sizing == ShmSizing::kMeasured);
   if (!capped) return makeDenial(DenialCause::kShmCap, capped.error().message);
   if (*capped) out.warnings.push_back(std::move(**capped));
   if (out.volume.gpus > 0 && volumeNamed(pod, names::kShmVolume)) {
