@@ -25,17 +25,20 @@ std::optional<std::string> text(const json& object, std::string_view key) {
   return v.get<std::string>();
 }
 
-// A DNS subdomain (RFC 1123), as object names are.
+bool lowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// A DNS subdomain (RFC 1123), as object names are: lowercase letters, digits, '-' and '.',
+// each part between dots starting and ending with a letter or digit.
 bool isSubdomain(std::string_view name) {
   if (name.empty() || name.size() > 253) return false;
-  for (char c : name) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-' ||
-          c == '.')) {
-      return false;
-    }
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (lowerAlnum(c)) continue;
+    if (c != '-' && c != '.') return false;
+    if (i == 0 || i + 1 == name.size()) return false;
+    if (c == '.' && !(lowerAlnum(name[i - 1]) && lowerAlnum(name[i + 1]))) return false;
   }
-  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
-  return alnum(name.front()) && alnum(name.back());
+  return true;
 }
 
 uint32_t fnv1a(std::string_view data, uint32_t hash = 2166136261u) {
@@ -52,19 +55,38 @@ std::string hex32(uint32_t value) {
   return buffer;
 }
 
+// Ends `name` where a part of a subdomain can end: not on '-' or '.'.
+void endOnAlnum(std::string& name) {
+  while (!name.empty() && !lowerAlnum(name.back())) name.pop_back();
+}
+
 // The profile's name for a controller's kind and name: "<kind>.<name>[.<group>]",
-// lowercase, anything a name cannot hold made '-'; a name too long is cut and given
-// the whole one's hash.
+// lowercase, anything a name cannot hold made '-', and no part between dots empty or
+// starting or ending with '-' (a Ray group "a..b_" is a label value, not a name); a name
+// too long is cut and given the whole one's hash.
 std::string profileName(std::string_view kind, std::string_view name) {
+  std::string raw(kind);
+  raw += '.';
+  raw += name;
   std::string out;
-  for (char c : kind) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  out += '.';
-  for (char c : name) {
-    const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out += (std::isalnum(static_cast<unsigned char>(l)) != 0 || l == '-' || l == '.') ? l : l == '/' ? '.' : '-';
+  for (char c : raw) {
+    char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (l == '/') l = '.';
+    if (!lowerAlnum(l) && l != '.') l = '-';
+    if (lowerAlnum(l)) {
+      out += l;
+    } else if (!out.empty() && out.back() != '.') {
+      if (l == '.') endOnAlnum(out);
+      if (!out.empty()) out += l;
+    }
   }
-  while (!out.empty() && std::isalnum(static_cast<unsigned char>(out.back())) == 0) out.pop_back();
-  if (out.size() > 253) out = out.substr(0, 244) + "-" + hex32(fnv1a(out));
+  endOnAlnum(out);
+  if (out.size() > 253) {
+    const std::string hash = hex32(fnv1a(out));
+    out.resize(244);
+    endOnAlnum(out);
+    out += "-" + hash;
+  }
   return out;
 }
 
@@ -105,6 +127,17 @@ std::string ago(int64_t seconds) {
 
 std::string mib(uint64_t bytes) {
   return formatBytes(static_cast<int64_t>(std::min<uint64_t>(ceilMiB(bytes), INT64_MAX / kMiB) * kMiB));
+}
+
+// A per-rank figure for `ranks` ranks. Each per-rank figure is rounded up, so `ranks` times
+// it is up to ranks-1 bytes above the total it came from (a peak of 412Mi over 3 ranks is
+// 144004437.3 bytes a rank, ×3 after rounding 412Mi + 2): the least total it stands for,
+// which is the total measured whenever that was a whole number of pages (/dev/shm is
+// counted in pages): it reads "412Mi", and + 20% of 5Mi is 6Mi, not 7Mi.
+uint64_t totalFor(uint64_t perRank, uint64_t ranks) {
+  ranks = std::max<uint64_t>(ranks, 1);
+  if (perRank == 0) return 0;
+  return checkedMul(perRank, ranks).value_or(UINT64_MAX / 2) - (ranks - 1);
 }
 
 }  // namespace
@@ -150,10 +183,14 @@ Result<std::optional<Workload>> workloadOf(const json& pod) {
   }
   const json* owner = controllerOf(pod);
   if (auto job = text(labels, "training.kubeflow.org/job-name")) {
+    // training-operator v1 labels the replica type, mpi-operator v2 the role alone
+    // ("launcher", "worker"); mpi-operator's launcher is a batch Job's pod.
     auto type = text(labels, "training.kubeflow.org/replica-type");
     if (!type) type = text(labels, "training.kubeflow.org/job-role");
     const std::string kind = owner != nullptr && member(*owner, "kind") != "Job"
                                  ? member(*owner, "kind").get<std::string>()
+                             : text(labels, "training.kubeflow.org/operator-name") == "mpi-operator"
+                                 ? std::string("MPIJob")
                                  : std::string("KubeflowJob");
     return std::optional(controllerWorkload(kind, *job + (type ? "/" + *type : "")));
   }
@@ -249,13 +286,13 @@ json ProfileRun::toJson() const {
 }
 
 uint64_t Recommendation::bytesFor(uint64_t ranks, uint64_t floorBytes) const {
-  const uint64_t need = checkedMul(needPerRank, std::max<uint64_t>(ranks, 1)).value_or(UINT64_MAX / 2);
+  const uint64_t need = totalFor(needPerRank, ranks);
   const uint64_t with = mulDivCeil(need, 100 + headroomPercent, 100).value_or(need);
   return std::max(floorBytes, std::min<uint64_t>(ceilMiB(with), UINT64_MAX / kMiB / 2) * kMiB);
 }
 
 std::string Recommendation::words(uint64_t ranks, uint64_t bytes, std::optional<int64_t> now) const {
-  const uint64_t need = checkedMul(needPerRank, std::max<uint64_t>(ranks, 1)).value_or(UINT64_MAX / 2);
+  const uint64_t need = totalFor(needPerRank, ranks);
   const bool died = deaths > 0 && needPerRank > peakPerRank;
   std::string out = (died ? "need " : "peak ") + mib(need) + (ranks == 1 ? " per rank" : " per " + counted(ranks, "rank")) +
                     " over " + counted(runs, "run") +
@@ -265,7 +302,7 @@ std::string Recommendation::words(uint64_t ranks, uint64_t bytes, std::optional<
            " of a full /dev/shm, counted as needing " + std::to_string(kDeathFactor) + "× its size)";
   }
   if (varies()) {
-    out += "; the runs vary from " + mib(checkedMul(lowestPerRank, std::max<uint64_t>(ranks, 1)).value_or(0)) +
+    out += "; the runs vary from " + mib(totalFor(lowestPerRank, ranks)) +
            " to " + mib(need) + ", more than " + std::to_string(kVariesFactor) + "×: the highest is used";
   }
   out += ", + " + std::to_string(headroomPercent) + "% = " + formatBytes(static_cast<int64_t>(bytes));
@@ -365,14 +402,21 @@ Result<ShmProfile> readShmProfile(const json& object) {
   out.workload = text(member(object, "spec"), "workload").value_or("");
   const json& status = member(object, "status");
   const json& runs = member(status, "runs");
-  if (!runs.is_array() || runs.empty()) return makeError("status.runs is empty");
+  if (!runs.is_array()) return makeError(runs.is_null() ? "status.runs is missing" : "status.runs is not a list");
+  if (runs.empty()) return makeError("status.runs is empty");
   if (runs.size() > 1000) return makeError("status.runs has more than 1000 runs");
   for (std::size_t i = 0; i < runs.size(); ++i) {
     auto run = readRun(runs[i], i);
     if (!run) return run.error();
     out.runs.push_back(std::move(*run));
   }
+  // What its runs give, whatever their age: the operator wrote it from them.
+  ProfileSettings all;
+  all.maxAgeSeconds = std::numeric_limits<int64_t>::max() / 2;
   const json& recommendation = member(status, "recommendation");
+  if (recommendation.is_null() && !recommend(out.runs, {}, out.runs.back().endedAt, all)) {
+    return out;  // runs that needed nothing (a DataLoader without workers): none written
+  }
   auto headroom = count(recommendation, "headroomPercent", "status.recommendation");
   auto need = count(recommendation, "needPerRankBytes", "status.recommendation");
   if (!headroom) return headroom.error();
@@ -380,9 +424,6 @@ Result<ShmProfile> readShmProfile(const json& object) {
   if (*headroom > 1000) return makeError("status.recommendation.headroomPercent is above 1000");
   out.headroomPercent = *headroom;
   out.needPerRank = *need;
-  // What its runs give, whatever their age: the operator wrote it from them.
-  ProfileSettings all;
-  all.maxAgeSeconds = std::numeric_limits<int64_t>::max() / 2;
   all.headroomPercent = *headroom;
   auto given = recommend(out.runs, {}, out.runs.back().endedAt, all);
   const uint64_t expected = given ? given->needPerRank : 0;
@@ -408,7 +449,7 @@ json shmProfileStatus(const std::vector<ProfileRun>& runs, const ProfileSettings
   status["lastSize"] = mib(last.sizeBytes);
   if (!r) return status;
   const uint64_t bytes = r->bytesFor(last.ranks);
-  status["peak"] = mib(checkedMul(r->peakPerRank, last.ranks).value_or(0));
+  status["peak"] = mib(totalFor(r->peakPerRank, last.ranks));
   status["recommended"] = formatBytes(static_cast<int64_t>(bytes));
   status["recommendation"] = json{{"needPerRankBytes", r->needPerRank},
                                   {"headroomPercent", r->headroomPercent},
@@ -428,15 +469,19 @@ void keepShmProfile(json& object) {
   if (const json& workload = member(member(object, "spec"), "workload"); !workload.is_null()) {
     kept["spec"]["workload"] = workload;
   }
-  // Of each run, what the recommendation reads: not the pod's name and uid.
+  // Of each run, what the recommendation reads: not the pod's name and uid. A run that
+  // is not an object is kept as it is, for readShmProfile to refuse.
   const json& status = member(object, "status");
   if (const json& runs = member(status, "runs"); runs.is_array()) {
     json keptRuns = json::array();
     for (const json& run : runs) {
-      json r = run;
-      if (r.is_object()) {
-        r.erase("pod");
-        r.erase("podUID");
+      if (!run.is_object()) {
+        keptRuns.push_back(run);
+        continue;
+      }
+      json r = json::object();
+      for (const char* k : {"run", "endedAt", "ranks", "sizeBytes", "peakBytes", "end", "inputs"}) {
+        if (run.contains(k)) r[k] = run[k];
       }
       keptRuns.push_back(std::move(r));
     }

@@ -99,6 +99,8 @@ struct Recommendation {
   uint64_t headroomPercent = 0;
   bool varies() const { return lowestPerRank > 0 && needPerRank > lowestPerRank * kVariesFactor; }
   // needPerRank × ranks × (1 + headroom), rounded up to a whole MiB, at least `floorBytes`.
+  // The per-rank need was rounded up, so × ranks it is taken less the ranks-1 bytes that
+  // rounding can add: a peak of 412Mi over 3 ranks gives 412Mi again, not 412Mi + 2 bytes.
   uint64_t bytesFor(uint64_t ranks, uint64_t floorBytes = 0) const;
   // "peak 412Mi per 2 ranks over 3 runs, the last 2 h ago, + 20% = 495Mi" (`now`: seconds
   // since the epoch; without it "the last ended 2026-12-02T15:00:00Z"), with a death's and
@@ -125,6 +127,7 @@ struct ShmProfile {
 // Reads a ShmProfile. An error says what is wrong with it: a member of the wrong type, a
 // count or time that does not parse, a run whose peak is above its size, a recommendation
 // that is not the one its runs give (a status edited by hand): such a profile is never applied.
+// Runs that needed nothing (peaks of 0) have no recommendation: needPerRank 0.
 Result<ShmProfile> readShmProfile(const nlohmann::json& object);
 
 // The profile's status as the operator writes it: runs, the recommendation for the
