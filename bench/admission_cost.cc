@@ -11,13 +11,9 @@
 // bytes, not with what they say) and more than 10 ordinary pods (a small body that asks
 // much, 64 GPU containers), or more than 250 ms (the webhook's timeout is 5 s, its
 // failurePolicy Fail).
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,25 +21,15 @@
 #include <nlohmann/json.hpp>
 
 #include "api/names.h"
+#include "bench/bench_util.h"
 #include "shaping/admission.h"
 
 namespace {
 
 using nlohmann::json;
+using podshaper::bench::readFile;
+using podshaper::bench::threadCpuSeconds;
 using podshaper::names::kGpuResource;
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-double threadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 struct Case {
   std::string name;
@@ -226,25 +212,13 @@ Measured measure(const Case& c, const podshaper::Config& config, const podshaper
 }
 
 podshaper::ClusterView cluster() {
-  podshaper::ClusterView view;
-  for (int i = 0; i < 4; ++i) {
-    podshaper::Node n;
-    n.name = "h100-" + std::to_string(i);
-    n.allocatableGpus = 8;
-    n.memoryBytes = 2LL << 40;
-    n.labels = {{std::string(podshaper::names::kTopologyValidated), "true"},
-                {std::string(podshaper::names::kGpuCount), "8"},
-                {std::string(podshaper::names::kP2P), std::string(podshaper::names::kP2PAll)},
-                {std::string(podshaper::names::kMemlock), std::string(podshaper::names::kMemlockUnlimited)}};
-    view.nodes.push_back(n);
-  }
+  podshaper::ClusterView view = podshaper::bench::gpuCluster();
   // One node of 64 GPUs, so that a pod of 64 one-GPU containers has somewhere to go.
   podshaper::Node big = view.nodes.front();
   big.name = "big-64";
   big.allocatableGpus = 64;
   big.labels.set(std::string(podshaper::names::kGpuCount), "64");
   view.nodes.push_back(big);
-  view.namespaceLabels = {{"ml", {}}};
   return view;
 }
 

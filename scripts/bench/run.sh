@@ -27,6 +27,9 @@ done
 "$PODSHAPER_BIN/list_page_cost" --min-seconds $([[ $quick == yes ]] && echo 0.1 || echo 1) \
   --page "$root/build/bench/nodes-61.json" --page "$root/build/bench/nodes-500.json" >&2 ||
   echo "bench: reading item by item was not cheaper (marked !)" >&2
+echo "== the webhook's ShmProfile watch (bench/shm_profile_cost)" >&2
+"$PODSHAPER_BIN/shm_profile_cost" --min-seconds $([[ $quick == yes ]] && echo 0.1 || echo 2) \
+  $([[ $quick == yes ]] && echo --profiles 1000) >&2
 echo "== webhook against the peer" >&2
 if [[ $quick == yes ]]; then
   bash "$root/scripts/bench/webhook.sh" --duration 3 --soak 20

@@ -1,0 +1,48 @@
+#pragma once
+
+// What the in-process benchmarks share: the calling thread's CPU time, an input file, and
+// the GPU nodes an admission is placed on.
+#include <time.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "api/names.h"
+#include "shaping/cluster_view.h"
+
+namespace podshaper::bench {
+
+inline double threadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+inline std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Four validated nodes of 8 H100s with P2P between all and unlimited memlock, and the
+// namespace of the bench's pods ("ml").
+inline ClusterView gpuCluster() {
+  ClusterView view;
+  for (int i = 0; i < 4; ++i) {
+    Node n;
+    n.name = "h100-" + std::to_string(i);
+    n.allocatableGpus = 8;
+    n.memoryBytes = 2LL << 40;
+    n.labels = {{std::string(names::kTopologyValidated), "true"},
+                {std::string(names::kGpuCount), "8"},
+                {std::string(names::kP2P), std::string(names::kP2PAll)},
+                {std::string(names::kMemlock), std::string(names::kMemlockUnlimited)}};
+    view.nodes.push_back(n);
+  }
+  view.namespaceLabels = {{"ml", {}}};
+  return view;
+}
+
+}  // namespace podshaper::bench

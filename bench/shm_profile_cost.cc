@@ -1,0 +1,332 @@
+// What the webhook's ShmProfile watch costs: the heap of 10,000 profiles of 10 runs each,
+// kept as its informer keeps them (keepShmProfile, then packed: kube::packObject), and the
+// CPU of sizing one pod from its profile (the pod's workload and inputs, the lookup as
+// kube::Informer::get does it, readShmProfile, recommend, the size and its words), beside
+// one ordinary admission in the same run.
+//
+//   shm_profile_cost [--profiles N] [--runs N] [--min-seconds S]
+//
+// The heap is the allocator's own count of bytes in use (metrics::heapBytes: tcmalloc's
+// where the binary links it, as podshaper-webhook does), the measure of the webhook's
+// podshaper_heap_bytes{state="in_use"} in docs/BENCHMARKS.md. The profiles are made as the
+// operator writes them (shmProfileStatus; metadata with managedFields, as the API server
+// sends them), each store filled event by event and measured alone; a read profile is kept
+// beside them for comparison. CPU is the calling thread's; the pods of the profiles are the
+// realistic pod's, each given a JobSet's labels. Exit status 1 when nothing was sized.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/shm_profile.h"
+#include "base/checked.h"
+#include "bench/bench_util.h"
+#include "kube/store.h"
+#include "metrics/heap.h"
+#include "shaping/admission.h"
+
+namespace {
+
+using nlohmann::json;
+namespace kube = podshaper::kube;
+using podshaper::bench::threadCpuSeconds;
+
+constexpr int64_t kNow = 1796223600;  // 2026-12-02T15:00:00Z
+constexpr uint64_t kMiB = podshaper::kMiB;
+
+std::string hex(std::mt19937_64& rng, int digits) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < digits; ++i) out += kDigits[rng() % 16];
+  return out;
+}
+
+std::string uid(std::mt19937_64& rng) {
+  return hex(rng, 8) + "-" + hex(rng, 4) + "-4" + hex(rng, 3) + "-8" + hex(rng, 3) + "-" + hex(rng, 12);
+}
+
+// Profile i: a JobSet's workers in one of 100 namespaces, `runs` runs of 8 ranks over the
+// last days, of two sets of inputs, one died of a full /dev/shm.
+json profileObject(std::mt19937_64& rng, int i, int runs) {
+  const std::string ns = "team-" + std::to_string(i % 100);
+  const std::string jobset = "llama-7b-pretrain-" + std::to_string(i);
+  const std::string inputs[2] = {hex(rng, 8), hex(rng, 8)};
+  std::vector<podshaper::ProfileRun> list;
+  for (int r = 0; r < runs; ++r) {
+    podshaper::ProfileRun run;
+    run.pod = jobset + "-workers-0-" + std::to_string(r % 4) + "-" + hex(rng, 5);
+    run.podUID = uid(rng);
+    run.run = 1 + r / 4;
+    run.endedAt = kNow - (runs - r) * 7200 - static_cast<int64_t>(rng() % 3600);
+    run.ranks = 8;
+    run.sizeBytes = (16 + rng() % 48) * 1024 * kMiB;
+    run.peakBytes = std::min<uint64_t>(run.sizeBytes, (2 + rng() % (1 << 20)) * 4096 * 8);
+    run.end = r == runs / 2 ? podshaper::RunEnd::kShmExhausted : podshaper::RunEnd::kCompleted;
+    run.inputs = inputs[r < runs / 3 ? 0 : 1];
+    list.push_back(std::move(run));
+  }
+  podshaper::ProfileSettings settings;
+  json status = podshaper::shmProfileStatus(list, settings, kNow);
+  json managedFields = json::array(
+      {{{"manager", "podshaper-operator"},
+        {"operation", "Apply"},
+        {"apiVersion", "podshaper.io/v1alpha1"},
+        {"time", "2026-12-02T14:58:31Z"},
+        {"fieldsType", "FieldsV1"},
+        {"fieldsV1", {{"f:spec", {{"f:workload", json::object()}}}}}},
+       {{"manager", "podshaper-operator"},
+        {"operation", "Apply"},
+        {"apiVersion", "podshaper.io/v1alpha1"},
+        {"time", "2026-12-02T14:58:31Z"},
+        {"fieldsType", "FieldsV1"},
+        {"fieldsV1",
+         {{"f:status",
+           {{"f:inputs", json::object()},
+            {"f:lastSize", json::object()},
+            {"f:peak", json::object()},
+            {"f:recommendation", json::object()},
+            {"f:recommended", json::object()},
+            {"f:runCount", json::object()},
+            {"f:runs", json::object()}}}}},
+        {"subresource", "status"}}});
+  return {{"apiVersion", "podshaper.io/v1alpha1"},
+          {"kind", "ShmProfile"},
+          {"metadata",
+           {{"name", "jobset." + jobset + ".workers"},
+            {"namespace", ns},
+            {"uid", uid(rng)},
+            {"resourceVersion", std::to_string(100000 + i)},
+            {"generation", 1},
+            {"creationTimestamp", "2026-11-28T09:12:44Z"},
+            {"labels", {{"app.kubernetes.io/managed-by", "podshaper-operator"}}},
+            {"managedFields", std::move(managedFields)}}},
+          {"spec", {{"workload", "JobSet " + jobset + ", replicated job workers"}}},
+          {"status", std::move(status)}};
+}
+
+std::size_t heapInUse() {
+  auto heap = podshaper::metrics::heapBytes();
+  return heap ? heap->inUse : 0;
+}
+
+double mib(std::size_t bytes) { return static_cast<double>(bytes) / kMiB; }
+
+// How a store keeps each profile: the object whole, its transform (keepShmProfile), that
+// packed (kube::packObject: the webhook's informer, options.packed), or read once at its
+// watch event (readShmProfile's ShmProfile, shared with each admission that reads it).
+enum class Form { kWhole, kKept, kPacked, kRead };
+
+struct Store {
+  Form form = Form::kPacked;
+  std::mutex mu;
+  kube::ObjectStore objects;
+  std::map<std::string, std::shared_ptr<const podshaper::ShmProfile>> read;
+  std::size_t heapBytes = 0;  // the store's, once filled
+  std::size_t textBytes = 0;  // the profiles' JSON text as the API server sends it
+  double fillSeconds = 0;     // CPU of each event's transform and store, its parse left out
+};
+
+// Fills the store event by event, as kube::Informer's handleEvent does.
+void fill(Store& store, int profiles, int runs) {
+  std::mt19937_64 rng(42);  // the same profiles in every store
+  const std::size_t before = heapInUse();
+  for (int i = 0; i < profiles; ++i) {
+    kube::WatchEvent event{"ADDED", profileObject(rng, i, runs)};
+    store.textBytes += event.object.dump().size();
+    const double start = threadCpuSeconds();
+    if (store.form != Form::kWhole) podshaper::keepShmProfile(event.object);
+    if (store.form == Form::kRead) {
+      auto profile = podshaper::readShmProfile(event.object);
+      if (!profile) std::abort();
+      const std::string key = profile->namespaceName + "/" + profile->name;
+      store.read[key] = std::make_shared<const podshaper::ShmProfile>(std::move(*profile));
+    } else {
+      if (store.form == Form::kPacked) event.object = kube::packObject(event.object);
+      if (!kube::applyWatchEvent(store.objects, event)) std::abort();
+    }
+    store.fillSeconds += threadCpuSeconds() - start;
+  }
+  store.heapBytes = heapInUse() - before;
+}
+
+// kube::Informer::get: the stored value copied under the lock, unpacked outside it.
+std::optional<json> get(Store& store, const std::string& key) {
+  std::optional<json> stored;
+  {
+    std::lock_guard lock(store.mu);
+    auto it = store.objects.find(key);
+    if (it == store.objects.end()) return std::nullopt;
+    stored = it->second;
+  }
+  auto object = kube::unpackObject(*stored);
+  if (!object) std::abort();
+  return std::move(*object);
+}
+
+std::shared_ptr<const podshaper::ShmProfile> getRead(Store& store, const std::string& key) {
+  std::lock_guard lock(store.mu);
+  auto it = store.read.find(key);
+  return it == store.read.end() ? nullptr : it->second;
+}
+
+// A pod of profile i's JobSet, as the JobSet controller makes it: the realistic pod's
+// metadata, all that workloadOf and declaredInputs read (10,000 whole pods would be 300 MiB).
+json podOf(const json& review, int i) {
+  json pod = {{"metadata", review["request"]["object"]["metadata"]}};
+  const std::string jobset = "llama-7b-pretrain-" + std::to_string(i);
+  pod["metadata"]["namespace"] = "team-" + std::to_string(i % 100);
+  pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = jobset;
+  pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = "workers";
+  pod["metadata"]["labels"]["batch.kubernetes.io/job-name"] = jobset + "-workers-0";
+  pod["metadata"]["ownerReferences"] = json::array({{{"apiVersion", "batch/v1"},
+                                                      {"kind", "Job"},
+                                                      {"name", jobset + "-workers-0"},
+                                                      {"uid", "0b1c2d3e"},
+                                                      {"controller", true}}});
+  return pod;
+}
+
+// CPU seconds an item of `work(i)`, i over 0..items-1 again and again for `minSeconds`: the
+// median of chunks of 50 items, so that what else runs on the machine weighs as little on
+// an admission as on a pod's sizing.
+template <typename Work>
+double perItem(std::size_t items, double minSeconds, Work work) {
+  constexpr std::size_t kChunk = 50;
+  std::vector<double> chunks;
+  std::size_t i = 0;
+  const double start = threadCpuSeconds();
+  do {
+    const double chunk = threadCpuSeconds();
+    for (std::size_t k = 0; k < kChunk; ++k, i = (i + 1) % items) work(i);
+    chunks.push_back((threadCpuSeconds() - chunk) / kChunk);
+  } while (threadCpuSeconds() - start < minSeconds || chunks.size() < 5);
+  std::nth_element(chunks.begin(), chunks.begin() + static_cast<std::ptrdiff_t>(chunks.size() / 2), chunks.end());
+  return chunks[chunks.size() / 2];
+}
+
+// The steps of sizing a pod from its profile, in order.
+enum class Step { kWorkload, kLookup, kRead, kRecommend };
+
+// CPU seconds a pod for the steps up to `last`, over pods of profiles taken in a shuffled
+// order (a profile's bytes are not in cache when its next pod comes). Each step's cost is
+// the difference to the run that stops before it: a clock read per step would cost about
+// as much as a step.
+double sizePods(Store& store, const std::vector<json>& pods, Step last, double minSeconds, uint64_t& checksum) {
+  std::vector<std::size_t> order(pods.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  podshaper::ProfileSettings settings;
+  return perItem(order.size(), minSeconds, [&](std::size_t i) {
+    const json& pod = pods[order[i]];
+    auto workload = podshaper::workloadOf(pod);
+    const std::string inputs = podshaper::declaredInputs(pod);
+    if (!workload || !*workload) std::abort();
+    const std::string key = pod["metadata"]["namespace"].get<std::string>() + "/" + (*workload)->profile;
+    checksum += key.size() + inputs.size();
+    if (last == Step::kWorkload) return;
+    std::optional<json> object;
+    std::shared_ptr<const podshaper::ShmProfile> kept;
+    if (store.form == Form::kRead) {
+      kept = getRead(store, key);
+    } else {
+      object = get(store, key);
+    }
+    if (last == Step::kLookup) return;
+    std::optional<podshaper::ShmProfile> read;
+    if (object) {
+      auto profile = podshaper::readShmProfile(*object);
+      if (!profile) std::abort();
+      read = std::move(*profile);
+    }
+    const podshaper::ShmProfile* profile = kept ? kept.get() : read ? &*read : nullptr;
+    if (profile == nullptr) std::abort();
+    if (last == Step::kRead) return;
+    settings.headroomPercent = profile->headroomPercent;
+    auto r = podshaper::recommend(profile->runs, {}, kNow, settings);  // the pods' inputs are the bench's own
+    if (r) {
+      const uint64_t bytes = r->bytesFor(8);
+      checksum += bytes + r->words(8, bytes, kNow).size();
+    }
+  });
+}
+
+// CPU seconds of one admission of the realistic pod.
+double admissionSeconds(const std::string& body, double minSeconds) {
+  const podshaper::Config config;
+  const podshaper::ClusterView view = podshaper::bench::gpuCluster();
+  podshaper::AdmissionScratch scratch;  // as a webhook thread keeps it between reviews
+  return perItem(1, minSeconds, [&](std::size_t) {
+    if (!podshaper::admit(scratch, body, config, &view, "podshaper-webhook/bench")) std::abort();
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int profiles = 10000, runs = 10;
+  double minSeconds = 1.0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--profiles" && i + 1 < argc) {
+      profiles = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--runs" && i + 1 < argc) {
+      runs = std::clamp(std::atoi(argv[++i]), 1, 1000);
+    } else if (a == "--min-seconds" && i + 1 < argc) {
+      minSeconds = std::atof(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: shm_profile_cost [--profiles N] [--runs N] [--min-seconds S]\n");
+      return 2;
+    }
+  }
+  const std::string body = podshaper::bench::readFile(PODSHAPER_BENCH_DIR "/inputs/realistic-pod.json");
+  const json review = json::parse(body, nullptr, false);
+  if (review.is_discarded()) {
+    std::fprintf(stderr, "shm_profile_cost: cannot read %s\n", PODSHAPER_BENCH_DIR "/inputs/realistic-pod.json");
+    return 2;
+  }
+  std::printf("%d ShmProfiles of %d runs (%s)\n", profiles, runs,
+              podshaper::metrics::heapBytes() ? "heap: the allocator's bytes in use" : "no heap count here");
+  std::vector<json> pods;
+  for (int i = 0; i < profiles; ++i) pods.push_back(podOf(review, i));
+  const double admission = admissionSeconds(body, minSeconds);
+  std::printf("  an admission of the realistic pod: %.1f µs\n", admission * 1e6);
+  uint64_t checksum = 0;
+  struct Row {
+    Form form;
+    const char* what;
+  };
+  for (const Row& row : {Row{Form::kWhole, "whole objects"}, Row{Form::kKept, "kept (keepShmProfile)"},
+                         Row{Form::kPacked, "kept and packed (the webhook's informer)"},
+                         Row{Form::kRead, "read at the watch event (ShmProfile)"}}) {
+    Store store;
+    store.form = row.form;
+    fill(store, profiles, runs);
+    std::printf("  %-41s heap %7.2f MiB, %5zu bytes a profile (JSON text %zu); %5.1f µs a watch event\n", row.what,
+                mib(store.heapBytes), store.heapBytes / profiles, store.textBytes / profiles,
+                store.fillSeconds * 1e6 / profiles);
+    if (row.form != Form::kPacked && row.form != Form::kRead) continue;
+    const bool packed = row.form == Form::kPacked;
+    double upTo[4];
+    for (Step step : {Step::kWorkload, Step::kLookup, Step::kRead, Step::kRecommend}) {
+      if (step == Step::kRead && !packed) {
+        upTo[2] = upTo[1];  // read already
+        continue;
+      }
+      upTo[static_cast<int>(step)] = sizePods(store, pods, step, minSeconds / 4, checksum);
+    }
+    const double total = upTo[3];
+    char read[48] = "";
+    if (packed) std::snprintf(read, sizeof read, "readShmProfile %.1f, ", (upTo[2] - upTo[1]) * 1e6);
+    std::printf("    sizing a pod from it: %.1f µs, %.2fx an admission (workload and inputs %.1f, %s %.1f, %s"
+                "recommend, size and words %.1f)\n",
+                total * 1e6, total / admission, upTo[0] * 1e6, packed ? "lookup and unpack" : "lookup",
+                (upTo[1] - upTo[0]) * 1e6, read, (upTo[3] - upTo[2]) * 1e6);
+  }
+  return checksum == 0 ? 1 : 0;
+}
