@@ -15,6 +15,7 @@
 // realistic pod's, each given a JobSet's labels. Exit status 1 when nothing was sized.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -192,38 +193,43 @@ json podOf(const json& review, int i) {
   return pod;
 }
 
-// CPU seconds an item of `work(i)`, i over 0..items-1 again and again for `minSeconds`: the
-// median of chunks of 50 items, so that what else runs on the machine weighs as little on
-// an admission as on a pod's sizing.
-template <typename Work>
-double perItem(std::size_t items, double minSeconds, Work work) {
+using Work = std::function<void(std::size_t)>;
+
+// CPU seconds an item of each work: work k's item i (over 0..items[k]-1 again and again)
+// for `minSeconds`, the works taking turns chunk by chunk, each's median chunk of 50 items:
+// what else runs on the machine weighs on them alike.
+std::vector<double> perItem(const std::vector<Work>& works, const std::vector<std::size_t>& items, double minSeconds) {
   constexpr std::size_t kChunk = 50;
-  std::vector<double> chunks;
-  std::size_t i = 0;
+  std::vector<std::vector<double>> chunks(works.size());
+  std::vector<std::size_t> next(works.size(), 0);
   const double start = threadCpuSeconds();
   do {
-    const double chunk = threadCpuSeconds();
-    for (std::size_t k = 0; k < kChunk; ++k, i = (i + 1) % items) work(i);
-    chunks.push_back((threadCpuSeconds() - chunk) / kChunk);
-  } while (threadCpuSeconds() - start < minSeconds || chunks.size() < 5);
-  std::nth_element(chunks.begin(), chunks.begin() + static_cast<std::ptrdiff_t>(chunks.size() / 2), chunks.end());
-  return chunks[chunks.size() / 2];
+    for (std::size_t w = 0; w < works.size(); ++w) {
+      const double chunk = threadCpuSeconds();
+      for (std::size_t k = 0; k < kChunk; ++k, next[w] = (next[w] + 1) % items[w]) works[w](next[w]);
+      chunks[w].push_back((threadCpuSeconds() - chunk) / kChunk);
+    }
+  } while (threadCpuSeconds() - start < minSeconds || chunks[0].size() < 5);
+  std::vector<double> out;
+  for (auto& c : chunks) {
+    std::nth_element(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(c.size() / 2), c.end());
+    out.push_back(c[c.size() / 2]);
+  }
+  return out;
 }
 
 // The steps of sizing a pod from its profile, in order.
 enum class Step { kWorkload, kLookup, kRead, kRecommend };
 
-// CPU seconds a pod for the steps up to `last`, over pods of profiles taken in a shuffled
-// order (a profile's bytes are not in cache when its next pod comes). Each step's cost is
-// the difference to the run that stops before it: a clock read per step would cost about
-// as much as a step.
-double sizePods(Store& store, const std::vector<json>& pods, Step last, double minSeconds, uint64_t& checksum) {
-  std::vector<std::size_t> order(pods.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::shuffle(order.begin(), order.end(), std::mt19937(7));
-  podshaper::ProfileSettings settings;
-  return perItem(order.size(), minSeconds, [&](std::size_t i) {
-    const json& pod = pods[order[i]];
+// Sizing the pods of profiles taken in a shuffled order (a profile's bytes are not in cache
+// when its next pod comes), the steps up to `last`. Each step's cost is the difference to
+// the run that stops before it: a clock read per step would cost about as much as a step.
+Work sizePods(Store& store, const std::vector<json>& pods, Step last, uint64_t& checksum) {
+  auto order = std::make_shared<std::vector<std::size_t>>(pods.size());
+  for (std::size_t i = 0; i < order->size(); ++i) (*order)[i] = i;
+  std::shuffle(order->begin(), order->end(), std::mt19937(7));
+  return [&store, &pods, last, &checksum, order, settings = podshaper::ProfileSettings()](std::size_t i) mutable {
+    const json& pod = pods[(*order)[i]];
     auto workload = podshaper::workloadOf(pod);
     const std::string inputs = podshaper::declaredInputs(pod);
     if (!workload || !*workload) std::abort();
@@ -253,18 +259,19 @@ double sizePods(Store& store, const std::vector<json>& pods, Step last, double m
       const uint64_t bytes = r->bytesFor(8);
       checksum += bytes + r->words(8, bytes, kNow).size();
     }
-  });
+  };
 }
 
-// CPU seconds of one admission of the realistic pod.
-double admissionSeconds(const std::string& body, double minSeconds) {
-  const podshaper::Config config;
-  const podshaper::ClusterView view = podshaper::bench::gpuCluster();
-  podshaper::AdmissionScratch scratch;  // as a webhook thread keeps it between reviews
-  return perItem(1, minSeconds, [&](std::size_t) {
+// An admission of the realistic pod, with the scratch a webhook thread keeps between reviews.
+struct Admission {
+  std::string body;
+  podshaper::Config config;
+  podshaper::ClusterView view = podshaper::bench::gpuCluster();
+  podshaper::AdmissionScratch scratch;
+  void operator()(std::size_t) {
     if (!podshaper::admit(scratch, body, config, &view, "podshaper-webhook/bench")) std::abort();
-  });
-}
+  }
+};
 
 }  // namespace
 
@@ -294,8 +301,9 @@ int main(int argc, char** argv) {
               podshaper::metrics::heapBytes() ? "heap: the allocator's bytes in use" : "no heap count here");
   std::vector<json> pods;
   for (int i = 0; i < profiles; ++i) pods.push_back(podOf(review, i));
-  const double admission = admissionSeconds(body, minSeconds);
-  std::printf("  an admission of the realistic pod: %.1f µs\n", admission * 1e6);
+  auto admission = std::make_shared<Admission>();
+  admission->body = body;
+  const Work admit = [admission](std::size_t i) { (*admission)(i); };
   uint64_t checksum = 0;
   struct Row {
     Form form;
@@ -312,21 +320,24 @@ int main(int argc, char** argv) {
                 store.fillSeconds * 1e6 / profiles);
     if (row.form != Form::kPacked && row.form != Form::kRead) continue;
     const bool packed = row.form == Form::kPacked;
+    const std::size_t n = pods.size();
+    // The whole of it in turn with an admission; then its steps.
+    const auto inTurn =
+        perItem({sizePods(store, pods, Step::kRecommend, checksum), admit}, {n, 1}, minSeconds);
     double upTo[4];
     for (Step step : {Step::kWorkload, Step::kLookup, Step::kRead, Step::kRecommend}) {
       if (step == Step::kRead && !packed) {
         upTo[2] = upTo[1];  // read already
         continue;
       }
-      upTo[static_cast<int>(step)] = sizePods(store, pods, step, minSeconds / 4, checksum);
+      upTo[static_cast<int>(step)] = perItem({sizePods(store, pods, step, checksum)}, {n}, minSeconds / 4)[0];
     }
-    const double total = upTo[3];
     char read[48] = "";
     if (packed) std::snprintf(read, sizeof read, "readShmProfile %.1f, ", (upTo[2] - upTo[1]) * 1e6);
-    std::printf("    sizing a pod from it: %.1f µs, %.2fx an admission (workload and inputs %.1f, %s %.1f, %s"
-                "recommend, size and words %.1f)\n",
-                total * 1e6, total / admission, upTo[0] * 1e6, packed ? "lookup and unpack" : "lookup",
-                (upTo[1] - upTo[0]) * 1e6, read, (upTo[3] - upTo[2]) * 1e6);
+    std::printf("    sizing a pod from it: %.1f µs against an admission's %.1f µs in turn with it: %.2fx\n"
+                "      its steps, each alone: workload and inputs %.1f, %s %.1f, %srecommend, size and words %.1f\n",
+                inTurn[0] * 1e6, inTurn[1] * 1e6, inTurn[0] / inTurn[1], upTo[0] * 1e6,
+                packed ? "lookup and unpack" : "lookup", (upTo[1] - upTo[0]) * 1e6, read, (upTo[3] - upTo[2]) * 1e6);
   }
   return checksum == 0 ? 1 : 0;
 }
