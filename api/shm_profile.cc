@@ -175,6 +175,9 @@ Result<std::optional<Workload>> workloadOf(const json& pod) {
     return std::optional(controllerWorkload("LeaderWorkerSet", *lws + (index == "0" ? "/leader" : "/worker")));
   }
   if (auto cluster = text(labels, "ray.io/cluster")) {
+    // KubeRay labels a RayJob's RayCluster ray.io/originated-from-*, not the cluster's pods
+    // (ray-operator utils/constant.go): a RayJob's pod is known by its cluster,
+    // "<rayjob>-<5 random>", unless the group's pod template carries them.
     auto group = text(labels, "ray.io/group");
     auto rayJob = text(labels, "ray.io/originated-from-crd") == "RayJob" ? text(labels, "ray.io/originated-from-cr-name")
                                                                          : std::nullopt;

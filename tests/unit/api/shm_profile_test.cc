@@ -224,7 +224,8 @@ TEST(WorkloadOf, TheUsersAnnotationWins) {
 }
 
 TEST(WorkloadOf, AnAnnotationThatCannotNameAProfileIsAnError) {
-  for (const std::string& bad : std::vector<std::string>{"", "Train", "train_7b", "-train", "train.", "a..b", "a.-b", "a-.b", "a b",
+  for (const std::string& bad : std::vector<std::string>{"", "Train", "train_7b", "-train", "train.", "a..b", "a.-b",
+                                                         "a-.b", "a b",
                                 std::string(254, 'a')}) {
     SCOPED_TRACE(bad);
     json pod = jobPod("train");
@@ -258,7 +259,8 @@ TEST(WorkloadOf, ATooLongNameIsCutWithAHashOfTheWhole) {
   EXPECT_TRUE(a.profile.starts_with("workflow.www"));
   EXPECT_NE(a.profile, b.profile);  // the hash tells them apart
   EXPECT_EQ(a.profile.substr(0, 244), b.profile.substr(0, 244));
-  EXPECT_EQ(a.profile, workloadOfOk(podOf(json::object(), {controllerRef("x.io/v1", "Workflow", longName + "a")})).profile);
+  const json again = podOf(json::object(), {controllerRef("x.io/v1", "Workflow", longName + "a")});
+  EXPECT_EQ(workloadOfOk(again).profile, a.profile);
   // Cut where a '.' or '-' would end the kept part, the name stays a subdomain.
   const std::string dotted = std::string(234, 'w') + ".." + std::string(30, 'x');
   const Workload c = workloadOfOk(podOf(json::object(), {controllerRef("x.io/v1", "Workflow", dotted)}));
@@ -466,7 +468,8 @@ TEST(Recommend, APeakOfWholeMiBOverRanksThatDoNotDivideItReadsAsItWas) {
   auto small = recommend({runOf(3, 5 * Mi, 60)}, {}, kNow, settingsWith(20));
   ASSERT_TRUE(small.has_value());
   EXPECT_EQ(small->bytesFor(3), 6 * Mi);
-  EXPECT_EQ(small->words(3, small->bytesFor(3), kNow), "peak 5Mi per 3 ranks over 1 run, the last 1 min ago, + 20% = 6Mi");
+  EXPECT_EQ(small->words(3, small->bytesFor(3), kNow),
+            "peak 5Mi per 3 ranks over 1 run, the last 1 min ago, + 20% = 6Mi");
   // Never less than what was measured, whatever the ranks (peaks are whole pages).
   for (uint64_t ranks : std::vector<uint64_t>{1, 2, 3, 5, 6, 7, 12}) {
     for (uint64_t peak : std::vector<uint64_t>{4096, 412 * Mi, 412 * Mi + 4096, 1000 * Mi - 4096, 96 * 1024 * Mi}) {
@@ -616,13 +619,15 @@ TEST(ReadShmProfile, NonsenseIsAnErrorThatSaysWhat) {
       {"no ranks", "/status/runs/0/ranks", 0, "status.runs[0].ranks is not between 1 and 1000000"},
       {"too many ranks", "/status/runs/0/ranks", 1000001, "status.runs[0].ranks is not between 1 and 1000000"},
       {"no size", "/status/runs/0/sizeBytes", 0, "status.runs[0].sizeBytes is not between 1 and 1Pi"},
-      {"a size past a PiB", "/status/runs/0/sizeBytes", (1ULL << 50) + 1, "status.runs[0].sizeBytes is not between 1 and 1Pi"},
+      {"a size past a PiB", "/status/runs/0/sizeBytes", (1ULL << 50) + 1,
+       "status.runs[0].sizeBytes is not between 1 and 1Pi"},
       {"a peak above the size", "/status/runs/1/peakBytes", 2048 * Mi,
        "status.runs[1].peakBytes is above its sizeBytes: a /dev/shm holds no more than its size"},
       {"an unknown end", "/status/runs/0/end", "Crashed",
        "status.runs[0].end \"Crashed\" is not Completed, Failed, ShmExhausted or Ended"},
       {"an end of another type", "/status/runs/0/end", 3, "status.runs[0] lacks endedAt, end or inputs"},
-      {"a time that is not one", "/status/runs/3/endedAt", "yesterday", "status.runs[3].endedAt \"yesterday\" is not a time"},
+      {"a time that is not one", "/status/runs/3/endedAt", "yesterday",
+       "status.runs[3].endedAt \"yesterday\" is not a time"},
       {"no time", "/status/runs/3/endedAt", nullptr, "status.runs[3] lacks endedAt, end or inputs"},
       {"no inputs", "/status/runs/0/inputs", "", "status.runs[0] lacks endedAt, end or inputs"},
       {"no recommendation", "/status/recommendation", nullptr, "status.recommendation.headroomPercent is not a count"},
