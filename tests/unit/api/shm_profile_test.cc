@@ -420,6 +420,35 @@ TEST(Recommend, ADeathCountsTwiceItsSize) {
             "2× its size), + 20% = 615Mi");
 }
 
+TEST(Recommend, ADeathALaterRunPeakedPastIsLeftOut) {
+  // Died with 256Mi over 2 ranks (128Mi a rank); a later run of 4 ranks peaked at 600Mi
+  // (150Mi a rank): its measured peak says more than the death's doubled size.
+  auto past = recommend({runOf(2, 256 * Mi, 7200, RunEnd::kShmExhausted, 256 * Mi), runOf(4, 600 * Mi, 3600)}, {},
+                        kNow, settingsWith(20));
+  ASSERT_TRUE(past.has_value());
+  EXPECT_EQ(past->deaths, 0u);
+  EXPECT_EQ(past->runs, 1u);
+  EXPECT_EQ(past->needPerRank, 150 * Mi);
+  EXPECT_EQ(past->words(4, past->bytesFor(4), kNow),
+            "peak 600Mi per 4 ranks over 1 run, the last 1 h ago, + 20% = 720Mi");
+  // At the death's size a rank is past it too.
+  auto at = recommend({runOf(2, 256 * Mi, 7200, RunEnd::kShmExhausted, 256 * Mi), runOf(2, 256 * Mi, 3600)}, {}, kNow,
+                      settingsWith(20));
+  ASSERT_TRUE(at.has_value());
+  EXPECT_EQ(at->deaths, 0u);
+  // Below it, or before the death, or a later death, the death counts.
+  for (const auto& runs : std::vector<std::vector<ProfileRun>>{
+           {runOf(2, 256 * Mi, 7200, RunEnd::kShmExhausted, 256 * Mi), runOf(2, 200 * Mi, 3600)},
+           {runOf(2, 300 * Mi, 7200), runOf(2, 256 * Mi, 3600, RunEnd::kShmExhausted, 256 * Mi)},
+           {runOf(2, 256 * Mi, 7200, RunEnd::kShmExhausted, 256 * Mi),
+            runOf(2, 300 * Mi, 3600, RunEnd::kShmExhausted, 300 * Mi)}}) {
+    auto r = recommend(runs, {}, kNow, settingsWith(20));
+    ASSERT_TRUE(r.has_value());
+    EXPECT_GE(r->deaths, 1u);
+    EXPECT_GE(r->needPerRank, 256 * Mi);
+  }
+}
+
 TEST(Recommend, RunsOlderThanMaxAgeAreNotUsed) {
   ProfileSettings s = settingsWith(0);
   s.maxAgeSeconds = 7 * 86400;
@@ -526,9 +555,10 @@ TEST(Recommend, AnOutlierMakesTheRunsVary) {
 
 // ---- the ShmProfile object: what the operator writes and the webhook reads ----
 
+// Runs of 2 and 4 ranks, the latest died of a full /dev/shm.
 std::vector<ProfileRun> someRuns() {
-  return {runOf(2, 300 * Mi, 5 * 3600), runOf(2, 412 * Mi, 4 * 3600),
-          runOf(2, 256 * Mi, 3 * 3600, RunEnd::kShmExhausted, 256 * Mi), runOf(4, 600 * Mi, 2 * 3600)};
+  return {runOf(2, 300 * Mi, 5 * 3600), runOf(2, 412 * Mi, 4 * 3600), runOf(4, 600 * Mi, 3 * 3600),
+          runOf(2, 256 * Mi, 2 * 3600, RunEnd::kShmExhausted, 256 * Mi)};
 }
 
 json profileObject(const std::vector<ProfileRun>& runs, const ProfileSettings& settings = settingsWith(20)) {
@@ -552,20 +582,20 @@ TEST(ShmProfileStatus, ColumnsAndTheRecommendation) {
   EXPECT_EQ(status["runCount"], 4);
   EXPECT_EQ(status["runs"].size(), 4u);
   EXPECT_EQ(status["runs"][0]["endedAt"], "2026-12-02T10:00:00Z");
-  EXPECT_EQ(status["runs"][2]["end"], "ShmExhausted");
+  EXPECT_EQ(status["runs"][3]["end"], "ShmExhausted");
   EXPECT_EQ(status["inputs"], "aaaa0001");
-  EXPECT_EQ(status["lastSize"], "1Gi");
-  // The death's 2 × 256Mi over 2 ranks is the most a rank needed: 256Mi, for the 4 ranks
-  // of the latest run 1Gi, + 20%.
+  EXPECT_EQ(status["lastSize"], "256Mi");
+  // The death's 2 × 256Mi over 2 ranks is the most a rank needed: 256Mi, for the 2 ranks
+  // of the latest run 512Mi, + 20%.
   EXPECT_EQ(status["recommendation"]["needPerRankBytes"], 256 * Mi);
   EXPECT_EQ(status["recommendation"]["headroomPercent"], 20);
-  EXPECT_EQ(status["recommendation"]["ranks"], 4);
-  EXPECT_EQ(status["recommendation"]["bytes"], 1229 * Mi);
-  EXPECT_EQ(status["recommended"], "1229Mi");
-  EXPECT_EQ(status["peak"], "824Mi");  // 206Mi a rank at the 412Mi run, × 4
+  EXPECT_EQ(status["recommendation"]["ranks"], 2);
+  EXPECT_EQ(status["recommendation"]["bytes"], 615 * Mi);
+  EXPECT_EQ(status["recommended"], "615Mi");
+  EXPECT_EQ(status["peak"], "412Mi");  // 206Mi a rank at the 412Mi run, × 2
   EXPECT_EQ(status["recommendation"]["message"],
-            "need 1Gi per 4 ranks over 4 runs, the last ended 2026-12-02T13:00:00Z (1 died of a full /dev/shm, "
-            "counted as needing 2× its size), + 20% = 1229Mi");
+            "need 512Mi per 2 ranks over 4 runs, the last ended 2026-12-02T13:00:00Z (1 died of a full /dev/shm, "
+            "counted as needing 2× its size), + 20% = 615Mi");
 }
 
 TEST(ReadShmProfile, WhatTheOperatorWroteReadsBack) {
