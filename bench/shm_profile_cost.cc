@@ -2,7 +2,7 @@
 // kept as its informer keeps them (keepShmProfile, then packed: kube::packObject), and the
 // CPU of sizing one pod from its profile (the pod's workload and inputs, the lookup as
 // kube::Informer::get does it, readShmProfile, recommend, the size and its words), beside
-// one ordinary admission in the same run.
+// admissions of the same pods sized by the formula alone and from the profiles.
 //
 //   shm_profile_cost [--profiles N] [--runs N] [--min-seconds S]
 //
@@ -12,7 +12,8 @@
 // operator writes them (shmProfileStatus; metadata with managedFields, as the API server
 // sends them), each store filled event by event and measured alone; a read profile is kept
 // beside them for comparison. CPU is the calling thread's; the pods of the profiles are the
-// realistic pod's, each given a JobSet's labels. Exit status 1 when nothing was sized.
+// realistic pod's, each given a JobSet's labels. Exit status 1 when nothing was sized, or an
+// admission was not sized from its profile.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/shm_profile.h"
+#include "base/base64.h"
 #include "base/checked.h"
 #include "bench/bench_util.h"
 #include "kube/store.h"
@@ -53,11 +55,12 @@ std::string uid(std::mt19937_64& rng) {
 }
 
 // Profile i: a JobSet's workers in one of 100 namespaces, `runs` runs of 8 ranks over the
-// last days, of two sets of inputs, one died of a full /dev/shm.
-json profileObject(std::mt19937_64& rng, int i, int runs) {
+// last days, the first third of other inputs than the pods' (`podInputs`), one died of a
+// full /dev/shm.
+json profileObject(std::mt19937_64& rng, int i, int runs, const std::string& podInputs) {
   const std::string ns = "team-" + std::to_string(i % 100);
   const std::string jobset = "llama-7b-pretrain-" + std::to_string(i);
-  const std::string inputs[2] = {hex(rng, 8), hex(rng, 8)};
+  const std::string inputs[2] = {hex(rng, 8), podInputs};
   std::vector<podshaper::ProfileRun> list;
   for (int r = 0; r < runs; ++r) {
     podshaper::ProfileRun run;
@@ -134,11 +137,11 @@ struct Store {
 };
 
 // Fills the store event by event, as kube::Informer's handleEvent does.
-void fill(Store& store, int profiles, int runs) {
+void fill(Store& store, int profiles, int runs, const std::string& podInputs) {
   std::mt19937_64 rng(42);  // the same profiles in every store
   const std::size_t before = heapInUse();
   for (int i = 0; i < profiles; ++i) {
-    kube::WatchEvent event{"ADDED", profileObject(rng, i, runs)};
+    kube::WatchEvent event{"ADDED", profileObject(rng, i, runs, podInputs)};
     store.textBytes += event.object.dump().size();
     const double start = threadCpuSeconds();
     if (store.form != Form::kWhole) podshaper::keepShmProfile(event.object);
@@ -176,11 +179,12 @@ std::shared_ptr<const podshaper::ShmProfile> getRead(Store& store, const std::st
   return it == store.read.end() ? nullptr : it->second;
 }
 
-// A pod of profile i's JobSet, as the JobSet controller makes it: the realistic pod's
-// metadata, all that workloadOf and declaredInputs read (10,000 whole pods would be 300 MiB).
-json podOf(const json& review, int i) {
-  json pod = {{"metadata", review["request"]["object"]["metadata"]}};
+// The realistic review, its pod made one of profile i's JobSet as the JobSet controller
+// makes it.
+json reviewOf(json review, int i) {
+  json& pod = review["request"]["object"];
   const std::string jobset = "llama-7b-pretrain-" + std::to_string(i);
+  review["request"]["namespace"] = "team-" + std::to_string(i % 100);
   pod["metadata"]["namespace"] = "team-" + std::to_string(i % 100);
   pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = jobset;
   pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = "workers";
@@ -190,7 +194,7 @@ json podOf(const json& review, int i) {
                                                       {"name", jobset + "-workers-0"},
                                                       {"uid", "0b1c2d3e"},
                                                       {"controller", true}}});
-  return pod;
+  return review;
 }
 
 using Work = std::function<void(std::size_t)>;
@@ -229,7 +233,7 @@ Work sizePods(Store& store, const std::vector<json>& pods, Step last, uint64_t& 
   for (std::size_t i = 0; i < order->size(); ++i) (*order)[i] = i;
   std::shuffle(order->begin(), order->end(), std::mt19937(7));
   return [&store, &pods, last, &checksum, order, settings = podshaper::ProfileSettings()](std::size_t i) mutable {
-    const json& pod = pods[(*order)[i]];
+    const json& pod = pods[(*order)[i]];  // its metadata: all that its workload and inputs read
     auto workload = podshaper::workloadOf(pod);
     const std::string inputs = podshaper::declaredInputs(pod);
     if (!workload || !*workload) std::abort();
@@ -254,7 +258,7 @@ Work sizePods(Store& store, const std::vector<json>& pods, Step last, uint64_t& 
     if (profile == nullptr) std::abort();
     if (last == Step::kRead) return;
     settings.headroomPercent = profile->headroomPercent;
-    auto r = podshaper::recommend(profile->runs, {}, kNow, settings);  // the pods' inputs are the bench's own
+    auto r = podshaper::recommend(profile->runs, inputs, kNow, settings);
     if (r) {
       const uint64_t bytes = r->bytesFor(8);
       checksum += bytes + r->words(8, bytes, kNow).size();
@@ -262,16 +266,39 @@ Work sizePods(Store& store, const std::vector<json>& pods, Step last, uint64_t& 
   };
 }
 
-// An admission of the realistic pod, with the scratch a webhook thread keeps between reviews.
-struct Admission {
-  std::string body;
+// Admissions of the profiles' pods in a shuffled order, with the scratch a webhook thread
+// keeps between reviews; their /dev/shm sized from the store's profiles (ShmProfileLookup,
+// as the webhook's Informer::get) where `store` is given, else by the formula alone.
+struct Admissions {
+  std::shared_ptr<const std::vector<std::string>> bodies;
+  std::vector<std::size_t> order;
+  Store* store = nullptr;
   podshaper::Config config;
   podshaper::ClusterView view = podshaper::bench::gpuCluster();
   podshaper::AdmissionScratch scratch;
-  void operator()(std::size_t) {
-    if (!podshaper::admit(scratch, body, config, &view, "podshaper-webhook/bench")) std::abort();
+
+  Admissions(std::shared_ptr<const std::vector<std::string>> all, Store* from) : bodies(std::move(all)), store(from) {
+    for (int t = 0; t < 100; ++t) view.namespaceLabels["team-" + std::to_string(t)] = {};
+    for (std::size_t i = 0; i < bodies->size(); ++i) order.push_back(i);
+    std::shuffle(order.begin(), order.end(), std::mt19937(11));
+  }
+  podshaper::AdmissionDecision operator()(std::size_t i) {
+    podshaper::ShmProfileLookup lookup;
+    if (store != nullptr) {
+      lookup = [this](std::string_view ns, std::string_view name) {
+        return get(*store, std::string(ns) + "/" + std::string(name));
+      };
+    }
+    auto decision = podshaper::admit(scratch, (*bodies)[order[i]], config, &view, "podshaper-webhook/bench", {},
+                                     lookup, kNow);
+    if (!decision) std::abort();
+    return std::move(*decision);
   }
 };
+
+Work workOf(std::shared_ptr<Admissions> admissions) {
+  return [admissions](std::size_t i) { (*admissions)(i); };
+}
 
 }  // namespace
 
@@ -299,11 +326,15 @@ int main(int argc, char** argv) {
   }
   std::printf("%d ShmProfiles of %d runs (%s)\n", profiles, runs,
               podshaper::metrics::heapBytes() ? "heap: the allocator's bytes in use" : "no heap count here");
-  std::vector<json> pods;
-  for (int i = 0; i < profiles; ++i) pods.push_back(podOf(review, i));
-  auto admission = std::make_shared<Admission>();
-  admission->body = body;
-  const Work admit = [admission](std::size_t i) { (*admission)(i); };
+  auto bodies = std::make_shared<std::vector<std::string>>();
+  std::vector<json> pods;  // their metadata
+  for (int i = 0; i < profiles; ++i) {
+    json one = reviewOf(review, i);
+    bodies->push_back(one.dump());
+    pods.push_back({{"metadata", std::move(one["request"]["object"]["metadata"])}});
+  }
+  const std::string podInputs = podshaper::declaredInputs(pods.front());
+  const auto byFormula = std::make_shared<Admissions>(bodies, nullptr);
   uint64_t checksum = 0;
   struct Row {
     Form form;
@@ -314,20 +345,33 @@ int main(int argc, char** argv) {
                          Row{Form::kRead, "read at the watch event (ShmProfile)"}}) {
     Store store;
     store.form = row.form;
-    fill(store, profiles, runs);
+    fill(store, profiles, runs, podInputs);
     std::printf("  %-41s heap %7.2f MiB, %5zu bytes a profile (JSON text %zu); %5.1f µs a watch event\n", row.what,
                 mib(store.heapBytes), store.heapBytes / profiles, store.textBytes / profiles,
                 store.fillSeconds * 1e6 / profiles);
     if (row.form != Form::kPacked && row.form != Form::kRead) continue;
     const bool packed = row.form == Form::kPacked;
-    // Each step's run, and an admission, in turn.
+    // Each step's run and admissions, in turn; from the packed store an admission that reads it.
     std::vector<Work> works;
     for (Step step : {Step::kWorkload, Step::kLookup, Step::kRead, Step::kRecommend}) {
       works.push_back(sizePods(store, pods, step, checksum));
     }
-    works.push_back(admit);
+    works.push_back(workOf(byFormula));
     const std::size_t n = pods.size();
-    std::vector<double> upTo = perItem(works, {n, n, n, n, 1}, minSeconds);
+    std::vector<std::size_t> items = {n, n, n, n, n};
+    std::shared_ptr<Admissions> fromProfile;
+    if (packed) {
+      fromProfile = std::make_shared<Admissions>(bodies, &store);
+      const json answer = (*fromProfile)(0).review["response"];
+      auto patch = podshaper::base64Decode(answer.value("patch", std::string()));
+      if (!patch || patch->find("measured: ") == std::string::npos) {
+        std::fprintf(stderr, "shm_profile_cost: the admission was not sized from its profile\n");
+        return 1;
+      }
+      works.push_back(workOf(fromProfile));
+      items.push_back(n);
+    }
+    std::vector<double> upTo = perItem(works, items, minSeconds);
     if (!packed) upTo[2] = upTo[1];  // read already: that run did the same as the lookup's
     const double admission = upTo[4];
     char read[48] = "";
@@ -336,6 +380,10 @@ int main(int argc, char** argv) {
                 "      its steps: workload and inputs %.1f, %s %.1f, %srecommend, size and words %.1f\n",
                 upTo[3] * 1e6, admission * 1e6, upTo[3] / admission, upTo[0] * 1e6,
                 packed ? "lookup and unpack" : "lookup", (upTo[1] - upTo[0]) * 1e6, read, (upTo[3] - upTo[2]) * 1e6);
+    if (packed) {
+      std::printf("    an admission sized from it (admit with the store's lookup): %.1f µs, %.2fx the formula's\n",
+                  upTo[5] * 1e6, upTo[5] / admission);
+    }
   }
   return checksum == 0 ? 1 : 0;
 }
