@@ -462,40 +462,68 @@ json shmProfileStatus(const std::vector<ProfileRun>& runs, const ProfileSettings
   return status;
 }
 
+// What the webhook's watch keeps of a profile, read once at its watch event rather than at
+// each admission: per declared inputs, the recommendation of its runs; or why it does not
+// read. 10,000 profiles of 10 runs: docs/BENCHMARKS.md.
+namespace {
+constexpr const char* kKeptMark = "podshaperKept";
+}  // namespace
+
 void keepShmProfile(json& object) {
-  if (!object.is_object()) return;
-  json kept = {{"metadata", json::object()}};
+  if (!object.is_object() || member(object, kKeptMark).is_boolean()) return;  // a relist: kept already
+  json kept = {{"metadata", json::object()}, {kKeptMark, true}};
   const json& m = member(object, "metadata");
   for (const char* k : {"name", "namespace", "resourceVersion"}) {
     if (m.contains(k)) kept["metadata"][k] = m[k];
   }
-  if (const json& workload = member(member(object, "spec"), "workload"); !workload.is_null()) {
-    kept["spec"]["workload"] = workload;
+  auto profile = readShmProfile(object);
+  if (!profile) {
+    kept["unreadable"] = profile.error().message;
+    object = std::move(kept);
+    return;
   }
-  // Of each run, what the recommendation reads: not the pod's name and uid. A run that
-  // is not an object is kept as it is, for readShmProfile to refuse.
-  const json& status = member(object, "status");
-  if (const json& runs = member(status, "runs"); runs.is_array()) {
-    json keptRuns = json::array();
-    for (const json& run : runs) {
-      if (!run.is_object()) {
-        keptRuns.push_back(run);
-        continue;
-      }
-      json r = json::object();
-      for (const char* k : {"run", "endedAt", "ranks", "sizeBytes", "peakBytes", "end", "inputs"}) {
-        if (run.contains(k)) r[k] = run[k];
-      }
-      keptRuns.push_back(std::move(r));
-    }
-    kept["status"]["runs"] = std::move(keptRuns);
+  ProfileSettings all;
+  all.maxAgeSeconds = std::numeric_limits<int64_t>::max() / 2;
+  all.headroomPercent = profile->headroomPercent;
+  json byInputs = json::array();
+  std::vector<std::string> seen;
+  for (auto run = profile->runs.rbegin(); run != profile->runs.rend(); ++run) {
+    if (std::find(seen.begin(), seen.end(), run->inputs) != seen.end()) continue;
+    seen.push_back(run->inputs);
+    auto r = recommend(profile->runs, run->inputs, profile->runs.back().endedAt, all);
+    if (!r) continue;
+    byInputs.push_back(json::array({r->inputs, r->runs, r->deaths, r->needPerRank, r->lowestPerRank, r->peakPerRank,
+                                    r->lastEndedAt, r->headroomPercent}));
   }
-  if (const json& r = member(status, "recommendation"); r.is_object()) {
-    for (const char* k : {"needPerRankBytes", "headroomPercent"}) {
-      if (r.contains(k)) kept["status"]["recommendation"][k] = r[k];
-    }
-  }
+  kept["recommendations"] = std::move(byInputs);
   object = std::move(kept);
+}
+
+Result<std::optional<Recommendation>> profileRecommendation(const json& object, std::string_view inputs) {
+  if (!member(object, kKeptMark).is_boolean()) {
+    json kept = object;
+    keepShmProfile(kept);
+    if (!member(kept, kKeptMark).is_boolean()) return makeError("not a ShmProfile object");
+    return profileRecommendation(kept, inputs);
+  }
+  if (const json& why = member(object, "unreadable"); why.is_string()) return makeError(why.get<std::string>());
+  for (const json& r : member(object, "recommendations")) {
+    if (!r.is_array() || r.size() != 8 || !r[0].is_string() || r[0].get_ref<const std::string&>() != inputs) continue;
+    for (std::size_t i = 1; i < 8; ++i) {
+      if (!r[i].is_number_integer()) return makeError("a kept recommendation does not read");
+    }
+    Recommendation out;
+    out.inputs = r[0].get<std::string>();
+    out.runs = r[1].get<std::size_t>();
+    out.deaths = r[2].get<std::size_t>();
+    out.needPerRank = r[3].get<uint64_t>();
+    out.lowestPerRank = r[4].get<uint64_t>();
+    out.peakPerRank = r[5].get<uint64_t>();
+    out.lastEndedAt = r[6].get<int64_t>();
+    out.headroomPercent = r[7].get<uint64_t>();
+    return std::optional(out);
+  }
+  return std::optional<Recommendation>();
 }
 
 }  // namespace podshaper

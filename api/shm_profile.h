@@ -134,7 +134,13 @@ Result<ShmProfile> readShmProfile(const nlohmann::json& object);
 // latest run's ranks and the columns `kubectl get shmprofiles` shows.
 nlohmann::json shmProfileStatus(const std::vector<ProfileRun>& runs, const ProfileSettings& settings, int64_t now);
 
-// What of a ShmProfile the webhook's watch keeps (its informer's transform).
+// What of a ShmProfile the webhook's watch keeps (its informer's transform): the profile
+// read once, at its watch event, into the recommendation of each declared inputs of its
+// runs, or why it does not read (readShmProfile's error).
 void keepShmProfile(nlohmann::json& object);
+
+// The recommendation a ShmProfile, as kept or whole, gives a pod of `inputs`: nullopt when
+// none of its runs had them; an error when it does not read (it is never applied).
+Result<std::optional<Recommendation>> profileRecommendation(const nlohmann::json& object, std::string_view inputs);
 
 }  // namespace podshaper

@@ -124,13 +124,12 @@ double mib(std::size_t bytes) { return static_cast<double>(bytes) / kMiB; }
 // How a store keeps each profile: the object whole, its transform (keepShmProfile), that
 // packed (kube::packObject: the webhook's informer, options.packed), or read once at its
 // watch event (readShmProfile's ShmProfile, shared with each admission that reads it).
-enum class Form { kWhole, kKept, kPacked, kRead };
+enum class Form { kWhole, kKept, kPacked };
 
 struct Store {
   Form form = Form::kPacked;
   std::mutex mu;
   kube::ObjectStore objects;
-  std::map<std::string, std::shared_ptr<const podshaper::ShmProfile>> read;
   std::size_t heapBytes = 0;  // the store's, once filled
   std::size_t textBytes = 0;  // the profiles' JSON text as the API server sends it
   double fillSeconds = 0;     // CPU of each event's transform and store, its parse left out
@@ -145,15 +144,8 @@ void fill(Store& store, int profiles, int runs, const std::string& podInputs) {
     store.textBytes += event.object.dump().size();
     const double start = threadCpuSeconds();
     if (store.form != Form::kWhole) podshaper::keepShmProfile(event.object);
-    if (store.form == Form::kRead) {
-      auto profile = podshaper::readShmProfile(event.object);
-      if (!profile) std::abort();
-      const std::string key = profile->namespaceName + "/" + profile->name;
-      store.read[key] = std::make_shared<const podshaper::ShmProfile>(std::move(*profile));
-    } else {
-      if (store.form == Form::kPacked) event.object = kube::packObject(event.object);
-      if (!kube::applyWatchEvent(store.objects, event)) std::abort();
-    }
+    if (store.form == Form::kPacked) event.object = kube::packObject(event.object);
+    if (!kube::applyWatchEvent(store.objects, event)) std::abort();
     store.fillSeconds += threadCpuSeconds() - start;
   }
   store.heapBytes = heapInUse() - before;
@@ -171,12 +163,6 @@ std::optional<json> get(Store& store, const std::string& key) {
   auto object = kube::unpackObject(*stored);
   if (!object) std::abort();
   return std::move(*object);
-}
-
-std::shared_ptr<const podshaper::ShmProfile> getRead(Store& store, const std::string& key) {
-  std::lock_guard lock(store.mu);
-  auto it = store.read.find(key);
-  return it == store.read.end() ? nullptr : it->second;
 }
 
 // The realistic review, its pod made one of profile i's JobSet as the JobSet controller
@@ -232,7 +218,7 @@ Work sizePods(Store& store, const std::vector<json>& pods, Step last, uint64_t& 
   auto order = std::make_shared<std::vector<std::size_t>>(pods.size());
   for (std::size_t i = 0; i < order->size(); ++i) (*order)[i] = i;
   std::shuffle(order->begin(), order->end(), std::mt19937(7));
-  return [&store, &pods, last, &checksum, order, settings = podshaper::ProfileSettings()](std::size_t i) mutable {
+  return [&store, &pods, last, &checksum, order](std::size_t i) {
     const json& pod = pods[(*order)[i]];  // its metadata: all that its workload and inputs read
     auto workload = podshaper::workloadOf(pod);
     const std::string inputs = podshaper::declaredInputs(pod);
@@ -240,29 +226,14 @@ Work sizePods(Store& store, const std::vector<json>& pods, Step last, uint64_t& 
     const std::string key = pod["metadata"]["namespace"].get<std::string>() + "/" + (*workload)->profile;
     checksum += key.size() + inputs.size();
     if (last == Step::kWorkload) return;
-    std::optional<json> object;
-    std::shared_ptr<const podshaper::ShmProfile> kept;
-    if (store.form == Form::kRead) {
-      kept = getRead(store, key);
-    } else {
-      object = get(store, key);
-    }
+    std::optional<json> object = get(store, key);
+    if (!object) std::abort();
     if (last == Step::kLookup) return;
-    std::optional<podshaper::ShmProfile> read;
-    if (object) {
-      auto profile = podshaper::readShmProfile(*object);
-      if (!profile) std::abort();
-      read = std::move(*profile);
-    }
-    const podshaper::ShmProfile* profile = kept ? kept.get() : read ? &*read : nullptr;
-    if (profile == nullptr) std::abort();
+    auto r = podshaper::profileRecommendation(*object, inputs);
+    if (!r || !*r) std::abort();
     if (last == Step::kRead) return;
-    settings.headroomPercent = profile->headroomPercent;
-    auto r = podshaper::recommend(profile->runs, inputs, kNow, settings);
-    if (r) {
-      const uint64_t bytes = r->bytesFor(8);
-      checksum += bytes + r->words(8, bytes, kNow).size();
-    }
+    const uint64_t bytes = (*r)->bytesFor(8);
+    checksum += bytes + (*r)->words(8, bytes, kNow).size();
   };
 }
 
@@ -341,15 +312,14 @@ int main(int argc, char** argv) {
     const char* what;
   };
   for (const Row& row : {Row{Form::kWhole, "whole objects"}, Row{Form::kKept, "kept (keepShmProfile)"},
-                         Row{Form::kPacked, "kept and packed (the webhook's informer)"},
-                         Row{Form::kRead, "read at the watch event (ShmProfile)"}}) {
+                         Row{Form::kPacked, "kept and packed (the webhook's informer)"}}) {
     Store store;
     store.form = row.form;
     fill(store, profiles, runs, podInputs);
     std::printf("  %-41s heap %7.2f MiB, %5zu bytes a profile (JSON text %zu); %5.1f µs a watch event\n", row.what,
                 mib(store.heapBytes), store.heapBytes / profiles, store.textBytes / profiles,
                 store.fillSeconds * 1e6 / profiles);
-    if (row.form != Form::kPacked && row.form != Form::kRead) continue;
+    if (row.form != Form::kPacked) continue;
     const bool packed = row.form == Form::kPacked;
     // Each step's run and admissions, in turn; from the packed store an admission that reads it.
     std::vector<Work> works;
@@ -372,10 +342,9 @@ int main(int argc, char** argv) {
       items.push_back(n);
     }
     std::vector<double> upTo = perItem(works, items, minSeconds);
-    if (!packed) upTo[2] = upTo[1];  // read already: that run did the same as the lookup's
     const double admission = upTo[4];
     char read[48] = "";
-    if (packed) std::snprintf(read, sizeof read, "readShmProfile %.1f, ", (upTo[2] - upTo[1]) * 1e6);
+    if (packed) std::snprintf(read, sizeof read, "profileRecommendation %.1f, ", (upTo[2] - upTo[1]) * 1e6);
     std::printf("    sizing a pod from it: %.1f µs against an admission's %.1f µs: %.2fx\n"
                 "      its steps: workload and inputs %.1f, %s %.1f, %srecommend, size and words %.1f\n",
                 upTo[3] * 1e6, admission * 1e6, upTo[3] / admission, upTo[0] * 1e6,

@@ -1,7 +1,6 @@
 #include "shaping/measured_shm.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "api/names.h"
 #include "base/checked.h"
@@ -34,22 +33,19 @@ Result<PodProfile> podProfile(const json& pod, uint64_t ranks, const ShmSettings
   auto object = context.shmProfiles(context.namespaceName, (*workload)->profile);
   if (!object) return out;  // no run measured yet: the formula's
   const std::string named = "ShmProfile " + inQuotes((*workload)->profile) + " of " + (*workload)->words();
-  auto profile = readShmProfile(*object);
-  if (!profile) {
-    out.warnings.push_back(named + " is not applied: " + profile.error().message + "; /dev/shm sized by the formula");
+  auto recommendation = profileRecommendation(*object, inputs);
+  if (!recommendation) {
+    out.warnings.push_back(named + " is not applied: " + recommendation.error().message +
+                           "; /dev/shm sized by the formula");
     return out;
   }
   // Its runs' age is the operator's to judge (it drops the expired ones): all it keeps count.
-  ProfileSettings read;
-  read.maxAgeSeconds = std::numeric_limits<int64_t>::max() / 2;
-  read.headroomPercent = profile->headroomPercent;
-  auto recommendation = recommend(profile->runs, inputs, profile->runs.back().endedAt, read);
-  if (!recommendation) {
+  if (!*recommendation) {
     out.warnings.push_back(named + " has no run with the pod's declared inputs (its DataLoader or NCCL annotations "
                            "changed since its runs): /dev/shm sized by the formula");
     return out;
   }
-  out.measured = MeasuredShm{(*workload)->profile, std::move(*recommendation), sizing, context.now};
+  out.measured = MeasuredShm{(*workload)->profile, std::move(**recommendation), sizing, context.now};
   return out;
 }
 

@@ -698,67 +698,45 @@ TEST(ReadShmProfile, NonsenseIsAnErrorThatSaysWhat) {
   EXPECT_TRUE(readShmProfile(atBound).ok());
 }
 
-TEST(KeepShmProfile, KeepsWhatTheWebhookReads) {
+TEST(KeepShmProfile, KeepsTheRecommendationOfEachInputs) {
   const json whole = profileObject(someRuns());
   json kept = whole;
   keepShmProfile(kept);
-  json expectedRuns = json::array();
-  for (const ProfileRun& run : someRuns()) {
-    json r = run.toJson();
-    r.erase("pod");
-    r.erase("podUID");
-    expectedRuns.push_back(r);
-  }
-  const json expected = {
-      {"metadata", {{"name", "job.train"}, {"namespace", "ml"}, {"resourceVersion", "48213"}}},
-      {"spec", {{"workload", "Job train"}}},
-      {"status",
-       {{"runs", expectedRuns}, {"recommendation", {{"needPerRankBytes", 256 * Mi}, {"headroomPercent", 20}}}}}};
-  EXPECT_EQ(kept, expected) << kept.dump(1);
-  EXPECT_LT(kept.dump().size(), whole.dump().size() * 2 / 3);
-
-  auto a = readShmProfile(whole);
-  auto b = readShmProfile(kept);
-  ASSERT_TRUE(a.ok()) << a.error().message;
-  ASSERT_TRUE(b.ok()) << b.error().message;
-  EXPECT_EQ(b->needPerRank, a->needPerRank);
-  EXPECT_EQ(b->headroomPercent, a->headroomPercent);
-  EXPECT_EQ(b->workload, a->workload);
-  ASSERT_EQ(b->runs.size(), a->runs.size());
-  for (std::size_t i = 0; i < a->runs.size(); ++i) {
-    EXPECT_EQ(b->runs[i].pod, "");  // for people, not for the webhook
-    EXPECT_EQ(b->runs[i].needBytes(), a->runs[i].needBytes());
-    EXPECT_EQ(b->runs[i].endedAt, a->runs[i].endedAt);
-    EXPECT_EQ(b->runs[i].inputs, a->runs[i].inputs);
-  }
+  EXPECT_EQ(kept["metadata"], json({{"name", "job.train"}, {"namespace", "ml"}, {"resourceVersion", "48213"}}));
+  EXPECT_FALSE(kept.contains("status"));
+  EXPECT_LT(kept.dump().size(), whole.dump().size() / 3);
+  // The same recommendation as from the whole object, for the runs' inputs; none for others.
+  const std::string inputs = someRuns().back().inputs;
+  auto fromKept = profileRecommendation(kept, inputs);
+  auto fromWhole = profileRecommendation(whole, inputs);
+  ASSERT_TRUE(fromKept.ok()) << fromKept.error().message;
+  ASSERT_TRUE(fromWhole.ok()) << fromWhole.error().message;
+  ASSERT_TRUE(fromKept->has_value());
+  EXPECT_EQ((*fromKept)->needPerRank, 256 * Mi);
+  EXPECT_EQ((*fromKept)->needPerRank, (*fromWhole)->needPerRank);
+  EXPECT_EQ((*fromKept)->runs, (*fromWhole)->runs);
+  EXPECT_EQ((*fromKept)->lastEndedAt, (*fromWhole)->lastEndedAt);
+  EXPECT_EQ((*fromKept)->headroomPercent, 20u);
+  auto other = profileRecommendation(kept, "00000000");
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->has_value());
   // Kept twice is kept once (a relist transforms what a watch already had).
   json again = kept;
   keepShmProfile(again);
   EXPECT_EQ(again, kept);
 }
 
-TEST(KeepShmProfile, DropsWhatARunGrowsBesideWhatIsRead) {
-  json object = profileObject(someRuns());
-  object["status"]["runs"][0]["node"] = "gpu-17";
-  object["status"]["runs"][0]["containers"] = json::array({"trainer"});
-  keepShmProfile(object);
-  EXPECT_FALSE(object["status"]["runs"][0].contains("node"));
-  EXPECT_FALSE(object["status"]["runs"][0].contains("containers"));
-  EXPECT_TRUE(readShmProfile(object).ok());
-}
-
-TEST(KeepShmProfile, KeepsNonsenseForTheReaderToRefuse) {
+TEST(KeepShmProfile, KeepsWhyNonsenseDoesNotRead) {
   json object = profileObject(someRuns());
   object["status"]["runs"][1] = "not a run";
-  object["status"]["recommendation"]["headroomPercent"] = "20";
   keepShmProfile(object);
-  EXPECT_EQ(object["status"]["runs"][1], "not a run");
-  auto read = readShmProfile(object);
+  auto read = profileRecommendation(object, someRuns().back().inputs);
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.error().message, "status.runs[1] is not an object");
   json notAnObject = json::array({1, 2});
   keepShmProfile(notAnObject);
   EXPECT_EQ(notAnObject, json::array({1, 2}));
+  EXPECT_FALSE(profileRecommendation(notAnObject, "x").ok());
 }
 
 }  // namespace
