@@ -68,9 +68,10 @@ std::optional<ProfiledPod> profiledPod(const json& pod) {
   return text ? parseProfiledPod(*text) : std::nullopt;
 }
 
-std::vector<ProfileRun> podRuns(const json& pod, const json* shmUsage, const ProfiledPod& profiled, int64_t now) {
-  std::vector<ProfileRun> runs;
-  if (profiled.ranks == 0 || profiled.ranks > kMaxRanks) return runs;
+PodRuns podRuns(const json& pod, const json* shmUsage, const ProfiledPod& profiled, int64_t now) {
+  PodRuns out;
+  std::vector<ProfileRun>& runs = out.measured;
+  if (profiled.ranks == 0 || profiled.ranks > kMaxRanks) return out;
   const json& metadata = member(pod, "metadata");
   const std::string name = stringMember(metadata, "name"), uid = stringMember(metadata, "uid");
   auto run = [&](int64_t number, int64_t endedAt, uint64_t size, uint64_t peak, RunEnd end) {
@@ -113,10 +114,10 @@ std::vector<ProfileRun> podRuns(const json& pod, const json* shmUsage, const Pro
         number = open.ended ? open.run + 1 : open.run;
       }
       const auto bytes = static_cast<uint64_t>(*size);
-      runs.push_back(run(number, *unmeasuredDeath, bytes, bytes, RunEnd::kShmExhausted));
+      out.unmeasuredDeath = run(number, *unmeasuredDeath, bytes, bytes, RunEnd::kShmExhausted);
     }
   }
-  return runs;
+  return out;
 }
 
 const char* toString(ProfileWrite write) {
@@ -150,7 +151,8 @@ ShmProfilePlan planShmProfile(const ShmProfileInputs& in) {
     const auto profiled = profiledPod(*p.pod);
     if (!profiled || profiled->profile != in.name) continue;
     pods.push_back(p.pod);
-    for (ProfileRun& r : podRuns(*p.pod, p.shmUsage, *profiled, in.now)) {
+    PodRuns pod = podRuns(*p.pod, p.shmUsage, *profiled, in.now);
+    for (ProfileRun& r : pod.measured) {
       auto [at, added] = runs.try_emplace({r.podUID, r.run}, r);
       if (added) continue;
       // Ended says nothing new of how a run ended: the end told while it was its pod's
@@ -158,6 +160,12 @@ ShmProfilePlan planShmProfile(const ShmProfileInputs& in) {
       const RunEnd told = at->second.end;
       at->second = std::move(r);
       if (at->second.end == RunEnd::kEnded) at->second.end = told;
+    }
+    // A guess, not a measure: what the profile has of that run stays (the measured run,
+    // read before the ShmUsages' cache was filled again).
+    if (pod.unmeasuredDeath) {
+      ProfileRun& death = *pod.unmeasuredDeath;
+      runs.try_emplace({death.podUID, death.run}, std::move(death));
     }
   }
   std::vector<ProfileRun> all;

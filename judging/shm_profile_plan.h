@@ -24,20 +24,26 @@ inline constexpr int64_t kRunEndMatchSeconds = 60;
 // The pod's podshaper.io/shm-profile, where it parses.
 std::optional<ProfiledPod> profiledPod(const nlohmann::json& pod);
 
-// The runs of `pod` (whose podshaper.io/shm-profile is `profiled`) that ended, each with how
-// it ended:
-// - each ended run of its ShmUsage (`shmUsage`, null: none; one of another uid is not read);
-// - a run whose end is within kRunEndMatchSeconds of a container's death of a full
-//   /dev/shm (judgeTerminations) ended kShmExhausted; the one that ended with the pod
-//   (its phase Succeeded or Failed) kCompleted or kFailed; any other kEnded (a restart);
-// - a death of a full /dev/shm after every run its ShmUsage ended (podshaper-shm is not
-//   installed, or its write is not there yet) is a run too, of the size the pod's
-//   podshaper.io/shm-size says, counted as full (peak = size), numbered as podshaper-shm
-//   will number it (its open run's number, else the next), so that the measured run
-//   replaces it when it comes. It ended at the termination's finishedAt (else when the pod
-//   was made, else `now`: a time that does not move between looks).
-std::vector<ProfileRun> podRuns(const nlohmann::json& pod, const nlohmann::json* shmUsage, const ProfiledPod& profiled,
-                                int64_t now);
+// The runs of one pod that ended, each with how it ended.
+struct PodRuns {
+  // Each ended run of its ShmUsage. The one whose end is within kRunEndMatchSeconds of a
+  // container's death of a full /dev/shm (judgeTerminations) ended kShmExhausted; the one
+  // that ended with the pod (its phase Succeeded or Failed) kCompleted or kFailed; any
+  // other kEnded (a restart, or an end not told yet).
+  std::vector<ProfileRun> measured;
+  // A death of a full /dev/shm after every run its ShmUsage ended (podshaper-shm is not
+  // installed, or its write is not there yet): a run of the size the pod's
+  // podshaper.io/shm-size says, counted as full (peak = size), numbered as podshaper-shm
+  // will number it (its open run's number, else the next), so that the measured run
+  // replaces it when it comes; a run the profile has of that number already is not
+  // replaced by it. It ended at the termination's finishedAt (else when the pod was made,
+  // else `now`: a time that does not move between looks).
+  std::optional<ProfileRun> unmeasuredDeath;
+};
+
+// The runs of `pod` (whose podshaper.io/shm-profile is `profiled`); its ShmUsage
+// `shmUsage` (null: none) is not read when it is of another uid.
+PodRuns podRuns(const nlohmann::json& pod, const nlohmann::json* shmUsage, const ProfiledPod& profiled, int64_t now);
 
 // A pod of the workload and its ShmUsage.
 struct ProfilePod {

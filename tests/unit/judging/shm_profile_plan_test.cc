@@ -178,6 +178,17 @@ TEST(ShmProfilePlan, TheMeasuredRunReplacesTheDeathCountedWithoutIt) {
   EXPECT_EQ(plan.object["spec"], profile["spec"]);
 }
 
+TEST(ShmProfilePlan, ADeathCountedWithoutItsMeasureDoesNotReplaceTheMeasuredRun) {
+  // The profile has the measured run; the ShmUsages' cache is not filled again yet.
+  const json died = terminated(pod("train-0", "uid-0", "Failed"), 135, kT);
+  const json u = usage("train-0", "uid-0", {{1, kT + 3, 150 * kMi}});
+  const json profile = stored(planShmProfile(inputs({{&died, &u}})));
+  const ShmProfilePlan plan = planShmProfile(inputs({{&died, nullptr}}, &profile));
+  EXPECT_EQ(plan.write, ProfileWrite::kNone);
+  ASSERT_EQ(plan.runs.size(), 1u);
+  EXPECT_EQ(plan.runs[0].peakBytes, 150u * kMi);
+}
+
 TEST(ShmProfilePlan, ARunsToldEndStaysWhenALaterLookSeesOnlyThatItEnded) {
   // Run 1 died (seen in lastState while run 2 ran), then run 2 died of something else:
   // run 1's death is no longer in the pod's status.
