@@ -48,7 +48,9 @@ std::vector<ProfileRun> keptRuns(std::vector<ProfileRun> runs, int64_t now, cons
     return std::tie(a.endedAt, a.podUID, a.run) < std::tie(b.endedAt, b.podUID, b.run);
   });
   std::erase_if(runs, [&](const ProfileRun& r) { return now - r.endedAt > settings.maxAgeSeconds; });
-  if (runs.size() > settings.runsKept) runs.erase(runs.begin(), runs.end() - static_cast<std::ptrdiff_t>(settings.runsKept));
+  if (runs.size() > settings.runsKept) {
+    runs.erase(runs.begin(), runs.end() - static_cast<std::ptrdiff_t>(settings.runsKept));
+  }
   return runs;
 }
 
@@ -89,7 +91,9 @@ PodRuns podRuns(const json& pod, const json* shmUsage, const ProfiledPod& profil
   const std::string phase = stringMember(member(pod, "status"), "phase");
   if (phase == "Succeeded" || phase == "Failed") {
     if (auto at = podFinishedAt(pod)) {
-      if (ProfileRun* last = endedNear(runs, *at)) last->end = phase == "Succeeded" ? RunEnd::kCompleted : RunEnd::kFailed;
+      if (ProfileRun* last = endedNear(runs, *at)) {
+        last->end = phase == "Succeeded" ? RunEnd::kCompleted : RunEnd::kFailed;
+      }
     }
   }
   // Deaths of a full /dev/shm: the measured run that ended then, else a run not measured yet.

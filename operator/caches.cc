@@ -108,6 +108,16 @@ void compactShmUsage(json& usage) {
   usage = std::move(kept);
 }
 
+void compactShmProfile(json& profile) {
+  if (!profile.is_object()) return;
+  json kept = {{"metadata", json::object()}};
+  const json& m = member(profile, "metadata");
+  for (const char* k : {"name", "namespace"}) {
+    if (m.contains(k)) kept["metadata"][k] = m[k];
+  }
+  profile = std::move(kept);
+}
+
 void compactNode(json& node) {
   if (!node.is_object()) return;
   json kept = {{"metadata", json::object()}};

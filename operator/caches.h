@@ -46,5 +46,8 @@ void compactReport(nlohmann::json& report);
 void compactPod(nlohmann::json& pod);
 // A ShmUsage, as judging/shm_profile_plan.h reads it: whose it is and its ended runs.
 void compactShmUsage(nlohmann::json& usage);
+// A ShmProfile: its name alone. The watch says which profiles exist (so that one whose pods
+// are gone still expires); a look reads the profile itself.
+void compactShmProfile(nlohmann::json& profile);
 
 }  // namespace podshaper::op

@@ -45,8 +45,8 @@ Controllers::Controllers(Caches caches, ReconcileApi& api, const Clock& clock, m
            {.identity = identity, .pendingGrace = config.pendingGrace}, {.name = "pod", .now = now}),
       policyStatus_(caches.policies, nodeTable_, api, clock, metrics, mayWrite,
                     {.name = "policy-status", .now = now}),
-      shmProfile_(caches.pods, caches.shmUsages, api, clock, metrics, mayWrite, config.shmProfiles,
-                  {.name = "shm-profile", .now = now}) {}
+      shmProfile_(caches.pods, caches.shmUsages, caches.shmProfiles, api, clock, metrics, mayWrite,
+                  config.shmProfiles, {.name = "shm-profile", .now = now}) {}
 
 void Controllers::reportsOrNodesChanged(const std::vector<std::string>& keys) {
   report_.changed(keys);
@@ -67,6 +67,8 @@ void Controllers::podsChanged(const std::vector<std::string>& keys) {
 }
 
 void Controllers::shmUsagesChanged(const std::vector<std::string>& keys) { shmProfile_.shmUsagesChanged(keys); }
+
+void Controllers::shmProfilesChanged(const std::vector<std::string>& keys) { shmProfile_.profilesChanged(keys); }
 
 void Controllers::cachesSynced() {
   report_.reloadPolicies();  // the policy watch's own callback may not have run yet
@@ -116,20 +118,25 @@ Controller::Controller(const kube::Client& client, const OperatorConfig& config,
             withTransform(compactPod, std::string(names::kShapedLabel) + "=true")),
       shmUsages_(client, kube::resourcePath(names::kGroupVersion, names::kShmUsageResource),
                  withTransform(compactShmUsage)),
+      shmProfiles_(client, kube::resourcePath(names::kGroupVersion, names::kShmProfileResource),
+                   withTransform(compactShmProfile)),
       reportsCache_(reports_),
       nodesCache_(nodes_),
       policiesCache_(policies_),
       podsCache_(pods_),
       shmUsagesCache_(shmUsages_),
-      controllers_({reportsCache_, nodesCache_, policiesCache_, podsCache_, shmUsagesCache_}, api_, clock_, metrics,
-                   std::move(mayWrite), config, identity) {
+      shmProfilesCache_(shmProfiles_),
+      controllers_({reportsCache_, nodesCache_, policiesCache_, podsCache_, shmUsagesCache_, shmProfilesCache_}, api_,
+                   clock_, metrics, std::move(mayWrite), config, identity) {
   auto reportsOrNodes = [this](const std::vector<std::string>& keys) { controllers_.reportsOrNodesChanged(keys); };
   reports_.onKeys(reportsOrNodes);
   nodes_.onKeys(reportsOrNodes);
   pods_.onKeys([this](const std::vector<std::string>& keys) { controllers_.podsChanged(keys); });
-  // Not waited for: without podshaper-shm's CRD (or the right to list ShmUsages) the rest
-  // still runs, and profiles count the deaths the pods show.
+  // Neither waited for: without podshaper-shm's CRD (or the right to list ShmUsages) the
+  // rest still runs, and profiles count the deaths the pods show; the profiles' watch only
+  // says which exist (those with no pod left still expire), its first list queues them all.
   shmUsages_.onKeys([this](const std::vector<std::string>& keys) { controllers_.shmUsagesChanged(keys); });
+  shmProfiles_.onKeys([this](const std::vector<std::string>& keys) { controllers_.shmProfilesChanged(keys); });
   policies_.onChange([this] {
     controllers_.policiesChanged();
     watchSaid();
@@ -151,6 +158,7 @@ void Controller::start() {
   nodes_.start();
   pods_.start();
   shmUsages_.start();
+  shmProfiles_.start();
   starter_ = std::thread([this] {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [this] { return stopping_ || (synced() && pods_.hasSynced()); });
@@ -176,6 +184,7 @@ void Controller::stop() {
   cv_.notify_all();
   if (starter_.joinable()) starter_.join();
   controllers_.stop();
+  shmProfiles_.stop();
   shmUsages_.stop();
   pods_.stop();
   reports_.stop();

@@ -3,10 +3,10 @@
 // The operator's controllers and what feeds them. Controllers: the four controllers
 // (operator/report_controller.h, pod_controller.h, policy_status_controller.h,
 // shm_profile_controller.h) over caches and one ReconcileApi, and what each change queues
-// where; a test drives it with caches in memory. Controller: the same over five informers
-// (GPUTopologyReports, Nodes, TopologyPolicies, shaped pods, ShmUsages) and the Kubernetes
-// API, its workers started once every watch but the ShmUsages' has synced, and a periodic
-// resync.
+// where; a test drives it with caches in memory. Controller: the same over six informers
+// (GPUTopologyReports, Nodes, TopologyPolicies, shaped pods, ShmUsages, ShmProfiles) and the
+// Kubernetes API, its workers started once every watch but the last two has synced, and a
+// periodic resync.
 
 #include <condition_variable>
 #include <functional>
@@ -31,7 +31,7 @@
 namespace podshaper::op {
 
 struct Caches {
-  const Cache &reports, &nodes, &policies, &pods, &shmUsages;
+  const Cache &reports, &nodes, &policies, &pods, &shmUsages, &shmProfiles;
 };
 
 class Controllers {
@@ -46,6 +46,7 @@ class Controllers {
   void policiesChanged();
   void podsChanged(const std::vector<std::string>& keys);
   void shmUsagesChanged(const std::vector<std::string>& keys);
+  void shmProfilesChanged(const std::vector<std::string>& keys);
   // Every cache has synced: judging a half-loaded world would flag reports whose Node or
   // policy is not loaded yet, so the first judgement waits for this.
   void cachesSynced();
@@ -95,8 +96,8 @@ class Controller {
   const OperatorConfig config_;
   KubeReconcileApi api_;
   SystemClock clock_;
-  kube::Informer reports_, nodes_, policies_, pods_, shmUsages_;
-  InformerCache reportsCache_, nodesCache_, policiesCache_, podsCache_, shmUsagesCache_;
+  kube::Informer reports_, nodes_, policies_, pods_, shmUsages_, shmProfiles_;
+  InformerCache reportsCache_, nodesCache_, policiesCache_, podsCache_, shmUsagesCache_, shmProfilesCache_;
   Controllers controllers_;
   // Waits for the watches' sync, starts the workers, then queues everything every
   // kResyncPeriod.

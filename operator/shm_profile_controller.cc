@@ -17,12 +17,13 @@ const cli::Logger& kLog = cli::logger("shm-profile");
 
 using nlohmann::json;
 
-ShmProfileController::ShmProfileController(const Cache& pods, const Cache& shmUsages, ReconcileApi& api,
-                                           const Clock& clock, metrics::Registry& metrics,
+ShmProfileController::ShmProfileController(const Cache& pods, const Cache& shmUsages, const Cache& profiles,
+                                           ReconcileApi& api, const Clock& clock, metrics::Registry& metrics,
                                            std::function<bool()> mayWrite, ProfileSettings settings,
                                            RunnerOptions runner)
     : pods_(pods),
       shmUsages_(shmUsages),
+      profiles_(profiles),
       api_(api),
       clock_(clock),
       mayWrite_(std::move(mayWrite)),
@@ -65,8 +66,8 @@ std::vector<std::string> ShmProfileController::podsOf(const std::string& profile
 }
 
 void ShmProfileController::podsChanged(const std::vector<std::string>& keys) {
-  // A pod gone is looked at too: nothing of it is lost (the profile keeps its runs), but a
-  // profile left without pods must still expire.
+  // A pod gone is looked at too: nothing of it is lost (the profile keeps its runs), and
+  // its profile's next expiry is queued again.
   for (const auto& key : keys) {
     for (const auto& profile : reindex(key)) runner_.add(profile);
   }
@@ -83,8 +84,14 @@ void ShmProfileController::shmUsagesChanged(const std::vector<std::string>& keys
   for (const auto& profile : profiles) runner_.add(profile);
 }
 
+void ShmProfileController::profilesChanged(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) runner_.add(key);
+}
+
 void ShmProfileController::enqueueAll() {
-  std::set<std::string> profiles;
+  // The profiles that exist, whether or not a pod of theirs is left: each still expires.
+  const auto existing = profiles_.keys();
+  std::set<std::string> profiles(existing.begin(), existing.end());
   const auto keys = pods_.keys();
   std::set<std::string> gone;
   {

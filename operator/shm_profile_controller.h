@@ -2,9 +2,10 @@
 
 // The workloads' ShmProfiles (docs/operator.md "ShmProfiles: sizing from measured use"): a
 // key per profile, "namespace/name", queued when one of its pods (those whose
-// podshaper.io/shm-profile names it) or one of their ShmUsages changes, and when a run it
-// keeps expires. Its reconcile reads the profile, asks judging/shm_profile_plan.h what to
-// write, and writes that, only while `mayWrite()` (the leader) holds.
+// podshaper.io/shm-profile names it) or one of their ShmUsages changes, when the profile
+// comes or goes, and when a run it keeps expires. Its reconcile reads the profile, asks
+// judging/shm_profile_plan.h what to write, and writes that, only while `mayWrite()` (the
+// leader) holds.
 
 #include <atomic>
 #include <functional>
@@ -25,16 +26,19 @@ namespace podshaper::op {
 
 class ShmProfileController {
  public:
-  // `pods`: the shaped pods; `shmUsages`: podshaper-shm's ShmUsages, each named after its pod.
-  ShmProfileController(const Cache& pods, const Cache& shmUsages, ReconcileApi& api, const Clock& clock,
-                       metrics::Registry& metrics, std::function<bool()> mayWrite, ProfileSettings settings,
-                       RunnerOptions runner);
+  // `pods`: the shaped pods; `shmUsages`: podshaper-shm's ShmUsages, each named after its
+  // pod; `profiles`: the ShmProfiles that exist (their names).
+  ShmProfileController(const Cache& pods, const Cache& shmUsages, const Cache& profiles, ReconcileApi& api,
+                       const Clock& clock, metrics::Registry& metrics, std::function<bool()> mayWrite,
+                       ProfileSettings settings, RunnerOptions runner);
 
   // Shaped pods changed (store keys, "namespace/name"): their profiles are looked at.
   void podsChanged(const std::vector<std::string>& keys);
   // ShmUsages changed: their keys are their pods'.
   void shmUsagesChanged(const std::vector<std::string>& keys);
-  // The profile of every pod in the cache, its pods found again.
+  // ShmProfiles came or went (their keys).
+  void profilesChanged(const std::vector<std::string>& keys);
+  // Every profile, and the profile of every pod in the cache, its pods found again.
   void enqueueAll();
   Runner& runner() { return runner_; }
 
@@ -49,6 +53,7 @@ class ShmProfileController {
 
   const Cache& pods_;
   const Cache& shmUsages_;
+  const Cache& profiles_;
   ReconcileApi& api_;
   const Clock& clock_;
   const std::function<bool()> mayWrite_;

@@ -11,9 +11,10 @@ metrics::Counter& writesTotal(metrics::Registry& metrics, WriteKind kind) {
     case WriteKind::kPolicyStatus: label = "policy_status"; break;
     case WriteKind::kShmProfile: label = "shm_profile"; break;
   }
-  return metrics.counter("podshaper_operator_writes_total",
-                         "API writes, by kind: report status, Node labels/taint, Events, TopologyPolicy status, ShmProfiles.",
-                         {{"kind", label}});
+  return metrics.counter(
+      "podshaper_operator_writes_total",
+      "API writes, by kind: report status, Node labels/taint, Events, TopologyPolicy status, ShmProfiles.",
+      {{"kind", label}});
 }
 
 metrics::Counter& conflictsTotal(metrics::Registry& metrics) {

@@ -224,5 +224,15 @@ TEST(Caches, AKeptPodAndShmUsageMakeTheWholeOnesProfile) {
   EXPECT_NE(fullShmUsage(1000), fullShmUsage(5000));
 }
 
+TEST(Caches, AKeptShmProfileIsItsNameAlone) {
+  // Its writes then change nothing in the cache: the watch tells only that one came or went.
+  const json profile = {{"apiVersion", "podshaper.io/v1alpha1"},
+                        {"kind", "ShmProfile"},
+                        {"metadata", {{"name", "job.train"}, {"namespace", "ml"}, {"resourceVersion", "7"}}},
+                        {"spec", {{"workload", "Job train"}}},
+                        {"status", {{"runCount", 3}}}};
+  EXPECT_EQ(kept(profile, compactShmProfile), json::parse(R"({"metadata": {"name": "job.train", "namespace": "ml"}})"));
+}
+
 }  // namespace
 }  // namespace podshaper::op

@@ -39,9 +39,16 @@ class ControllerTest : public ::testing::Test {
   FakeClock clock;
   metrics::Registry registry;
   bool leader = true;
-  MemoryCache reports{compactReport}, nodes{compactNode}, policies, pods{compactPod}, shmUsages{compactShmUsage};
-  Controllers controllers{{reports, nodes, policies, pods, shmUsages}, api, clock, registry, [this] { return leader; },
-                          OperatorConfig{}, "operator-0", clock.queueNow()};
+  MemoryCache reports{compactReport}, nodes{compactNode}, policies, pods{compactPod}, shmUsages{compactShmUsage},
+      shmProfiles{compactShmProfile};
+  Controllers controllers{{reports, nodes, policies, pods, shmUsages, shmProfiles},
+                          api,
+                          clock,
+                          registry,
+                          [this] { return leader; },
+                          OperatorConfig{},
+                          "operator-0",
+                          clock.queueNow()};
 
   void SetUp() override { api.put(policyPath("default"), policyObject()); }
 

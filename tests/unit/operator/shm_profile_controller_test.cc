@@ -72,9 +72,16 @@ class ShmProfileControllerTest : public ::testing::Test {
   FakeClock clock;
   metrics::Registry registry;
   bool leader = true;
-  MemoryCache pods{compactPod}, shmUsages{compactShmUsage};
-  ShmProfileController controller{pods,     shmUsages, api, clock, registry, [this] { return leader; },
-                                  ProfileSettings{}, {.name = "shm-profile", .now = clock.queueNow()}};
+  MemoryCache pods{compactPod}, shmUsages{compactShmUsage}, profiles{compactShmProfile};
+  ShmProfileController controller{pods,
+                                  shmUsages,
+                                  profiles,
+                                  api,
+                                  clock,
+                                  registry,
+                                  [this] { return leader; },
+                                  ProfileSettings{},
+                                  {.name = "shm-profile", .now = clock.queueNow()}};
 
   void putPod(const json& pod) { api.put(podPath("ml", pod["metadata"]["name"]), pod); }
   void putShmUsage(const json& usage) { api.put(shmUsagePath("ml", usage["metadata"]["name"]), usage); }
@@ -82,16 +89,19 @@ class ShmProfileControllerTest : public ::testing::Test {
   // What the watches would bring, then every due key reconciled, until quiet.
   void settle() {
     for (int i = 0; i < 20; ++i) {
-      std::map<std::string, json> shaped, usages;
+      std::map<std::string, json> shaped, usages, made;
       for (const auto& [path, object] : api.objectsUnder("/api")) {
         if (path.find("/pods/") != std::string::npos) shaped.emplace(path, object);
         if (path.find("/shmusages/") != std::string::npos) usages.emplace(path, object);
+        if (path.find("/shmprofiles/") != std::string::npos) made.emplace(path, object);
       }
       const auto p = pods.follow(shaped);
       const auto u = shmUsages.follow(usages);
+      const auto m = profiles.follow(made);
       if (!p.empty()) controller.podsChanged(p);
       if (!u.empty()) controller.shmUsagesChanged(u);
-      if (controller.runner().drain() == 0 && p.empty() && u.empty()) return;
+      if (!m.empty()) controller.profilesChanged(m);
+      if (controller.runner().drain() == 0 && p.empty() && u.empty() && m.empty()) return;
     }
     ADD_FAILURE() << "the controller did not settle";
   }
@@ -165,6 +175,31 @@ TEST_F(ShmProfileControllerTest, ASecondPodIsOneStatusWriteAndAPodGoneLeavesItsR
   EXPECT_TRUE(profile().is_null());
 }
 
+TEST_F(ShmProfileControllerTest, AProfileWithoutPodsFoundAtStartStillExpires) {
+  // Made before this operator started; its pods are long gone.
+  const ProfileRun run{.pod = "train-0",
+                       .podUID = "uid-0",
+                       .run = 1,
+                       .endedAt = clock.wall - 86400,
+                       .ranks = 2,
+                       .sizeBytes = 161 * kMi,
+                       .peakBytes = 48 * kMi,
+                       .end = RunEnd::kCompleted,
+                       .inputs = "3f9a0c12"};
+  api.put(kProfile, {{"apiVersion", "podshaper.io/v1alpha1"},
+                     {"kind", "ShmProfile"},
+                     {"metadata", {{"name", "job.train"}, {"namespace", "ml"}}},
+                     {"spec", {{"workload", "Job train"}}},
+                     {"status", shmProfileStatus({run}, {}, clock.wall)}});
+  settle();
+  EXPECT_EQ(api.writes(), std::vector<std::string>{});
+  EXPECT_EQ(runs(), "train-0/1:Completed:48Mi");
+  clock.advance(ProfileSettings{}.maxAgeSeconds - 86400 + 1);  // its run is maxAge old
+  settle();
+  EXPECT_EQ(api.writes(), std::vector<std::string>{"delete shmprofile ml/job.train"});
+  EXPECT_TRUE(profile().is_null());
+}
+
 TEST_F(ShmProfileControllerTest, AFailedPodWithABusErrorIsAShmExhaustedRunThenItsMeasure) {
   const json pod = shapedPod("train-0", "uid-0", clock.wall);
   putPod(pod);
@@ -201,11 +236,11 @@ TEST_F(ShmProfileControllerTest, AStatusWriteThatConflictsIsTriedAgain) {
   putPod(ended(pod, 0, clock.wall));
   putShmUsage(shmUsage(pod, clock.wall + 1, 48 * kMi));
   api.fail("PUT", kProfile + "/status", 409, "Conflict");
-  settle();  // made, but its status refused: tried again after a backoff
-  EXPECT_EQ(api.writes(), std::vector<std::string>{"create shmprofile ml/job.train"});
+  settle();  // made, but its status refused: read again and written (the made profile's watch event queued it)
   clock.advance(1);
   settle();
   EXPECT_EQ(runs(), "train-0/1:Completed:48Mi");
+  EXPECT_EQ(api.writes(), (std::vector<std::string>{"create shmprofile ml/job.train", "shmprofile status ml/job.train"}));
   int refused = 0;
   for (const auto& call : api.calls()) refused += call.code == 409;
   EXPECT_EQ(refused, 1);
