@@ -57,6 +57,9 @@ inline constexpr std::string_view kPlacementLabel = "podshaper.io/placement";
 inline constexpr std::string_view kShapedLabel = "podshaper.io/shaped";
 inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
 inline constexpr std::string_view kPodSecurityEnforce = "pod-security.kubernetes.io/enforce";
+// On the objects podshaper makes for users to read (ShmProfiles): "podshaper".
+inline constexpr std::string_view kManagedByLabel = "app.kubernetes.io/managed-by";
+inline constexpr std::string_view kManagedBy = "podshaper";
 
 // On the webhook's TLS Secret: asks the operator for a new serving certificate now (any value).
 inline constexpr std::string_view kRenewAnnotation = "podshaper.io/renew";

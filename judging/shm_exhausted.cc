@@ -12,6 +12,7 @@
 #include "base/json_util.h"
 #include "base/quantity.h"
 #include "base/text.h"
+#include "base/timefmt.h"
 
 namespace podshaper {
 namespace {
@@ -341,7 +342,9 @@ std::optional<ShmMeasured> shmMeasured(const json& shmUsage, const json& pod) {
     const json& endedAt = member(r, "endedAt");
     if (!number || *number == 0 || !size || !peak || !(endedAt.is_string() || endedAt.is_null())) return std::nullopt;
     const bool ended = endedAt.is_string() && !endedAt.get_ref<const std::string&>().empty();
-    measured.runs.push_back({static_cast<long long>(*number), *size, *peak, ended});
+    const std::optional<long long> at = ended ? parseTime(endedAt.get_ref<const std::string&>()) : 0;
+    if (!at) return std::nullopt;
+    measured.runs.push_back({static_cast<long long>(*number), *size, *peak, ended, *at});
   }
   return measured;
 }
@@ -367,6 +370,7 @@ std::vector<ShmFailure> judgeTerminations(const json& pod, const std::map<std::s
     f.cause = cause->cause;
     f.restarted = run >= 1;
     f.key = uid + "/" + name + "/" + (f.restarted ? "restarted" : "first") + "/" + toString(f.cause);
+    f.finishedAt = parseTime(stringMember(terminated, "finishedAt")).value_or(0);
     Measured measured;
     const std::optional<ShmVolumeInfo> volume = containerShmVolume(pod, name);
     if (usage && volume && volume->name == usage->volume) {

@@ -35,6 +35,7 @@ struct ShmFailure {
   bool restarted = false;
   // Tells one failure once: pod uid, container, first or restarted run, cause.
   std::string key;
+  long long finishedAt = 0;  // when the run died (its termination's finishedAt), seconds since the epoch; 0: not said
   EventSpec event;  // on the pod
 };
 
@@ -53,6 +54,7 @@ struct ShmRunMeasured {
   long long run = 0;  // podshaper-shm's number of the run: 1 is the volume's first
   uint64_t sizeBytes = 0, peakBytes = 0;
   bool ended = false;  // it has an endedAt
+  long long endedAt = 0;  // seconds since the epoch, when ended
 };
 struct ShmMeasured {
   std::string volume;                // the pod's volume measured ("podshaper-dshm" or the user's)
@@ -62,7 +64,7 @@ struct ShmMeasured {
 
 // The ShmUsage `shmUsage` of `pod`: unset when it is of another pod (its spec.podUID is not
 // the pod's uid) or malformed (a member of the wrong type, a byte count below 0 or past
-// what an int64 holds in whole Mi).
+// what an int64 holds in whole Mi, an endedAt that is not a time).
 std::optional<ShmMeasured> shmMeasured(const nlohmann::json& shmUsage, const nlohmann::json& pod);
 
 // The lines of a log that judgeTerminations reads (those that speak of /dev/shm, SIGBUS

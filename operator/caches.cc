@@ -28,7 +28,9 @@ void compactPod(json& pod) {
                         "ownerReferences"}) {
     if (m.contains(k)) kept["metadata"][k] = m[k];
   }
-  for (std::string_view k : {names::kShmSize, names::kShmFormula}) {
+  // The ShmProfile's pods: their profile (with ranks and inputs), their /dev/shm's size, and
+  // the workload whose words the profile says.
+  for (std::string_view k : {names::kShmSize, names::kShmFormula, names::kShmProfile, names::kWorkload}) {
     if (auto v = annotation(pod, k)) kept["metadata"]["annotations"][std::string(k)] = *v;
   }
   const json& spec = member(pod, "spec");
@@ -79,6 +81,41 @@ void compactPod(json& pod) {
     }
   }
   pod = std::move(kept);
+}
+
+void compactShmUsage(json& usage) {
+  if (!usage.is_object()) return;
+  json kept = {{"metadata", json::object()}, {"spec", json::object()}};
+  const json& m = member(usage, "metadata");
+  for (const char* k : {"name", "namespace", "resourceVersion"}) {
+    if (m.contains(k)) kept["metadata"][k] = m[k];
+  }
+  const json& spec = member(usage, "spec");
+  for (const char* k : {"podUID", "nodeName", "volume", "userVolume"}) {
+    if (spec.contains(k)) kept["spec"][k] = spec[k];
+  }
+  // Of its runs, those that ended: the open run's samples (every 30 s at most) then change
+  // nothing here and queue nothing.
+  const json& runs = member(member(usage, "status"), "runs");
+  if (!runs.is_array()) {
+    if (!runs.is_null()) kept["status"]["runs"] = runs;  // malformed: kept, for the reader to refuse
+  } else {
+    kept["status"]["runs"] = json::array();
+    for (const json& run : runs) {
+      if (!run.is_object() || !member(run, "endedAt").is_null()) kept["status"]["runs"].push_back(run);
+    }
+  }
+  usage = std::move(kept);
+}
+
+void compactShmProfile(json& profile) {
+  if (!profile.is_object()) return;
+  json kept = {{"metadata", json::object()}};
+  const json& m = member(profile, "metadata");
+  for (const char* k : {"name", "namespace"}) {
+    if (m.contains(k)) kept["metadata"][k] = m[k];
+  }
+  profile = std::move(kept);
 }
 
 void compactNode(json& node) {

@@ -42,7 +42,12 @@ class InformerCache : public Cache {
 void compactNode(nlohmann::json& node);
 // A report without managedFields, its spec kept as its text (parsed when judged).
 void compactReport(nlohmann::json& report);
-// A shaped pod, as judging/pending.h and judging/shm_exhausted.h read it.
+// A shaped pod, as judging/pending.h, judging/shm_exhausted.h and judging/shm_profile_plan.h read it.
 void compactPod(nlohmann::json& pod);
+// A ShmUsage, as judging/shm_profile_plan.h reads it: whose it is and its ended runs.
+void compactShmUsage(nlohmann::json& usage);
+// A ShmProfile: its name alone. The watch says which profiles exist (so that one whose pods
+// are gone still expires); a look reads the profile itself.
+void compactShmProfile(nlohmann::json& profile);
 
 }  // namespace podshaper::op

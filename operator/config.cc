@@ -103,6 +103,41 @@ Result<void> parseWebhookCertificate(const YAML::Node& node, WebhookCertificateC
   return {};
 }
 
+// A whole number from `low` to `high`.
+Result<uint64_t> countIn(const YAML::Node& node, const std::string& key, uint64_t low, uint64_t high) {
+  auto text = scalar(node, key);
+  if (!text) return text.error();
+  auto n = parseCount(*text);
+  if (!n || *n < low || *n > high) {
+    return makeError(key + ": \"" + *text + "\": expected " + std::to_string(low) + ".." + std::to_string(high));
+  }
+  return *n;
+}
+
+Result<void> parseShmProfiles(const YAML::Node& node, ProfileSettings& s) {
+  if (!node.IsMap()) return makeError("shmProfiles: expected a map");
+  for (const auto& item : node) {
+    const std::string sub = item.first.as<std::string>();
+    const std::string at = "shmProfiles." + sub;
+    if (sub == "runsKept" || sub == "headroomPercent") {
+      auto n = sub == "runsKept" ? countIn(item.second, at, 1, 100) : countIn(item.second, at, 0, 1000);
+      if (!n) return n.error();
+      (sub == "runsKept" ? s.runsKept : s.headroomPercent) = *n;
+    } else if (sub == "maxAge") {
+      auto d = duration(item.second, at);
+      if (!d) return d.error();
+      if (*d < std::chrono::hours(1)) {
+        return makeError(at + ": \"" + item.second.as<std::string>() +
+                         "\": expected at least 1h (a run is kept this long after it ended)");
+      }
+      s.maxAgeSeconds = d->count();
+    } else {
+      return makeError(at + ": unknown setting");
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::string> WebhookCertificateConfig::sans() const {
@@ -136,10 +171,8 @@ Result<OperatorConfig> parseOperatorConfig(const std::string& yaml) {
       (key == "listen" ? c.listen : key == "tlsCertFile" ? c.tlsCertFile : key == "tlsKeyFile" ? c.tlsKeyFile
                                                                                                 : c.eventNamespace) = *text;
     } else if (key == "workers") {
-      auto text = scalar(v, key);
-      if (!text) return text.error();
-      auto n = parseCount(*text);
-      if (!n || *n == 0 || *n > 64) return makeError("workers: \"" + *text + "\": expected 1..64");
+      auto n = countIn(v, key, 1, 64);
+      if (!n) return n.error();
       c.workers = static_cast<int>(*n);
     } else if (key == "leaderElection") {
       if (!v.IsMap()) return makeError("leaderElection: expected a map");
@@ -168,6 +201,8 @@ Result<OperatorConfig> parseOperatorConfig(const std::string& yaml) {
       c.pendingGrace = *d;
     } else if (key == "webhookCertificate") {
       if (auto ok = parseWebhookCertificate(v, c.webhookCertificate); !ok) return ok.error();
+    } else if (key == "shmProfiles") {
+      if (auto ok = parseShmProfiles(v, c.shmProfiles); !ok) return ok.error();
     } else {
       return makeError(key + ": unknown setting");
     }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "api/shm_profile.h"
 #include "base/result.h"
 
 namespace podshaper::op {
@@ -35,6 +36,10 @@ namespace podshaper::op {
 //     validity: 2160h
 //     renewBefore: 720h
 //     checkInterval: 1m
+//   shmProfiles:                     # docs/operator.md "ShmProfiles: sizing from measured use"
+//     runsKept: 10                   # the last runs a workload's profile keeps (1..100)
+//     maxAge: 336h                   # a run older than this is dropped (at least 1h)
+//     headroomPercent: 20            # above the highest need per rank (0..1000)
 struct WebhookCertificateConfig {
   bool managed = false;  // mode: operator
   std::string ns = "podshaper-system";
@@ -60,6 +65,7 @@ struct OperatorConfig {
   std::string leaseName = "podshaper-operator";
   std::chrono::seconds leaseDuration{15}, renewDeadline{10}, retryPeriod{2};
   WebhookCertificateConfig webhookCertificate;
+  ProfileSettings shmProfiles;
 };
 
 // The error names the key: "leaderElection.leaseDuration: \"15\": expected a duration such as 15s".

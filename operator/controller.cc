@@ -44,7 +44,9 @@ Controllers::Controllers(Caches caches, ReconcileApi& api, const Clock& clock, m
       pod_(caches.pods, nodeTable_, api, clock, metrics, mayWrite,
            {.identity = identity, .pendingGrace = config.pendingGrace}, {.name = "pod", .now = now}),
       policyStatus_(caches.policies, nodeTable_, api, clock, metrics, mayWrite,
-                    {.name = "policy-status", .now = now}) {}
+                    {.name = "policy-status", .now = now}),
+      shmProfile_(caches.pods, caches.shmUsages, caches.shmProfiles, api, clock, metrics, mayWrite,
+                  config.shmProfiles, {.name = "shm-profile", .now = now}) {}
 
 void Controllers::reportsOrNodesChanged(const std::vector<std::string>& keys) {
   report_.changed(keys);
@@ -59,7 +61,14 @@ void Controllers::policiesChanged() {
   policyStatus_.changed();
 }
 
-void Controllers::podsChanged(const std::vector<std::string>& keys) { pod_.changed(keys); }
+void Controllers::podsChanged(const std::vector<std::string>& keys) {
+  pod_.changed(keys);
+  shmProfile_.podsChanged(keys);
+}
+
+void Controllers::shmUsagesChanged(const std::vector<std::string>& keys) { shmProfile_.shmUsagesChanged(keys); }
+
+void Controllers::shmProfilesChanged(const std::vector<std::string>& keys) { shmProfile_.profilesChanged(keys); }
 
 void Controllers::cachesSynced() {
   report_.reloadPolicies();  // the policy watch's own callback may not have run yet
@@ -72,24 +81,28 @@ void Controllers::enqueueAll() {
   report_.enqueueAll();
   pod_.enqueueAll();
   policyStatus_.enqueue();
+  shmProfile_.enqueueAll();
 }
 
 void Controllers::start(int workers) {
   report_.runner().start(workers);
   pod_.runner().start(1);
   policyStatus_.runner().start(1);
+  shmProfile_.runner().start(1);
 }
 
 void Controllers::stop() {
   report_.runner().stop();
   pod_.runner().stop();
   policyStatus_.runner().stop();
+  shmProfile_.runner().stop();
 }
 
 int Controllers::drain() {
   int total = 0;
   for (int n = 1; n > 0; total += n) {
-    n = report_.runner().drain() + pod_.runner().drain() + policyStatus_.runner().drain();
+    n = report_.runner().drain() + pod_.runner().drain() + policyStatus_.runner().drain() +
+        shmProfile_.runner().drain();
   }
   return total;
 }
@@ -103,16 +116,27 @@ Controller::Controller(const kube::Client& client, const OperatorConfig& config,
       policies_(client, kube::resourcePath(names::kGroupVersion, names::kPolicyResource)),
       pods_(client, kube::resourcePath("v1", "pods"),
             withTransform(compactPod, std::string(names::kShapedLabel) + "=true")),
+      shmUsages_(client, kube::resourcePath(names::kGroupVersion, names::kShmUsageResource),
+                 withTransform(compactShmUsage)),
+      shmProfiles_(client, kube::resourcePath(names::kGroupVersion, names::kShmProfileResource),
+                   withTransform(compactShmProfile)),
       reportsCache_(reports_),
       nodesCache_(nodes_),
       policiesCache_(policies_),
       podsCache_(pods_),
-      controllers_({reportsCache_, nodesCache_, policiesCache_, podsCache_}, api_, clock_, metrics,
-                   std::move(mayWrite), config, identity) {
+      shmUsagesCache_(shmUsages_),
+      shmProfilesCache_(shmProfiles_),
+      controllers_({reportsCache_, nodesCache_, policiesCache_, podsCache_, shmUsagesCache_, shmProfilesCache_}, api_,
+                   clock_, metrics, std::move(mayWrite), config, identity) {
   auto reportsOrNodes = [this](const std::vector<std::string>& keys) { controllers_.reportsOrNodesChanged(keys); };
   reports_.onKeys(reportsOrNodes);
   nodes_.onKeys(reportsOrNodes);
   pods_.onKeys([this](const std::vector<std::string>& keys) { controllers_.podsChanged(keys); });
+  // Neither waited for: without podshaper-shm's CRD (or the right to list ShmUsages) the
+  // rest still runs, and profiles count the deaths the pods show; the profiles' watch only
+  // says which exist (those with no pod left still expire), its first list queues them all.
+  shmUsages_.onKeys([this](const std::vector<std::string>& keys) { controllers_.shmUsagesChanged(keys); });
+  shmProfiles_.onKeys([this](const std::vector<std::string>& keys) { controllers_.shmProfilesChanged(keys); });
   policies_.onChange([this] {
     controllers_.policiesChanged();
     watchSaid();
@@ -133,6 +157,8 @@ void Controller::start() {
   reports_.start();
   nodes_.start();
   pods_.start();
+  shmUsages_.start();
+  shmProfiles_.start();
   starter_ = std::thread([this] {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [this] { return stopping_ || (synced() && pods_.hasSynced()); });
@@ -158,6 +184,8 @@ void Controller::stop() {
   cv_.notify_all();
   if (starter_.joinable()) starter_.join();
   controllers_.stop();
+  shmProfiles_.stop();
+  shmUsages_.stop();
   pods_.stop();
   reports_.stop();
   nodes_.stop();

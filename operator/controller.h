@@ -1,11 +1,12 @@
 #pragma once
 
-// The operator's controllers and what feeds them. Controllers: the three controllers
-// (operator/report_controller.h, pod_controller.h, policy_status_controller.h) over caches
-// and one ReconcileApi, and what each change queues where; a test drives it with caches in
-// memory. Controller: the same over four informers (GPUTopologyReports, Nodes,
-// TopologyPolicies, shaped pods) and the Kubernetes API, its workers started once every
-// watch has synced, and a periodic resync.
+// The operator's controllers and what feeds them. Controllers: the four controllers
+// (operator/report_controller.h, pod_controller.h, policy_status_controller.h,
+// shm_profile_controller.h) over caches and one ReconcileApi, and what each change queues
+// where; a test drives it with caches in memory. Controller: the same over six informers
+// (GPUTopologyReports, Nodes, TopologyPolicies, shaped pods, ShmUsages, ShmProfiles) and the
+// Kubernetes API, its workers started once every watch but the last two has synced, and a
+// periodic resync.
 
 #include <condition_variable>
 #include <functional>
@@ -25,11 +26,12 @@
 #include "operator/policy_status_controller.h"
 #include "operator/reconciler.h"
 #include "operator/report_controller.h"
+#include "operator/shm_profile_controller.h"
 
 namespace podshaper::op {
 
 struct Caches {
-  const Cache &reports, &nodes, &policies, &pods;
+  const Cache &reports, &nodes, &policies, &pods, &shmUsages, &shmProfiles;
 };
 
 class Controllers {
@@ -43,11 +45,14 @@ class Controllers {
   void reportsOrNodesChanged(const std::vector<std::string>& keys);
   void policiesChanged();
   void podsChanged(const std::vector<std::string>& keys);
+  void shmUsagesChanged(const std::vector<std::string>& keys);
+  void shmProfilesChanged(const std::vector<std::string>& keys);
   // Every cache has synced: judging a half-loaded world would flag reports whose Node or
   // policy is not loaded yet, so the first judgement waits for this.
   void cachesSynced();
 
-  // Every report, Node, shaped pod and the policies' status, e.g. on becoming the leader.
+  // Every report, Node, shaped pod, the policies' status and the shaped pods' profiles, e.g.
+  // on becoming the leader.
   void enqueueAll();
   void start(int workers);
   void stop();
@@ -64,6 +69,7 @@ class Controllers {
   ReportController report_;
   PodController pod_;
   PolicyStatusController policyStatus_;
+  ShmProfileController shmProfile_;
 };
 
 class Controller {
@@ -90,8 +96,8 @@ class Controller {
   const OperatorConfig config_;
   KubeReconcileApi api_;
   SystemClock clock_;
-  kube::Informer reports_, nodes_, policies_, pods_;
-  InformerCache reportsCache_, nodesCache_, policiesCache_, podsCache_;
+  kube::Informer reports_, nodes_, policies_, pods_, shmUsages_, shmProfiles_;
+  InformerCache reportsCache_, nodesCache_, policiesCache_, podsCache_, shmUsagesCache_, shmProfilesCache_;
   Controllers controllers_;
   // Waits for the watches' sync, starts the workers, then queues everything every
   // kResyncPeriod.

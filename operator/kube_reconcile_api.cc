@@ -45,4 +45,30 @@ kube::ApiResult<json> KubeReconcileApi::getShmUsage(const std::string& ns, const
   return client_.get(kube::resourcePath(names::kGroupVersion, names::kShmUsageResource, ns, name));
 }
 
+namespace {
+
+std::string shmProfilePath(const std::string& ns, const std::string& name = "") {
+  return kube::resourcePath(names::kGroupVersion, names::kShmProfileResource, ns, name);
+}
+
+}  // namespace
+
+kube::ApiResult<json> KubeReconcileApi::getShmProfile(const std::string& ns, const std::string& name) {
+  return client_.get(shmProfilePath(ns, name));
+}
+
+kube::ApiResult<json> KubeReconcileApi::createShmProfile(const std::string& ns, const json& object) {
+  return client_.create(shmProfilePath(ns), object);
+}
+
+kube::ApiResult<json> KubeReconcileApi::putShmProfileStatus(const std::string& ns, const std::string& name,
+                                                            const json& object) {
+  return client_.replaceStatus(shmProfilePath(ns, name), object);
+}
+
+kube::ApiResult<json> KubeReconcileApi::deleteShmProfile(const std::string& ns, const std::string& name,
+                                                         const std::string& resourceVersion) {
+  return client_.remove(shmProfilePath(ns, name), {{"preconditions", {{"resourceVersion", resourceVersion}}}});
+}
+
 }  // namespace podshaper::op

@@ -22,6 +22,12 @@ class KubeReconcileApi : public ReconcileApi {
   kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod, const std::string& container,
                                        bool previous) override;
   kube::ApiResult<nlohmann::json> getShmUsage(const std::string& ns, const std::string& name) override;
+  kube::ApiResult<nlohmann::json> getShmProfile(const std::string& ns, const std::string& name) override;
+  kube::ApiResult<nlohmann::json> createShmProfile(const std::string& ns, const nlohmann::json& object) override;
+  kube::ApiResult<nlohmann::json> putShmProfileStatus(const std::string& ns, const std::string& name,
+                                                      const nlohmann::json& object) override;
+  kube::ApiResult<nlohmann::json> deleteShmProfile(const std::string& ns, const std::string& name,
+                                                   const std::string& resourceVersion) override;
 
  private:
   const kube::Client& client_;

@@ -37,8 +37,7 @@ Reconciler::Reconciler(ReconcileApi& api, const Clock& clock, metrics::Registry&
       writesStatus_(writesTotal(metrics, WriteKind::kReportStatus)),
       writesNode_(writesTotal(metrics, WriteKind::kNode)),
       writesEvent_(writesTotal(metrics, WriteKind::kEvent)),
-      conflicts_(metrics.counter("podshaper_operator_conflicts_total",
-                                 "Writes refused because the object changed since it was read (retried).")),
+      conflicts_(conflictsTotal(metrics)),
       reportsValidated_(metrics.gauge("podshaper_operator_reports", "GPUTopologyReports by verdict (leader only).",
                                       {{"verdict", "validated"}})),
       reportsNotValidated_(metrics.gauge("podshaper_operator_reports", "", {{"verdict", "not_validated"}})) {}

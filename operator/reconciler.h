@@ -43,6 +43,18 @@ class ReconcileApi {
                                                const std::string& container, bool previous) = 0;
   // The pod's ShmUsage, podshaper-shm's (named after the pod); 404: none.
   virtual kube::ApiResult<nlohmann::json> getShmUsage(const std::string& ns, const std::string& name) = 0;
+  // A workload's ShmProfile, the operator's alone (docs/operator.md "ShmProfiles"); 404: none.
+  virtual kube::ApiResult<nlohmann::json> getShmProfile(const std::string& ns, const std::string& name) = 0;
+  // POST; 409 when one of its name exists. Its status is not written: it is the status
+  // subresource's.
+  virtual kube::ApiResult<nlohmann::json> createShmProfile(const std::string& ns, const nlohmann::json& object) = 0;
+  // PUT of its status subresource: `object` as read, with its status; 409 when it changed
+  // since (its metadata.resourceVersion).
+  virtual kube::ApiResult<nlohmann::json> putShmProfileStatus(const std::string& ns, const std::string& name,
+                                                              const nlohmann::json& object) = 0;
+  // DELETE, on the condition that it is still at `resourceVersion` (409 when not).
+  virtual kube::ApiResult<nlohmann::json> deleteShmProfile(const std::string& ns, const std::string& name,
+                                                           const std::string& resourceVersion) = 0;
 };
 
 // The reconcile's clocks, injected so that tests can move time.

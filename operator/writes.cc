@@ -9,10 +9,17 @@ metrics::Counter& writesTotal(metrics::Registry& metrics, WriteKind kind) {
     case WriteKind::kNode: label = "node"; break;
     case WriteKind::kEvent: label = "event"; break;
     case WriteKind::kPolicyStatus: label = "policy_status"; break;
+    case WriteKind::kShmProfile: label = "shm_profile"; break;
   }
-  return metrics.counter("podshaper_operator_writes_total",
-                         "API writes, by kind: report status, Node labels/taint, Events, TopologyPolicy status.",
-                         {{"kind", label}});
+  return metrics.counter(
+      "podshaper_operator_writes_total",
+      "API writes, by kind: report status, Node labels/taint, Events, TopologyPolicy status, ShmProfiles.",
+      {{"kind", label}});
+}
+
+metrics::Counter& conflictsTotal(metrics::Registry& metrics) {
+  return metrics.counter("podshaper_operator_conflicts_total",
+                         "Writes refused because the object changed since it was read (retried).");
 }
 
 }  // namespace podshaper::op

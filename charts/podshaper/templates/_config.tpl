@@ -17,6 +17,10 @@ memlock: {{ include "podshaper.memlock" . }}
 listen: ":8443"
 eventNamespace: {{ .Values.operator.eventNamespace | quote }}
 pendingGrace: {{ .Values.operator.pendingGrace }}
+{{- with .Values.operator.shmProfiles }}
+shmProfiles:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 leaderElection:
   namespace: {{ $ns }}
   name: podshaper-operator

@@ -37,6 +37,15 @@ const std::string kNcclTail =
     "[2026-11-26 03:05:15] vm:2781:2911 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment "
     "/dev/shm/nccl-4PshbB (size 34210176), error: No space left on device (28)\n";
 
+TEST(ShmExhausted, AFailureSaysWhenTheRunDied) {
+  auto f = judgeTerminations(endedPod({{"exitCode", 135}, {"finishedAt", "2026-11-26T03:05:15Z"}}));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].finishedAt, 1795662315);
+  auto unsaid = judgeTerminations(endedPod({{"exitCode", 135}}));
+  ASSERT_EQ(unsaid.size(), 1u);
+  EXPECT_EQ(unsaid[0].finishedAt, 0);
+}
+
 TEST(ShmExhausted, ADataLoaderBusErrorNamesTheAnnotationsToChange) {
   auto f = judgeTerminations(endedPod({{"exitCode", 1}, {"reason", "Error"}, {"message", kDataLoaderTail}}));
   ASSERT_EQ(f.size(), 1u);
@@ -260,8 +269,10 @@ TEST(ShmMeasured, AShmUsageOfThePodIsRead) {
   EXPECT_EQ(m->runs[0].peakBytes, 48u * kMi);
   EXPECT_EQ(m->runs[0].sizeBytes, 161u * kMi);
   EXPECT_TRUE(m->runs[0].ended);
+  EXPECT_EQ(m->runs[0].endedAt, 1795662315);  // 2026-11-26T03:05:15Z
   EXPECT_EQ(m->runs[1].run, 2);
   EXPECT_FALSE(m->runs[1].ended);
+  EXPECT_EQ(m->runs[1].endedAt, 0);
   auto users = shmMeasured(shmUsage(json::array(), "dshm", true), pod);
   ASSERT_TRUE(users);
   EXPECT_EQ(users->volume, "dshm");
@@ -324,6 +335,7 @@ TEST(ShmMeasured, AMalformedOneIsNotReadAndNeverThrows) {
       {"sizeBytes the largest int64", [](json& u) { u["status"]["runs"][0]["sizeBytes"] = INT64_MAX; }},
       {"no peakBytes", [](json& u) { u["status"]["runs"][0].erase("peakBytes"); }},
       {"endedAt a number", [](json& u) { u["status"]["runs"][0]["endedAt"] = 5; }},
+      {"endedAt not a time", [](json& u) { u["status"]["runs"][0]["endedAt"] = "yesterday"; }},
   };
   ASSERT_TRUE(shmMeasured(good, pod));
   for (const Case& c : cases) {

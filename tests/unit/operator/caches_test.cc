@@ -9,6 +9,7 @@
 #include "judging/pending.h"
 #include "judging/plan.h"
 #include "judging/shm_exhausted.h"
+#include "judging/shm_profile_plan.h"
 #include "tests/unit/judging/verdict_builder.h"
 
 namespace podshaper::op {
@@ -165,6 +166,72 @@ TEST(Caches, AKeptPodIsExplainedAsTheWholeOne) {
       }
     }
   }
+}
+
+// A ShmUsage as podshaper-shm writes it: two runs ended, the third open.
+json fullShmUsage(long long openPeak) {
+  return json::parse(R"json({
+    "apiVersion": "podshaper.io/v1alpha1", "kind": "ShmUsage",
+    "metadata": {"name": "train-0", "namespace": "ml", "uid": "u-1", "resourceVersion": "9",
+                 "creationTimestamp": "2026-11-21T23:00:00Z",
+                 "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "train-0", "uid": "uid-1"}],
+                 "managedFields": [{"manager": "podshaper-shm"}]},
+    "spec": {"podName": "train-0", "podUID": "uid-1", "nodeName": "gpu-0", "volume": "SHM", "userVolume": true},
+    "status": {"sizeBytes": 1073741824, "usedBytes": 1000, "peakBytes": 1000, "runCount": 3,
+               "observedAt": "2026-11-22T00:00:00Z",
+               "runs": [
+                 {"run": 1, "startedAt": "2026-11-21T23:00:00Z", "endedAt": "2026-11-21T23:10:00Z",
+                  "sizeBytes": 1073741824, "peakBytes": 536870912, "peakAt": "2026-11-21T23:09:00Z",
+                  "nearlyFull": false, "ended": "Error (exit 1)"},
+                 {"run": 2, "startedAt": "2026-11-21T23:10:01Z", "endedAt": "2026-11-21T23:20:00Z",
+                  "sizeBytes": 1073741824, "peakBytes": 1073741824, "peakAt": "2026-11-21T23:19:59Z",
+                  "nearlyFull": true, "ended": "Error (exit 1)"},
+                 {"run": 3, "startedAt": "2026-11-21T23:20:01Z", "sizeBytes": 1073741824, "peakBytes": 0}]}
+  })json")
+      .patch(json::array({{{"op", "replace"}, {"path", "/status/runs/2/peakBytes"}, {"value", openPeak}}}));
+}
+
+TEST(Caches, AKeptPodAndShmUsageMakeTheWholeOnesProfile) {
+  for (bool withWorkload : {false, true}) {
+    json full = fullPod(true, "SHM");
+    full["metadata"]["annotations"]["podshaper.io/shm-profile"] = "job.train; ranks=8; inputs=3f9a0c12";
+    if (withWorkload) full["metadata"]["annotations"]["podshaper.io/workload"] = "train-7b";
+    // The NCCL death of run 2 (lastState) and the cut message of run 3 (state), when they ended.
+    auto& cs = full["status"]["containerStatuses"][0];
+    cs["lastState"]["terminated"]["finishedAt"] = "2026-11-21T23:20:00Z";
+    cs["state"]["terminated"]["finishedAt"] = "2026-11-21T23:30:00Z";
+    const json pod = kept(full, compactPod);
+    const json fullUsage = fullShmUsage(1000), usage = kept(fullUsage, compactShmUsage);
+    for (bool measured : {true, false}) {
+      auto inputs = [&](const json& p, const json& u) {
+        return ShmProfileInputs{.namespaceName = "ml", .name = "job.train", .existing = nullptr,
+                                .pods = {{&p, measured ? &u : nullptr}}, .now = kNow, .settings = {}};
+      };
+      const ShmProfilePlan a = planShmProfile(inputs(full, fullUsage)), b = planShmProfile(inputs(pod, usage));
+      EXPECT_EQ(a.write, ProfileWrite::kCreate);
+      ASSERT_EQ(a.runs.size(), b.runs.size());
+      EXPECT_EQ(a.runs.size(), measured ? 2u : 1u);
+      for (std::size_t i = 0; i < a.runs.size(); ++i) EXPECT_EQ(a.runs[i].toJson(), b.runs[i].toJson());
+      EXPECT_EQ(a.runs.back().end, RunEnd::kShmExhausted);
+      EXPECT_EQ(a.object, b.object);
+      EXPECT_EQ(a.object["spec"]["workload"], withWorkload ? "workload \"train-7b\" (podshaper.io/workload)" : "Job train");
+      EXPECT_EQ(a.status, b.status);
+      EXPECT_EQ(a.lookAgainAt, b.lookAgainAt);
+    }
+  }
+  // The open run's samples are not kept: a new peak there changes nothing in the cache.
+  EXPECT_EQ(kept(fullShmUsage(1000), compactShmUsage), kept(fullShmUsage(5000), compactShmUsage));
+  EXPECT_NE(fullShmUsage(1000), fullShmUsage(5000));
+}
+
+TEST(Caches, AKeptShmProfileIsItsNameAlone) {
+  // Its writes then change nothing in the cache: the watch tells only that one came or went.
+  const json profile = {{"apiVersion", "podshaper.io/v1alpha1"},
+                        {"kind", "ShmProfile"},
+                        {"metadata", {{"name", "job.train"}, {"namespace", "ml"}, {"resourceVersion", "7"}}},
+                        {"spec", {{"workload", "Job train"}}},
+                        {"status", {{"runCount", 3}}}};
+  EXPECT_EQ(kept(profile, compactShmProfile), json::parse(R"({"metadata": {"name": "job.train", "namespace": "ml"}})"));
 }
 
 }  // namespace

@@ -64,6 +64,24 @@ webhookCertificate:
                                                 "hook.example.com", "127.0.0.1", "::1"}));
 }
 
+TEST(OperatorConfig, ShmProfiles) {
+  auto d = parseOperatorConfig("");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->shmProfiles.runsKept, 10u);
+  EXPECT_EQ(d->shmProfiles.maxAgeSeconds, 14 * 24 * 3600);
+  EXPECT_EQ(d->shmProfiles.headroomPercent, 20u);
+  auto c = parseOperatorConfig(R"(
+shmProfiles:
+  runsKept: 100
+  maxAge: 1h
+  headroomPercent: 0
+)");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->shmProfiles.runsKept, 100u);
+  EXPECT_EQ(c->shmProfiles.maxAgeSeconds, 3600);
+  EXPECT_EQ(c->shmProfiles.headroomPercent, 0u);
+}
+
 TEST(OperatorConfig, ErrorsNameTheKey) {
   const std::vector<std::pair<const char*, const char*>> cases = {
       {"workres: 2", "workres: unknown setting"},
@@ -81,6 +99,14 @@ TEST(OperatorConfig, ErrorsNameTheKey) {
       {"webhookCertificate: {mode: operator, service: \"\"}", "a service, dnsNames or ipAddresses are needed"},
       {"webhookCertificate: {colour: red}", "webhookCertificate.colour: unknown setting"},
       {"webhookCertificate: {ipAddresses: [localhost]}", "webhookCertificate.ipAddresses: \"localhost\" is not an IP address"},
+      {"shmProfiles: {runsKept: 0}", "shmProfiles.runsKept: \"0\": expected 1..100"},
+      {"shmProfiles: {runsKept: 101}", "shmProfiles.runsKept: \"101\": expected 1..100"},
+      {"shmProfiles: {headroomPercent: 1001}", "shmProfiles.headroomPercent: \"1001\": expected 0..1000"},
+      {"shmProfiles: {headroomPercent: -5}", "shmProfiles.headroomPercent: \"-5\": expected 0..1000"},
+      {"shmProfiles: {maxAge: 30m}", "shmProfiles.maxAge: \"30m\": expected at least 1h"},
+      {"shmProfiles: {maxAge: 14d}", "shmProfiles.maxAge: \"14d\": expected a duration"},
+      {"shmProfiles: {keep: 3}", "shmProfiles.keep: unknown setting"},
+      {"shmProfiles: 10", "shmProfiles: expected a map"},
   };
   for (const auto& [yaml, message] : cases) {
     auto c = parseOperatorConfig(yaml);

@@ -39,9 +39,16 @@ class ControllerTest : public ::testing::Test {
   FakeClock clock;
   metrics::Registry registry;
   bool leader = true;
-  MemoryCache reports{compactReport}, nodes{compactNode}, policies, pods{compactPod};
-  Controllers controllers{{reports, nodes, policies, pods}, api, clock, registry, [this] { return leader; },
-                          OperatorConfig{}, "operator-0", clock.queueNow()};
+  MemoryCache reports{compactReport}, nodes{compactNode}, policies, pods{compactPod}, shmUsages{compactShmUsage},
+      shmProfiles{compactShmProfile};
+  Controllers controllers{{reports, nodes, policies, pods, shmUsages, shmProfiles},
+                          api,
+                          clock,
+                          registry,
+                          [this] { return leader; },
+                          OperatorConfig{},
+                          "operator-0",
+                          clock.queueNow()};
 
   void SetUp() override { api.put(policyPath("default"), policyObject()); }
 
@@ -55,11 +62,16 @@ class ControllerTest : public ::testing::Test {
       return path.find("/pods/") != std::string::npos &&
              o["metadata"].value("labels", json::object()).value(std::string(names::kShapedLabel), "") == "true";
     }));
+    const auto u = shmUsages.follow(selected(api.objectsUnder("/apis/"),
+                                             [](const std::string& path, const json&) {
+                                               return path.find("/shmusages/") != std::string::npos;
+                                             }));
     if (!r.empty()) controllers.reportsOrNodesChanged(r);
     if (!n.empty()) controllers.reportsOrNodesChanged(n);
     if (!p.empty()) controllers.policiesChanged();
     if (!s.empty()) controllers.podsChanged(s);
-    return !r.empty() || !n.empty() || !p.empty() || !s.empty();
+    if (!u.empty()) controllers.shmUsagesChanged(u);
+    return !r.empty() || !n.empty() || !p.empty() || !s.empty() || !u.empty();
   }
   // The caches synced, then every due key reconciled and every write watched, until quiet.
   void start() {
@@ -271,6 +283,31 @@ TEST_F(ControllerTest, TheShmExhaustedEventNamesAVolumeOfThePodsOwn) {
   EXPECT_NE(message.find("/dev/shm is the pod's own emptyDir \"dshm\" (medium Memory, sizeLimit 1Gi), not podshaper's"),
             std::string::npos)
       << message;
+}
+
+TEST_F(ControllerTest, AShapedPodsEndedRunGoesToItsWorkloadsProfile) {
+  json pod = shmPod("train-0", true);
+  pod["metadata"]["uid"] = "uid-0";
+  pod["metadata"]["annotations"][std::string(names::kShmProfile)] = "job.train; ranks=1; inputs=3f9a0c12";
+  pod["status"]["phase"] = "Succeeded";
+  pod["status"]["containerStatuses"][0] = {{"name", "trainer"}, {"restartCount", 0}};
+  pod["status"]["containerStatuses"][0]["state"]["terminated"] = {{"exitCode", 0}, {"finishedAt", formatTime(kNow)}};
+  api.put(podPath("ml", "train-0"), pod);
+  start();
+  EXPECT_FALSE(api.object(shmProfilePath("ml", "job.train")));  // nothing measured yet
+  // podshaper-shm's end of the run, through the ShmUsages' watch.
+  json run = {{"run", 1}, {"startedAt", formatTime(kNow - 60)}, {"endedAt", formatTime(kNow + 1)},
+              {"sizeBytes", 161 << 20}, {"peakBytes", 48 << 20}};
+  api.put(shmUsagePath("ml", "train-0"),
+          {{"metadata", {{"name", "train-0"}, {"namespace", "ml"}}},
+           {"spec", {{"podName", "train-0"}, {"podUID", "uid-0"}, {"nodeName", "gpu-0"}, {"volume", "podshaper-dshm"}}},
+           {"status", {{"runs", {run}}}}});
+  settle();
+  const auto profile = api.object(shmProfilePath("ml", "job.train"));
+  ASSERT_TRUE(profile);
+  EXPECT_EQ((*profile)["status"]["runs"][0]["end"], "Completed");
+  EXPECT_NE(metricsText().find("podshaper_operator_reconciles_total{controller=\"shm-profile\",result=\"ok\"}"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -90,12 +90,7 @@ kube::ApiResult<json> FakeReconcileApi::patch(const std::string& path, const jso
   }
   json& stored = it->second;
   const std::string want = input.contains("metadata") ? input["metadata"].value("resourceVersion", "") : "";
-  if (!want.empty() && want != stored["metadata"].value("resourceVersion", "")) {
-    return answered(std::move(call), 409, "Conflict",
-                    "Operation cannot be fulfilled on " + resourceOf(objectPath) + " \"" + lastSegment(objectPath) +
-                        "\": the object has been modified; please apply your changes to the latest version and "
-                        "try again");
-  }
+  if (auto e = stale(stored, want, objectPath)) return answered(std::move(call), e->code, e->reason, e->message);
   json next = stored;
   if (strategic) {
     fakes::strategicMerge(next, input);
@@ -169,14 +164,79 @@ kube::ApiResult<std::string> FakeReconcileApi::readLog(const std::string& ns, co
   return log->second;
 }
 
-kube::ApiResult<json> FakeReconcileApi::getShmUsage(const std::string& ns, const std::string& name) {
-  const std::string path = shmUsagePath(ns, name);
-  Call call{"GET", path, ns + "/" + name, 200, nullptr};
+std::optional<kube::ApiError> FakeReconcileApi::stale(const json& stored, const std::string& want,
+                                                      const std::string& path) {
+  if (want.empty() || want == stored["metadata"].value("resourceVersion", "")) return std::nullopt;
+  return kube::makeApiError(409, "Conflict",
+                            "Operation cannot be fulfilled on " + resourceOf(path) + " \"" + lastSegment(path) +
+                                "\": the object has been modified; please apply your changes to the latest version "
+                                "and try again");
+}
+
+kube::ApiResult<json> FakeReconcileApi::get(const std::string& path, std::string words) {
+  Call call{"GET", path, std::move(words), 200, nullptr};
   if (auto e = refused("GET", path, nullptr)) return answered(std::move(call), e->code, e->reason, e->message);
   auto it = objects_.find(path);
-  if (it == objects_.end()) return answered(std::move(call), 404, "NotFound", "shmusages \"" + name + "\" not found");
+  if (it == objects_.end()) {
+    return answered(std::move(call), 404, "NotFound", resourceOf(path) + " \"" + lastSegment(path) + "\" not found");
+  }
   record(std::move(call));
   return it->second;
+}
+
+kube::ApiResult<json> FakeReconcileApi::getShmUsage(const std::string& ns, const std::string& name) {
+  return get(shmUsagePath(ns, name), ns + "/" + name);
+}
+
+kube::ApiResult<json> FakeReconcileApi::getShmProfile(const std::string& ns, const std::string& name) {
+  return get(shmProfilePath(ns, name), ns + "/" + name);
+}
+
+kube::ApiResult<json> FakeReconcileApi::createShmProfile(const std::string& ns, const json& object) {
+  const std::string name = object["metadata"].value("name", "");
+  const std::string path = shmProfilePath(ns, name);
+  Call call{"POST", shmProfilePath(ns), "create shmprofile " + ns + "/" + name, 201, object};
+  if (auto e = refused("POST", path, object)) return answered(std::move(call), e->code, e->reason, e->message);
+  if (objects_.contains(path)) {
+    return answered(std::move(call), 409, "AlreadyExists", "shmprofiles \"" + name + "\" already exists");
+  }
+  json created = object;
+  created.erase("status");
+  created["metadata"].erase("resourceVersion");
+  stamp(created);
+  objects_[path] = created;
+  record(std::move(call));
+  return created;
+}
+
+kube::ApiResult<json> FakeReconcileApi::putShmProfileStatus(const std::string& ns, const std::string& name,
+                                                            const json& object) {
+  const std::string path = shmProfilePath(ns, name);
+  Call call{"PUT", path + "/status", "shmprofile status " + ns + "/" + name, 200, object};
+  if (auto e = refused("PUT", path + "/status", object)) return answered(std::move(call), e->code, e->reason, e->message);
+  auto it = objects_.find(path);
+  if (it == objects_.end()) return answered(std::move(call), 404, "NotFound", "shmprofiles \"" + name + "\" not found");
+  if (auto e = stale(it->second, object["metadata"].value("resourceVersion", ""), path)) {
+    return answered(std::move(call), e->code, e->reason, e->message);
+  }
+  it->second["status"] = object.value("status", json::object());
+  stamp(it->second);
+  record(std::move(call));
+  return it->second;
+}
+
+kube::ApiResult<json> FakeReconcileApi::deleteShmProfile(const std::string& ns, const std::string& name,
+                                                         const std::string& resourceVersion) {
+  const std::string path = shmProfilePath(ns, name);
+  Call call{"DELETE", path, "delete shmprofile " + ns + "/" + name, 200, resourceVersion};
+  if (auto e = refused("DELETE", path, nullptr)) return answered(std::move(call), e->code, e->reason, e->message);
+  auto it = objects_.find(path);
+  if (it == objects_.end()) return answered(std::move(call), 404, "NotFound", "shmprofiles \"" + name + "\" not found");
+  if (auto e = stale(it->second, resourceVersion, path)) return answered(std::move(call), e->code, e->reason, e->message);
+  json gone = it->second;
+  objects_.erase(it);
+  record(std::move(call));
+  return gone;
 }
 
 std::vector<std::string> FakeReconcileApi::writes() const {

@@ -5,8 +5,10 @@
 // merge patches as the API server applies them (a status subresource writes only the
 // status, a Node's its metadata too), a new resourceVersion on each write, a patch's
 // metadata.resourceVersion a precondition (409 Conflict), Events kept, logs and ShmUsages
-// served; a call can be told to fail. What it records reads as the writes did: "status gpu-0",
-// "node gpu-0", "node status gpu-0", "event Warning P2PUnavailable on Node in default".
+// served, ShmProfiles made, their status put and deleted; a call can be told to fail. What it
+// records reads as the writes did: "status gpu-0", "node gpu-0", "node status gpu-0",
+// "event Warning P2PUnavailable on Node in default", "create shmprofile ml/job.train",
+// "shmprofile status ml/job.train", "delete shmprofile ml/job.train".
 
 #include <chrono>
 #include <functional>
@@ -39,6 +41,9 @@ inline std::string eventsPath(const std::string& ns) { return kube::resourcePath
 inline std::string shmUsagePath(const std::string& ns, const std::string& name) {
   return kube::resourcePath(names::kGroupVersion, names::kShmUsageResource, ns, name);
 }
+inline std::string shmProfilePath(const std::string& ns, const std::string& name = "") {
+  return kube::resourcePath(names::kGroupVersion, names::kShmProfileResource, ns, name);
+}
 
 class FakeReconcileApi : public ReconcileApi {
  public:
@@ -58,6 +63,13 @@ class FakeReconcileApi : public ReconcileApi {
   kube::ApiResult<std::string> readLog(const std::string& ns, const std::string& pod, const std::string& container,
                                        bool previous) override;
   kube::ApiResult<nlohmann::json> getShmUsage(const std::string& ns, const std::string& name) override;
+  kube::ApiResult<nlohmann::json> getShmProfile(const std::string& ns, const std::string& name) override;
+  // A status sent with the object is dropped, as the status subresource has it.
+  kube::ApiResult<nlohmann::json> createShmProfile(const std::string& ns, const nlohmann::json& object) override;
+  kube::ApiResult<nlohmann::json> putShmProfileStatus(const std::string& ns, const std::string& name,
+                                                      const nlohmann::json& object) override;
+  kube::ApiResult<nlohmann::json> deleteShmProfile(const std::string& ns, const std::string& name,
+                                                   const std::string& resourceVersion) override;
 
   // As an agent's or an admin's write: a new resourceVersion (and a uid when it has none).
   void put(const std::string& path, nlohmann::json object);
@@ -79,8 +91,9 @@ class FakeReconcileApi : public ReconcileApi {
   // What readLog answers for that pod's container (unset: 404).
   void putLog(const std::string& podPath, const std::string& container, std::string text, bool previous = false);
 
-  // The next `times` calls of `method` ("PATCH", "POST", "GET") on `path` answer `code`;
-  // with `when`, only those whose body it accepts.
+  // The next `times` calls of `method` ("PATCH", "POST", "PUT", "DELETE", "GET") on `path`
+  // answer `code` (a ShmProfile's create: on the object's path); with `when`, only those
+  // whose body it accepts.
   void fail(const std::string& method, const std::string& path, int code, const std::string& reason, int times = 1,
             const std::string& message = "refused by the test",
             std::function<bool(const nlohmann::json& body)> when = {});
@@ -98,6 +111,10 @@ class FakeReconcileApi : public ReconcileApi {
  private:
   kube::ApiResult<nlohmann::json> patch(const std::string& path, const nlohmann::json& patch, bool strategic,
                                         std::string words);
+  // A GET of the object at `path` (404: none).
+  kube::ApiResult<nlohmann::json> get(const std::string& path, std::string words);
+  // 409 when `want` is set and is not the stored object's resourceVersion.
+  std::optional<kube::ApiError> stale(const nlohmann::json& stored, const std::string& want, const std::string& path);
   std::optional<kube::ApiError> refused(const std::string& method, const std::string& path,
                                         const nlohmann::json& body);
   kube::ApiError answered(Call call, int code, const std::string& reason, const std::string& message);

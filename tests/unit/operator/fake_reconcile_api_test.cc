@@ -66,6 +66,29 @@ TEST(FakeReconcileApi, ServesAShmUsageOrNotFound) {
   EXPECT_TRUE(api.writes().empty());
 }
 
+TEST(FakeReconcileApi, MakesAShmProfileWithoutItsStatusThenPutsAndDeletesItOnItsVersion) {
+  FakeReconcileApi api;
+  const json object = {{"metadata", {{"name", "job.train"}, {"namespace", "ml"}}},
+                       {"spec", {{"workload", "Job train"}}},
+                       {"status", {{"runCount", 1}}}};
+  EXPECT_TRUE(api.getShmProfile("ml", "job.train").error().isNotFound());
+  auto made = api.createShmProfile("ml", object);
+  ASSERT_TRUE(made);
+  EXPECT_FALSE(made->contains("status"));  // the status subresource's
+  EXPECT_TRUE(api.createShmProfile("ml", object).error().isConflict());  // AlreadyExists
+  json stale = *made;
+  stale["status"] = {{"runCount", 1}};
+  ASSERT_TRUE(api.putShmProfileStatus("ml", "job.train", stale));
+  EXPECT_EQ(api.getShmProfile("ml", "job.train").value()["status"]["runCount"], 1);
+  EXPECT_TRUE(api.putShmProfileStatus("ml", "job.train", stale).error().isConflict());  // its version went
+  EXPECT_TRUE(api.deleteShmProfile("ml", "job.train", (*made)["metadata"]["resourceVersion"]).error().isConflict());
+  const std::string now = api.object(shmProfilePath("ml", "job.train")).value()["metadata"]["resourceVersion"];
+  ASSERT_TRUE(api.deleteShmProfile("ml", "job.train", now));
+  EXPECT_TRUE(api.deleteShmProfile("ml", "job.train", now).error().isNotFound());
+  EXPECT_EQ(api.writes(), (std::vector<std::string>{"create shmprofile ml/job.train", "shmprofile status ml/job.train",
+                                                    "delete shmprofile ml/job.train"}));
+}
+
 }  // namespace
 }  // namespace podshaper::op
 

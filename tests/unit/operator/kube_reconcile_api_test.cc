@@ -84,5 +84,26 @@ TEST_F(KubeReconcileApiTest, APodsShmUsageIsReadFromItsNamespace) {
   EXPECT_EQ((*usage)["spec"]["podUID"], "pod-uid");
 }
 
+TEST_F(KubeReconcileApiTest, AShmProfileIsMadeItsStatusPutAndItDeletedOnItsVersion) {
+  EXPECT_TRUE(api.getShmProfile("ml", "job.train").error().isNotFound());
+  EXPECT_EQ(last().path, shmProfilePath("ml", "job.train"));
+  auto made = api.createShmProfile("ml", {{"metadata", {{"name", "job.train"}, {"namespace", "ml"}}},
+                                          {"spec", {{"workload", "Job train"}}}});
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_EQ(last().method, "POST");
+  EXPECT_EQ(last().path, shmProfilePath("ml"));
+  json object = *made;
+  object["status"] = {{"runCount", 1}};
+  ASSERT_TRUE(api.putShmProfileStatus("ml", "job.train", object));
+  EXPECT_EQ(last().method, "PUT");
+  EXPECT_EQ(last().path, shmProfilePath("ml", "job.train") + "/status");
+  EXPECT_EQ(last().body["metadata"]["resourceVersion"], (*made)["metadata"]["resourceVersion"]);
+  EXPECT_EQ(server.object(shmProfilePath("ml", "job.train")).value()["status"]["runCount"], 1);
+  ASSERT_TRUE(api.deleteShmProfile("ml", "job.train", "12"));
+  EXPECT_EQ(last().method, "DELETE");
+  EXPECT_EQ(last().path, shmProfilePath("ml", "job.train"));
+  EXPECT_EQ(last().body, json::parse(R"({"preconditions": {"resourceVersion": "12"}})"));
+}
+
 }  // namespace
 }  // namespace podshaper::op
