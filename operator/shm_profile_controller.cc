@@ -143,12 +143,12 @@ Reconciler::Result ShmProfileController::reconcile(const std::string& key) {
     case ProfileWrite::kNone: break;
     case ProfileWrite::kCreate: {
       auto created = api_.createShmProfile(ns, plan.object);
-      if (!created) return {writeFailed("made", key, created.error()), std::nullopt};
+      if (!created) return {writeFailed(plan.write, key, created.error()), std::nullopt};
       writes_.inc();
       json object = std::move(*created);
       object["status"] = plan.status;
       if (auto put = api_.putShmProfileStatus(ns, name, object); !put) {
-        return {writeFailed("status not written", key, put.error()), std::nullopt};
+        return {writeFailed(ProfileWrite::kStatus, key, put.error()), std::nullopt};
       }
       writes_.inc();
       kLog.info({{"shmprofile", key}, {"runs", plan.runs.size()}}, "made: {}", recommended());
@@ -156,7 +156,7 @@ Reconciler::Result ShmProfileController::reconcile(const std::string& key) {
     }
     case ProfileWrite::kStatus:
       if (auto put = api_.putShmProfileStatus(ns, name, plan.object); !put) {
-        return {writeFailed("status not written", key, put.error()), std::nullopt};
+        return {writeFailed(plan.write, key, put.error()), std::nullopt};
       }
       writes_.inc();
       kLog.info({{"shmprofile", key}, {"runs", plan.runs.size()}}, "status written: {}", recommended());
@@ -164,20 +164,23 @@ Reconciler::Result ShmProfileController::reconcile(const std::string& key) {
     case ProfileWrite::kDelete:
       if (auto deleted = api_.deleteShmProfile(ns, name, plan.resourceVersion); !deleted) {
         if (deleted.error().isNotFound()) break;
-        return {writeFailed("not deleted", key, deleted.error()), std::nullopt};
+        return {writeFailed(plan.write, key, deleted.error()), std::nullopt};
       }
       writes_.inc();
-      kLog.info({{"shmprofile", key}}, "deleted: its last run ended more than {} h ago",
-                settings_.maxAgeSeconds / 3600);
+      kLog.info({{"shmprofile", key}}, "deleted: no run of its workload ended within {} h", settings_.maxAgeSeconds / 3600);
       break;
   }
   if (!plan.lookAgainAt) return {Reconciler::Outcome::Done, std::nullopt};
   return {Reconciler::Outcome::Done, std::chrono::seconds(std::max<int64_t>(*plan.lookAgainAt - in.now, 1))};
 }
 
-Reconciler::Outcome ShmProfileController::writeFailed(const char* what, const std::string& key,
+Reconciler::Outcome ShmProfileController::writeFailed(ProfileWrite write, const std::string& key,
                                                       const kube::ApiError& error) {
-  if (error.isConflict() || (error.isNotFound() && std::string_view(what) != "made")) {
+  const char* what = write == ProfileWrite::kCreate   ? "not made"
+                     : write == ProfileWrite::kDelete ? "not deleted"
+                                                      : "status not written";
+  // A create's 404 is of the resource: no ShmProfile CRD. Any other is of the profile.
+  if (error.isConflict() || (error.isNotFound() && write != ProfileWrite::kCreate)) {
     // Changed or gone since read (409; 404 of a status or a delete): read again.
     conflicts_.inc();
     kLog.info({{"shmprofile", key}}, "{}: changed since read; looking again ({})", what, error.message);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "api/shm_profile.h"
+#include "judging/shm_profile_plan.h"
 #include "kube/api_result.h"
 #include "metrics/metrics.h"
 #include "operator/caches.h"
@@ -49,7 +50,7 @@ class ShmProfileController {
   std::vector<std::string> reindex(const std::string& podKey);
   std::vector<std::string> podsOf(const std::string& profileKey);
   // Why a write was refused, said; what the queue does next.
-  Reconciler::Outcome writeFailed(const char* what, const std::string& key, const kube::ApiError& error);
+  Reconciler::Outcome writeFailed(ProfileWrite write, const std::string& key, const kube::ApiError& error);
 
   const Cache& pods_;
   const Cache& shmUsages_;
