@@ -337,7 +337,8 @@ std::optional<Recommendation> recommend(const std::vector<ProfileRun>& runs, std
     const uint64_t perRank = mulDivCeil(need, 1, run.ranks).value_or(need);
     const uint64_t peakPerRank = mulDivCeil(run.peakBytes, 1, run.ranks).value_or(run.peakBytes);
     r.needPerRank = std::max(r.needPerRank, perRank);
-    r.lowestPerRank = r.runs == 0 ? perRank : std::min(r.lowestPerRank, perRank);
+    // A spread of deaths is the doubling at work, not an outlier: only measured needs vary.
+    if (!death) r.lowestPerRank = r.lowestPerRank == 0 ? perRank : std::min(r.lowestPerRank, perRank);
     r.peakPerRank = std::max(r.peakPerRank, peakPerRank);
     r.lastEndedAt = std::max(r.lastEndedAt, run.endedAt);
     r.deaths += death ? 1 : 0;

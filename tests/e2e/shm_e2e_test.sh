@@ -238,9 +238,11 @@ check "... its first pod died of SIGBUS with the formula's 64Mi, each retry had 
   test "$sizes" = '64Mi 135;154Mi 135;370Mi 0;'
 first_pod=$(kc -n ml get pods -l job-name=shm-undersized --sort-by=.metadata.creationTimestamp -o jsonpath='{.items[0].metadata.name}')
 check "... and kubectl describe pod says it died of a full /dev/shm" matches "$(kc -n ml describe pod "$first_pod")" 'ShmExhausted'
-both_profiled() {
+both_profiled() {  # (grep reads line by line: one pattern a line)
   profiles=$(kc -n ml get shmprofiles) &&
-    matches "$profiles" $'WORKLOAD +RUNS +PEAK +LAST SIZE +RECOMMENDED.*\n(.*\n)?job.shm-oversized +Job shm-oversized +2 .*\njob.shm-undersized +Job shm-undersized +3 '
+    matches "$profiles" '^NAME +WORKLOAD +RUNS +PEAK +LAST SIZE +RECOMMENDED +AGE' &&
+    matches "$profiles" '^job\.shm-oversized +Job shm-oversized +2 +2[0-9]{2}Mi +2[0-9]{2}Mi +2[0-9]{2}Mi ' &&
+    matches "$profiles" '^job\.shm-undersized +Job shm-undersized +3 +2[0-9]{2}Mi +370Mi +2[0-9]{2}Mi '
 }
 check "kubectl get shmprofiles shows both Jobs' profiles, every run in them" until_ok 60 both_profiled
 echo "$profiles" | sed 's/^/  /'
