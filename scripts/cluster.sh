@@ -5,7 +5,8 @@
 # CRDs, and podshaper-webhook as a process registered by URL (PODSHAPER_WITH_WEBHOOK=no and
 # PODSHAPER_WITH_CRDS=no leave podshaper out). With PODSHAPER_WITH_NODE=yes also one real
 # node, scripts/node.sh: kubelet, containerd with NRI, runc and CNI, where shaped pods run;
-# `install` then puts podshaper on it as pods (make cluster-up, make demo, the real-node tests).
+# `install` then puts podshaper on it as pods (make cluster-up, make demo, the real-node tests);
+# PODSHAPER_NODE_LIFECYCLE=yes adds the node lifecycle controller (the node-fault tests).
 #
 #   scripts/cluster.sh up      start (idempotent: does nothing while up)
 #   scripts/cluster.sh down    stop exactly what `up` started (recorded pids)
@@ -35,6 +36,7 @@ webhook_bin=${PODSHAPER_BIN:-$root/build/bin}/podshaper-webhook
 webhook_config=${PODSHAPER_WEBHOOK_CONFIG:-}  # a config file for the webhook; defaults when empty
 with_webhook=${PODSHAPER_WITH_WEBHOOK:-yes}    # no: the install test brings its own (manifests/)
 with_node=${PODSHAPER_WITH_NODE:-no}           # yes: a real node too (scripts/node.sh)
+node_lifecycle=${PODSHAPER_NODE_LIFECYCLE:-no}  # yes: the node lifecycle controller (NotReady, taints)
 with_crds=${PODSHAPER_WITH_CRDS:-yes}          # no: nothing of podshaper's (an admin installs it)
 # The config `up` wrote for a real node (below), for a later restart-webhook.
 [[ -z $webhook_config && -f $dir/webhook-config.yaml && -d $dir/node ]] && webhook_config=$dir/webhook-config.yaml
@@ -281,11 +283,19 @@ up() {
   local controllers=garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller,job-controller,resourceclaim-controller,clusterrole-aggregation-controller
   [[ $with_node == yes ]] &&
     controllers+=,deployment-controller,replicaset-controller,daemonset-controller,endpoints-controller,endpointslice-controller,disruption-controller
+  # PODSHAPER_NODE_LIFECYCLE=yes (the node-fault tests): the node lifecycle controller too,
+  # so that the real node turns NotReady 20 s (not the default 50 s) after its kubelet
+  # stops (the kubelet renews its lease every 10 s). Off by default: it would mark the
+  # kubelet-less GPU nodes NotReady as well, and taint them.
+  local lifecycle=()
+  [[ $node_lifecycle == yes ]] &&
+    { controllers+=,node-lifecycle-controller; lifecycle=(--node-monitor-grace-period 20s); }
   start kube-controller-manager "$cpbin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --leader-elect=false \
     --controllers "$controllers" \
     --use-service-account-credentials=true \
+    "${lifecycle[@]}" \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" --v=1
   wait_for 60 kube-scheduler curl -sfk "https://127.0.0.1:$SCHEDULER_PORT/healthz"
   wait_for 60 kube-controller-manager curl -sfk "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz"

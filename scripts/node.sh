@@ -14,6 +14,14 @@
 #   scripts/node.sh load TAR...
 #                            import image tarballs (`docker save`) into the node's containerd,
 #                            as a registry pull would put them there (the product images)
+# Faults, for tests and people (docs/RELIABILITY.md "Node faults"); each returns once the part
+# is down, or back and ready, and leaves the node's containers running:
+#   scripts/node.sh restart kubelet|containerd
+#   scripts/node.sh stop kubelet|nri-ulimit
+#   scripts/node.sh start kubelet|nri-ulimit
+#                            nri-ulimit is the NRI ulimit plugin only (not podshaper-shm nor any
+#                            other NRI plugin); stopped, it stays stopped across a containerd
+#                            restart until started again
 #
 # Everything lives in $PODSHAPER_CLUSTER_DIR/node/ (cluster.sh's dir), but for kubelet's
 # device-plugin socket, whose directory is fixed (/var/lib/kubelet/device-plugins): one
@@ -58,6 +66,8 @@ cgroup_root=/podshaper-node-$id
 # kubelet's, not configurable (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath)
 device_plugins=/var/lib/kubelet/device-plugins
 lock=${PODSHAPER_NODE_LOCK:-/run/podshaper-node.lock}
+# The NRI ulimit plugin containerd launches (pre-installed: IDX-NAME in plugin_path).
+ulimit_plugin=$node_dir/nri/plugins/10-podshaper-ulimit
 # cluster.sh's Service range, the one route pods have beyond their subnet (through the
 # node: no default route), and the `kubernetes` Service's ClusterIP in it.
 service_cidr=10.0.0.0/24
@@ -255,13 +265,12 @@ up() {
   done
 
   # The NRI plugin, started by containerd (a pre-installed plugin: IDX-NAME).
-  ln -sf "$nodebin/podshaper-nri-ulimit" "$node_dir/nri/plugins/10-podshaper-ulimit"
+  ln -sf "$nodebin/podshaper-nri-ulimit" "$ulimit_plugin"
+  rm -f "$node_dir/nri-ulimit.stopped"
   # containerd drops a launched plugin's output: the plugin logs to a file of ours.
   echo "logFile: $node_dir/logs/nri-ulimit.log" >"$node_dir/nri/conf.d/10-podshaper-ulimit.conf"
   log "starting containerd (NRI, runc, CNI bridge $bridge, $subnet)"
-  # The v2 shim from build/node first: Debian's containerd 1.6 shim may be on PATH.
-  start containerd env PATH="$nodebin:$PATH" "$nodebin/containerd" --config "$node_dir/containerd.toml"
-  wait_for 30 containerd ctr_ version
+  start_containerd
 
   log "importing the test images"
   local image tar
@@ -271,16 +280,26 @@ up() {
   done <<<"$images"
 
   log "starting kubelet ($node_name at $node_ip)"
+  start_kubelet
+  start podshaper-test-deviceplugin "$nodebin/podshaper-test-deviceplugin" --fixture "$node_fixture" \
+    --plugin-dir "$device_plugins" --node "$node_name"
+  wait_for 60 kubelet node_has_gpus
+  log "up: $node_name Ready with $(kc get node "$node_name" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') GPUs in $((SECONDS - t0)) s"
+}
+
+start_containerd() {
+  # The v2 shim from build/node first: Debian's containerd 1.6 shim may be on PATH.
+  start containerd env PATH="$nodebin:$PATH" "$nodebin/containerd" --config "$node_dir/containerd.toml"
+  wait_for 30 containerd ctr_ version
+}
+
+start_kubelet() {
   start kubelet "$cpbin/kubelet" --config "$node_dir/kubelet.yaml" --kubeconfig "$kubeconfig" \
     --root-dir "$node_dir/kubelet" --cert-dir "$node_dir/kubelet/pki" \
     --hostname-override "$node_name" --node-ip "$node_ip" \
     --node-labels "nvidia.com/gpu.present=true,nvidia.com/gpu.product=H200,nvidia.com/gpu.count=4,podshaper.io/real-node=true" \
     --v=1
   wait_for 60 kubelet curl -sf "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz"
-  start podshaper-test-deviceplugin "$nodebin/podshaper-test-deviceplugin" --fixture "$node_fixture" \
-    --plugin-dir "$device_plugins" --node "$node_name"
-  wait_for 60 kubelet node_has_gpus
-  log "up: $node_name Ready with $(kc get node "$node_name" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') GPUs in $((SECONDS - t0)) s"
 }
 
 # The machine's one real node is another cluster's, and its kubelet runs.
@@ -306,6 +325,7 @@ down() {
     kc delete pods --all-namespaces --field-selector "spec.nodeName=$node_name" --grace-period=0 --force >/dev/null 2>&1 || true
   fi
   stop_one podshaper-test-deviceplugin
+  stop_one podshaper-nri-ulimit
   stop_one kubelet
   # What kubelet did not get to: sandboxes and containers, then containerd itself (the
   # NRI plugin it started exits with it).
@@ -352,7 +372,101 @@ down() {
   log "down"
 }
 
-status() { statuses containerd kubelet podshaper-test-deviceplugin; }
+status() {
+  statuses containerd kubelet podshaper-test-deviceplugin
+  if [[ -f $node_dir/nri-ulimit.stopped ]]; then echo "nri-ulimit: stopped"
+  elif ulimit_plugin_pids >/dev/null; then echo "nri-ulimit: running (pid $(ulimit_plugin_pids | tr '\n' ' ' | sed 's/ $//'))"
+  else echo "nri-ulimit: stopped"; fi
+}
+
+# Faults. The node's env (ports) is read back: these run in a later process than `up`.
+node_env() {
+  [[ -f $node_dir/env ]] || die "the node is not up (scripts/node.sh up)"
+  # shellcheck disable=SC1091
+  source "$node_dir/env"
+}
+
+# The NRI ulimit plugin's processes: the one containerd launched (by its plugin_path name)
+# and one started by `start nri-ulimit` (against the NRI socket).
+ulimit_plugin_pids() {
+  { pgrep -f -- "^$ulimit_plugin( |\$)" || true
+    pgrep -f -- "^$nodebin/podshaper-nri-ulimit -socket $node_dir/run/nri/nri.sock" || true
+  } | grep .
+}
+
+node_ready() {
+  [[ $(kc get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+}
+
+# The kubelet's own readiness: its healthz, the Node Ready, and the GPUs offered again (the
+# device plugin registers anew with a restarted kubelet). A Ready from before the restart
+# counts only once the kubelet posted status since it started.
+kubelet_ready() {
+  curl -sf "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz" >/dev/null || return 1
+  local hb; hb=$(kc get node "$node_name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}' 2>/dev/null) || return 1
+  [[ -n $hb && $(date -d "$hb" +%s) -gt $kubelet_started ]] || return 1
+  node_has_gpus
+}
+
+fault() {  # fault VERB PART
+  local verb=$1 part=$2 t0=$SECONDS
+  node_env
+  case $verb/$part in
+    stop/kubelet|restart/kubelet)
+      running kubelet || [[ $verb == restart ]] || { log "kubelet is not running"; return 0; }
+      stop_one kubelet
+      log "kubelet stopped (its containers keep running)"
+      [[ $verb == restart ]] || return 0
+      ;&
+    start/kubelet)
+      if running kubelet; then log "kubelet already runs"; return 0; fi
+      kubelet_started=$(date +%s)
+      start_kubelet
+      wait_for 120 kubelet kubelet_ready
+      log "kubelet back and $node_name Ready with its GPUs in $((SECONDS - t0)) s"
+      ;;
+    restart/containerd)
+      running containerd || die "containerd is not running"
+      local log_file=$node_dir/logs/nri-ulimit.log before
+      before=$(grep -c "configured by" "$log_file" 2>/dev/null || true)
+      stop_one containerd
+      log "containerd stopped (its shims and containers keep running)"
+      start_containerd
+      # The ulimit plugin launched again (unless stopped), before the kubelet creates anything.
+      [[ -f $node_dir/nri-ulimit.stopped ]] ||
+        wait_for 30 containerd bash -c "[[ \$(grep -c 'configured by' '$log_file') -gt ${before:-0} ]]"
+      wait_for 60 containerd node_ready
+      log "containerd back in $((SECONDS - t0)) s"
+      ;;
+    stop/nri-ulimit)
+      touch "$node_dir/nri-ulimit.stopped"
+      # Gone from plugin_path, so that a containerd restart does not launch it again.
+      rm -f "$ulimit_plugin"
+      local pids p
+      pids=$(ulimit_plugin_pids || true)
+      for p in $pids; do kill "$p" 2>/dev/null || true; done
+      for _ in $(seq 100); do ulimit_plugin_pids >/dev/null || break; sleep 0.1; done
+      for p in $(ulimit_plugin_pids || true); do kill -9 "$p" 2>/dev/null || true; done
+      ulimit_plugin_pids >/dev/null && die "the NRI ulimit plugin did not stop"
+      log "NRI ulimit plugin stopped (containerd now ignores ulimits.noderesource.dev annotations)"
+      ;;
+    start/nri-ulimit)
+      if ulimit_plugin_pids >/dev/null; then rm -f "$node_dir/nri-ulimit.stopped"; log "NRI ulimit plugin already runs"; return 0; fi
+      running containerd || die "containerd is not running"
+      ln -sf "$nodebin/podshaper-nri-ulimit" "$ulimit_plugin"
+      rm -f "$node_dir/nri-ulimit.stopped"
+      # As a plugin deployed apart connects (a DaemonSet's): to the NRI socket. It exits when
+      # containerd goes; a restarted containerd launches the one in plugin_path.
+      local log_file=$node_dir/logs/nri-ulimit.log before
+      before=$(grep -c "configured by" "$log_file" 2>/dev/null || true)
+      start podshaper-nri-ulimit "$nodebin/podshaper-nri-ulimit" -socket "$node_dir/run/nri/nri.sock" \
+        -idx 10 -name podshaper-ulimit -log-file "$log_file"
+      wait_for 30 podshaper-nri-ulimit bash -c "[[ \$(grep -c 'configured by' '$log_file') -gt ${before:-0} ]]"
+      log "NRI ulimit plugin started and registered with containerd in $((SECONDS - t0)) s"
+      ;;
+    *) echo "usage: $0 restart kubelet|containerd; stop|start kubelet|nri-ulimit" >&2; exit 2 ;;
+  esac
+}
 
 load() {
   running containerd || die "the node is not up (scripts/node.sh up)"
@@ -368,5 +482,6 @@ case ${1:-} in
   down) down ;;
   status) status ;;
   load) shift; load "$@" ;;
-  *) echo "usage: $0 up|down|status|load TAR..." >&2; exit 2 ;;
+  restart|stop|start) fault "$1" "${2:-}" ;;
+  *) echo "usage: $0 up|down|status|load TAR...|restart kubelet|containerd|stop|start kubelet|nri-ulimit" >&2; exit 2 ;;
 esac
