@@ -5,7 +5,11 @@ module podshaper.io/shm
 
 go 1.24.0
 
-require github.com/containerd/nri v0.12.3
+require (
+	github.com/containerd/nri v0.12.3
+	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/mod v0.32.0
+)
 
 require (
 	github.com/containerd/log v0.1.0 // indirect
@@ -14,8 +18,6 @@ require (
 	github.com/opencontainers/runtime-spec v1.3.0 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/tetratelabs/wazero v1.11.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/mod v0.32.0 // indirect
 	golang.org/x/sys v0.39.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240528184218-531527333157 // indirect
 	google.golang.org/grpc v1.65.1 // indirect

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"time"
 
+	"podshaper.io/shm/memlock"
 	"podshaper.io/shm/usage"
 )
 
@@ -39,6 +40,8 @@ type Host interface {
 	// same dev/ino), stopping at deadline; it returns what it removed and how many it did not
 	// reach. A file it could not remove is an error after it tried the rest.
 	Remove(path string, files []usage.File, deadline time.Time) (removed []usage.File, notReached int, err error)
+	// Memlock: the RLIMIT_MEMLOCK of a process (its /proc/PID/limits).
+	Memlock(pid uint32) (memlock.Limit, error)
 }
 
 // ErrNoPtrace is Held's error when a process of the pod could not be read: the files it

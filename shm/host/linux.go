@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"podshaper.io/shm/memlock"
 	"podshaper.io/shm/usage"
 )
 
@@ -265,4 +266,24 @@ func (node) Remove(path string, files []usage.File, deadline time.Time) (removed
 		removed = append(removed, f)
 	}
 	return removed, 0, errors.Join(errs...)
+}
+
+func (n node) Memlock(pid uint32) (memlock.Limit, error) {
+	return readMemlock(filepath.Join(n.procRoot, strconv.FormatUint(uint64(pid), 10), "limits"))
+}
+
+// OwnMemlock: this process's RLIMIT_MEMLOCK. podshaper-shm's container carries no ulimit
+// annotation, so it is what the runtime gives a container that nothing sets one for.
+func OwnMemlock() (memlock.Limit, error) { return readMemlock("/proc/self/limits") }
+
+func readMemlock(path string) (memlock.Limit, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return memlock.Limit{}, err
+	}
+	l, err := memlock.ParseProcLimits(string(b))
+	if err != nil {
+		return memlock.Limit{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"podshaper.io/shm/memlock"
 	"podshaper.io/shm/usage"
 )
 
@@ -539,4 +540,37 @@ func TestRemove(t *testing.T) {
 			t.Errorf("Remove = %d, %v; want 1 not reached and not-exist", notReached, err)
 		}
 	})
+}
+
+// TestMemlock reads this process's limit through a /proc root, as podshaper-shm reads a
+// container's, and against getrlimit; a pid that is not there is an error.
+func TestMemlock(t *testing.T) {
+	const rlimitMemlock = 8 // RLIMIT_MEMLOCK on Linux
+	var want syscall.Rlimit
+	if err := syscall.Getrlimit(rlimitMemlock, &want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Node("/proc").Memlock(uint32(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Soft != want.Cur || got.Hard != want.Max {
+		t.Errorf("Memlock = %+v, getrlimit %+v", got, want)
+	}
+	if own, err := OwnMemlock(); err != nil || own != got {
+		t.Errorf("OwnMemlock = %+v, %v; want %+v", own, err, got)
+	}
+	proc := t.TempDir()
+	if err := os.Mkdir(filepath.Join(proc, "42"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "42", "limits"), []byte("Max locked memory unlimited unlimited bytes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Node(proc).Memlock(42); err != nil || got.Soft != memlock.Unlimited || got.Hard != memlock.Unlimited {
+		t.Errorf("Memlock(42) = %+v, %v; want unlimited", got, err)
+	}
+	if _, err := Node(proc).Memlock(43); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Memlock of a pid not there: %v", err)
+	}
 }

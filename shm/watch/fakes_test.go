@@ -14,6 +14,7 @@ import (
 
 	"podshaper.io/shm/host"
 	"podshaper.io/shm/kube"
+	"podshaper.io/shm/memlock"
 	"podshaper.io/shm/usage"
 )
 
@@ -54,18 +55,37 @@ type fakeVolume struct {
 // fakeHost is a host.Host in memory: volumes by host path, the files the pods' processes
 // hold, and the removals it was asked for.
 type fakeHost struct {
-	mu         sync.Mutex
-	clock      *clock
-	vols       map[string]*fakeVolume
-	held       map[usage.FileID]bool
-	heldErr    error
-	removeCost time.Duration // what removing one file takes on the clock
-	removed    []usage.File
-	lists      int
+	mu           sync.Mutex
+	clock        *clock
+	vols         map[string]*fakeVolume
+	held         map[usage.FileID]bool
+	heldErr      error
+	removeCost   time.Duration // what removing one file takes on the clock
+	removed      []usage.File
+	lists        int
+	memlocks     map[uint32]memlock.Limit // by pid; a pid not there is an error
+	memlockReads int
 }
 
 func newFakeHost(c *clock) *fakeHost {
-	return &fakeHost{clock: c, vols: map[string]*fakeVolume{}, held: map[usage.FileID]bool{}}
+	return &fakeHost{clock: c, vols: map[string]*fakeVolume{}, held: map[usage.FileID]bool{}, memlocks: map[uint32]memlock.Limit{}}
+}
+
+func (h *fakeHost) setMemlock(pid uint32, l memlock.Limit) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.memlocks[pid] = l
+}
+
+func (h *fakeHost) Memlock(pid uint32) (memlock.Limit, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.memlockReads++
+	l, ok := h.memlocks[pid]
+	if !ok {
+		return memlock.Limit{}, fmt.Errorf("open /proc/%d/limits: %w", pid, os.ErrNotExist)
+	}
+	return l, nil
 }
 
 func (h *fakeHost) setVolume(path string, space host.Space, files ...usage.File) {
@@ -270,7 +290,7 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 // fixture is a Watch on the fakes, with a ProcRoot of its own.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	clock *clock
 	host  *fakeHost
 	kube  *fakeKube
@@ -279,7 +299,7 @@ type fixture struct {
 	w     *Watch
 }
 
-func newFixture(t *testing.T, change func(*Config)) *fixture {
+func newFixture(t testing.TB, change func(*Config)) *fixture {
 	t.Helper()
 	c := newClock()
 	f := &fixture{t: t, clock: c, host: newFakeHost(c), kube: newFakeKube(), sink: &sink{},

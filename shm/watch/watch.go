@@ -18,6 +18,7 @@ import (
 
 	"podshaper.io/shm/host"
 	"podshaper.io/shm/kube"
+	"podshaper.io/shm/memlock"
 	"podshaper.io/shm/usage"
 )
 
@@ -44,9 +45,10 @@ const (
 
 // Pod is what the runtime says of a pod sandbox.
 type Pod struct {
-	SandboxID string
-	Ref       kube.PodRef
-	Labels    map[string]string
+	SandboxID   string
+	Ref         kube.PodRef
+	Labels      map[string]string
+	Annotations map[string]string
 }
 
 // Container is what the runtime says of a container.
@@ -60,7 +62,8 @@ type Container struct {
 	StartedAt   time.Time
 	FinishedAt  time.Time
 	ExitCode    int32
-	Reason      string // the runtime's status reason, e.g. "Completed", "Error", "OOMKilled"
+	Reason      string           // the runtime's status reason, e.g. "Completed", "Error", "OOMKilled"
+	Rlimits     []memlock.Rlimit // its own, from its spec (before the NRI plugins adjust it)
 }
 
 // Sink receives what the API must hear: Events and the ShmUsage to write. It must not block.
@@ -76,6 +79,11 @@ type Config struct {
 	ProcRoot         string // the host's /proc (hostPID): "/proc"
 	Clean            bool   // remove a dead run's files before a restarted container starts
 	CleanUserVolumes bool   // ... also in a pod's own emptyDir at /dev/shm
+	// Memlock as promised (memlock.go): hold back a shaped container whose RLIMIT_MEMLOCK
+	// is not what its annotation asks; RuntimeMemlock is what the runtime gives a container
+	// nothing sets one for.
+	HoldMemlock    bool
+	RuntimeMemlock memlock.Limit
 }
 
 type volume struct {
@@ -112,6 +120,8 @@ type Watch struct {
 	mu    sync.Mutex
 	pods  map[string]*podState // by sandbox id
 	later []tell               // Events that need the volume's files read: told once the lock is let go
+
+	memlocks memlocks // its own lock
 }
 
 // tell is an Event whose words need what fills the volume, read after the lock is let go
@@ -125,7 +135,8 @@ type tell struct {
 
 // New returns an empty Watch.
 func New(cfg Config, h host.Host, k kube.Client, sink Sink, log *slog.Logger, now func() time.Time) *Watch {
-	return &Watch{cfg: cfg, host: h, kube: k, sink: sink, log: log, now: now, pods: map[string]*podState{}}
+	return &Watch{cfg: cfg, host: h, kube: k, sink: sink, log: log, now: now, pods: map[string]*podState{},
+		memlocks: newMemlocks()}
 }
 
 // unlock lets the lock go, then tells the Events that wait for the volume's files.
@@ -258,7 +269,9 @@ func (w *Watch) recover(ps *podState, u *kube.ShmUsage) {
 // container. Pods no longer there are forgotten (their open runs end). A shaped pod's
 // running containers that mount its volume continue the run the API kept open, or begin
 // one at their start; an open run that a container's stop ended meanwhile ends there.
+// Running containers of shaped pods have their memlock checked (memlock.go).
 func (w *Watch) Sync(pods []Pod, ctrs []Container) {
+	w.syncMemlocks(pods, ctrs)
 	byID := map[string]Pod{}
 	for _, p := range pods {
 		if Shaped(p.Labels) {
@@ -431,10 +444,12 @@ func (w *Watch) clean(ref kube.PodRef, v *volume, nextRun int, cutoff, now time.
 // Start is told when a container has started. One that mounts a shaped pod's volume
 // begins a run unless one is open; when it had run in the open run already (a restart
 // while another container of the pod kept running), that run ends and the next begins.
+// A shaped pod's container has its memlock checked (memlock.go).
 func (w *Watch) Start(p Pod, c Container) {
 	if !Shaped(p.Labels) {
 		return
 	}
+	w.checkStarted(p, c)
 	w.mu.Lock()
 	defer w.unlock()
 	ps := w.podFor(p)
@@ -479,6 +494,7 @@ func (w *Watch) begin(ps *podState, at time.Time) {
 // Stop is told when a container stopped. The run ends when no container that mounts the
 // volume runs any more, told how the first of them to stop ended.
 func (w *Watch) Stop(sandboxID string, c Container) {
+	w.memlockStopped(c.ID)
 	w.mu.Lock()
 	defer w.unlock()
 	ps := w.pods[sandboxID]
@@ -542,6 +558,7 @@ func (w *Watch) endRun(ps *podState, at time.Time, how string) {
 // PodGone is told when a pod sandbox stops: an open run ends, and the pod is forgotten
 // (its metrics go with it).
 func (w *Watch) PodGone(sandboxID string) {
+	w.memlockPodGone(sandboxID)
 	w.mu.Lock()
 	defer w.unlock()
 	if ps := w.pods[sandboxID]; ps != nil {

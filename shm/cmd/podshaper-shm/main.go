@@ -29,7 +29,7 @@ type flags struct {
 	node, kubeletRoot, nriSocket, procRoot, metricsAddress, logFormat string
 	server, tokenFile, caFile                                         string
 	interval, writeEvery                                              time.Duration
-	clean, cleanUserVolumes                                           bool
+	clean, cleanUserVolumes, holdMemlock                              bool
 }
 
 func parseFlags(args []string) (flags, error) {
@@ -48,6 +48,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.DurationVar(&f.writeEvery, "write-every", 30*time.Second, "at most one routine ShmUsage write per this, on this node")
 	fs.BoolVar(&f.clean, "clean", true, "remove a dead run's files from podshaper's /dev/shm before its container restarts")
 	fs.BoolVar(&f.cleanUserVolumes, "clean-user-volumes", false, "... and from a pod's own emptyDir at /dev/shm")
+	fs.BoolVar(&f.holdMemlock, "hold-memlock", true, "hold back a shaped container whose RLIMIT_MEMLOCK the node did not set as its annotation asks (off: only the Event)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -96,9 +97,14 @@ func run(f flags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	runtimeMemlock, err := host.OwnMemlock()
+	if err != nil {
+		return fmt.Errorf("reading the runtime's default memlock: %w", err)
+	}
 	writer := watch.NewWriter(client, f.writeEvery, log, time.Now)
 	w := watch.New(watch.Config{Node: f.node, KubeletRoot: f.kubeletRoot, ProcRoot: f.procRoot,
-		Clean: f.clean, CleanUserVolumes: f.cleanUserVolumes}, host.Node(f.procRoot), client, writer, log, time.Now)
+		Clean: f.clean, CleanUserVolumes: f.cleanUserVolumes, HoldMemlock: f.holdMemlock, RuntimeMemlock: runtimeMemlock},
+		host.Node(f.procRoot), client, writer, log, time.Now)
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
@@ -120,7 +126,8 @@ func run(f flags, log *slog.Logger) error {
 
 	t := time.NewTicker(f.interval)
 	defer t.Stop()
-	log.Info("started", "node", f.node, "nriSocket", f.nriSocket, "interval", f.interval.String(), "clean", f.clean)
+	log.Info("started", "node", f.node, "nriSocket", f.nriSocket, "interval", f.interval.String(), "clean", f.clean,
+		"holdMemlock", f.holdMemlock, "runtimeMemlock", runtimeMemlock.Words())
 	for {
 		select {
 		case <-stop:
@@ -134,19 +141,41 @@ func run(f flags, log *slog.Logger) error {
 	}
 }
 
+// runtimeNRIVersion is the runtime's NRI version as the stub knows it (a test's seam).
+var runtimeNRIVersion = func(s stub.Stub) string { return s.RuntimeNRIVersion() }
+
 // connect keeps podshaper-shm registered with containerd's NRI: again whenever the
-// connection closes (containerd restarted), every 2 s until it can.
+// connection closes (containerd restarted), every 2 s until it can. With --hold-memlock
+// it registers as a validator too, unless the runtime's NRI asks no validators: then it
+// connects again at once without (and tries again as a validator after the next restart).
 func connect(ctx context.Context, f flags, w *watch.Watch, log *slog.Logger, synced func()) {
+	noValidator := false
 	for ctx.Err() == nil {
-		p := &plugin{w: w, synced: synced}
+		base := &plugin{w: w, synced: synced}
+		var p any = base
+		var v *validator
+		if f.holdMemlock && !noValidator {
+			v = &validator{plugin: base}
+			p = v
+		}
+		noValidator = false
 		s, err := stub.New(p, stub.WithPluginName("podshaper-shm"), stub.WithPluginIdx("90"),
 			stub.WithSocketPath(f.nriSocket))
 		if err == nil {
-			log.Info("connecting to NRI", "socket", f.nriSocket)
+			if v != nil {
+				v.runtimeNRI = func() string { return runtimeNRIVersion(s) }
+			}
+			log.Info("connecting to NRI", "socket", f.nriSocket, "validator", v != nil)
 			err = s.Run(ctx)
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if v != nil && v.tooOld != "" {
+			log.Warn("no hold: shaped containers whose memlock the node did not apply are told once started, not held back",
+				"why", v.tooOld)
+			noValidator = true
+			continue
 		}
 		log.Warn("NRI connection ended; connecting again in 2s", "error", err)
 		select {

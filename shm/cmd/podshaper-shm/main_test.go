@@ -33,7 +33,7 @@ func TestFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.node != "gpu-7" || f.interval != time.Second || f.writeEvery != 30*time.Second || !f.clean || f.cleanUserVolumes ||
+	if f.node != "gpu-7" || f.interval != time.Second || f.writeEvery != 30*time.Second || !f.clean || f.cleanUserVolumes || !f.holdMemlock ||
 		f.kubeletRoot != "/var/lib/kubelet" || f.nriSocket != "/var/run/nri/nri.sock" || f.metricsAddress != ":8080" {
 		t.Errorf("defaults: %+v", f)
 	}
