@@ -48,6 +48,12 @@ inline constexpr std::string_view kShmProfile = "podshaper.io/shm-profile";
 inline constexpr std::string_view kWarnings = "podshaper.io/warnings";
 // NRI ulimit-adjuster (containerd/nri plugins/ulimit-adjuster) per-container key prefix.
 inline constexpr std::string_view kUlimitAnnotationPrefix = "ulimits.noderesource.dev/container.";
+// In the message of a shaped pod's container waiting with CreateContainerError, anywhere in
+// it: podshaper-shm refused to create the container because the node would not apply the
+// memlock its ulimit annotation asks (the NRI ulimit-adjuster plugin is not running), and
+// holds it back until the node does; the words after it say what was asked and what it
+// would get. The operator takes such a node off "validated" (docs/operator.md).
+inline constexpr std::string_view kMemlockNotAppliedMarker = "MemlockNotApplied: ";
 
 // Labels.
 inline constexpr std::string_view kInjectLabel = "podshaper.io/inject";

@@ -23,9 +23,12 @@ inline constexpr std::string_view kP2P = "podshaper.io/p2p";
 inline constexpr std::string_view kMemlock = "podshaper.io/memlock";
 
 // podshaper.io/memlock: unlimited, the granted limit in bytes, not-granted (the
-// runtime could not start a container with the memlock asked), unknown.
+// runtime could not start a container with the memlock asked), not-applied (the runtime
+// starts containers without applying the memlock asked: its NRI ulimit-adjuster plugin is
+// not running), unknown. The webhook's node affinity admits only unlimited or a number.
 inline constexpr std::string_view kMemlockUnlimited = "unlimited";
 inline constexpr std::string_view kMemlockNotGranted = "not-granted";
+inline constexpr std::string_view kMemlockNotApplied = "not-applied";
 // podshaper.io/p2p: every GPU pair of the node has P2P.
 inline constexpr std::string_view kP2PAll = "all";
 

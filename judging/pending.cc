@@ -353,6 +353,23 @@ std::string needsSentence(const Slots& s) {
   return " It needs a node that " + list + ".";
 }
 
+// A group of nodes that carry the same untolerated taint (`taint` as detailOf writes it:
+// "key=value:effect"): the taints the node controller puts on a node whose kubelet stopped
+// reporting, or says it is not ready, in words; any other taint, as written.
+std::string taintExample(const std::string& taint, const std::vector<std::string>& nodes) {
+  const std::string key = taint.substr(0, taint.find_first_of("=:"));
+  const bool one = nodes.size() == 1;
+  std::string why;
+  if (key == "node.kubernetes.io/unreachable") {
+    why = one ? "its kubelet stopped reporting" : "their kubelets stopped reporting";
+  } else if (key == "node.kubernetes.io/not-ready") {
+    why = one ? "its kubelet reports it not ready" : "their kubelets report them not ready";
+  } else {
+    return taint + ": " + someOf(nodes);
+  }
+  return someOf(nodes) + (one ? " is" : " are") + " NotReady: " + why + " (taint " + taint + ")";
+}
+
 // Per failed requirement: "12 do not have 8 GPUs (4 GPUs: n10, n11, n12 and 9 more)".
 std::vector<std::string> failureGroups(const Slots& s, const NodeTally& t) {
   std::vector<std::string> groups;
@@ -366,6 +383,8 @@ std::vector<std::string> failureGroups(const Slots& s, const NodeTally& t) {
     for (std::size_t g = 0; g < byDetail.size() && g < 3; ++g) {
       if (s.slots[i].kind == PendingCause::kNodeExclusive || s.slots[i].kind == PendingCause::kCordoned) {
         examples.push_back(s.slots[i].kind == PendingCause::kCordoned ? someOf(byDetail[g].second) : byDetail[g].first);
+      } else if (s.slots[i].kind == PendingCause::kTaint) {
+        examples.push_back(taintExample(byDetail[g].first, byDetail[g].second));
       } else {
         examples.push_back(byDetail[g].first + ": " + someOf(byDetail[g].second));
       }

@@ -88,8 +88,10 @@ Plan plan(const PlanInputs& in) {
   std::optional<Node> node;
   if (in.node != nullptr) node = nodeFromJson(*in.node);
   static const std::vector<Policy> kNoPolicies;
+  static const std::vector<MemlockHeld> kNoneHeld;
   const Verdict& verdict = p.verdict.emplace(judge(reportSpecOf(report), node ? &*node : nullptr,
-                                                   in.policies != nullptr ? *in.policies : kNoPolicies, in.now));
+                                                   in.policies != nullptr ? *in.policies : kNoPolicies, in.now,
+                                                   in.memlockHeld != nullptr ? *in.memlockHeld : kNoneHeld));
 
   const json current = report.contains("status") ? report["status"] : json(nullptr);
   const json next = reportStatus(verdict, current, generationOf(report), in.now);

@@ -27,6 +27,9 @@ struct PlanInputs {
   const std::vector<Policy>* policies = nullptr;
   long long now = 0;             // seconds since the epoch
   long long nodeMissingFor = 0;  // seconds since this report was first seen without its Node
+  // The containers podshaper-shm holds back on this node for its memlock (judging/memlock_held.h);
+  // null: none.
+  const std::vector<MemlockHeld>* memlockHeld = nullptr;
 };
 
 // An Event to record, and the object it is recorded on.

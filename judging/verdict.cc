@@ -35,6 +35,45 @@ std::string bytesInWords(uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
+// RLIMIT_MEMLOCK as a report says it: "unlimited", or "4 MiB".
+std::string limitInWords(const std::optional<uint64_t>& bytes) {
+  return bytes ? bytesInWords(*bytes) : std::string(names::kMemlockUnlimited);
+}
+
+// The first sentence of what podshaper-shm says (to a ". " outside parentheses), at most
+// 300 bytes: what it says of the node, the same from one retry to the next.
+std::string firstSentence(const std::string& words) {
+  int depth = 0;
+  std::size_t end = words.size();
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == '(') ++depth;
+    if (words[i] == ')' && depth > 0) --depth;
+    if (words[i] == '.' && depth == 0 && (i + 1 == words.size() || words[i + 1] == ' ')) {
+      end = i;
+      break;
+    }
+  }
+  return cutUtf8(words.substr(0, end), 300);
+}
+
+// The held pods, each with its held containers: "ml/a (container train), ml/b (containers
+// x and y) and 2 more"; `pods` is how many there are.
+std::string heldPodsInWords(const std::vector<MemlockHeld>& held, std::size_t& pods) {
+  std::vector<std::string> items;
+  for (std::size_t i = 0; i < held.size();) {
+    std::size_t j = i;
+    std::vector<std::string> containers;
+    for (; j < held.size() && held[j].pod == held[i].pod; ++j) containers.push_back(held[j].container);
+    const std::string last = containers.back();
+    containers.pop_back();
+    const std::string others = containers.empty() ? "container " : "containers " + joined(containers) + " and ";
+    items.push_back(held[i].pod + " (" + others + last + ")");
+    i = j;
+  }
+  pods = items.size();
+  return someOf(items, 3);
+}
+
 std::string durationInWords(long long seconds) {
   if (seconds % 3600 == 0) return std::to_string(seconds / 3600) + "h";
   if (seconds % 60 == 0) return std::to_string(seconds / 60) + "m";
@@ -60,8 +99,9 @@ struct Failure {
 
 class Judge {
  public:
-  Judge(const Topology& t, const Node* node, const EffectiveRequirements& eff, long long now)
-      : t_(t), node_(node), r_(eff.requirements), now_(now) {}
+  Judge(const Topology& t, const Node* node, const EffectiveRequirements& eff, long long now,
+        const std::vector<MemlockHeld>& held)
+      : t_(t), node_(node), r_(eff.requirements), now_(now), held_(held) {}
 
   void summarize(Verdict& v) const {
     v.gpus = static_cast<long long>(t_.gpus.size());
@@ -77,11 +117,23 @@ class Judge {
     if (ok == n && unknown == 0) v.p2p = std::string(names::kP2PAll);
     else if (ok + unknown == n + missingPairs()) v.p2p = "unknown";
     else v.p2p = ok > 0 ? "partial" : "none";
-    v.memlock = notGranted() ? std::string(names::kMemlockNotGranted) : MemlockLimit{t_.host.memlockBytes}.text();
+    v.memlock = notGranted()   ? std::string(names::kMemlockNotGranted)
+                : notApplied() ? std::string(names::kMemlockNotApplied)
+                               : MemlockLimit{t_.host.memlockBytes}.text();
   }
 
   // The runtime could not start the agent's memlock-probe container with the memlock asked.
   bool notGranted() const { return t_.host.memlockProbe && !t_.host.memlockProbe->granted; }
+  // The agent's memlock-probe started, with another limit than it asked: the runtime did not
+  // apply its annotation.
+  bool probeGotOther() const {
+    return t_.host.memlockProbe && t_.host.memlockProbe->granted &&
+           t_.host.memlockProbe->requested.bytes != t_.host.memlockBytes;
+  }
+  // The runtime starts containers without the memlock their annotation asks: podshaper-shm
+  // holds shaped pods' containers back here, or the probe got another limit. A probe that
+  // could not start at all says more (notGranted).
+  bool notApplied() const { return !notGranted() && (!held_.empty() || probeGotOther()); }
 
   // Pairs a report of this many GPUs should list but does not.
   std::size_t missingPairs() const {
@@ -166,6 +218,12 @@ class Judge {
       // Whatever the policies ask: a node where shaped pods cannot start is of no use to them.
       failures.push_back({c.reason, "the container runtime could not start a container with " + asked +
                                         ", so pods shaped by podshaper would never start here"});
+    } else if (notApplied()) {
+      c.status = "False";
+      c.reason = "MemlockNotApplied";
+      c.message = notAppliedMessage();
+      // As MemlockNotGranted: whatever the policies ask, shaped pods do not start here now.
+      failures.push_back({c.reason, notAppliedWords()});
     } else if (t_.host.memlockBytes) {
       c.status = "False";
       c.reason = "MemlockLimited";
@@ -179,6 +237,59 @@ class Judge {
       }
     }
     return c;
+  }
+
+  // The memlock asked, "RLIMIT_MEMLOCK=4 MiB", as the probe asks what shaped pods ask; empty
+  // without a probe.
+  std::string memlockAsked() const {
+    const auto& probe = t_.host.memlockProbe;
+    return probe ? "RLIMIT_MEMLOCK=" + limitInWords(probe->requested.bytes) : std::string();
+  }
+
+  std::string notAppliedMessage() const {
+    std::string m = "The container runtime on this node does not apply the memlock podshaper asks for: ";
+    if (probeGotOther()) {
+      m += "the agent's memlock-probe container asked for " + memlockAsked() + " (its " +
+           std::string(names::kUlimitAnnotationPrefix) + std::string(names::kMemlockProbeContainer) +
+           " annotation, as shaped pods ask) and started with " + limitInWords(t_.host.memlockBytes) + ".";
+    } else {
+      const std::string annotation = std::string(names::kUlimitAnnotationPrefix) + "<container> annotation";
+      m += "containers of shaped pods asking for " +
+           (memlockAsked().empty() ? "the RLIMIT_MEMLOCK of their " + annotation
+                                   : memlockAsked() + " (their " + annotation + ")") +
+           " would start with the runtime's default instead.";
+    }
+    m += " podshaper-shm holds back the containers of shaped pods until the node applies it";
+    if (!held_.empty()) {
+      std::size_t pods = 0;
+      const std::string list = heldPodsInWords(held_, pods);
+      m += "; " + counted(pods, "pod") + (pods == 1 ? " waits" : " wait") + " here: " + list +
+           ". podshaper-shm says of " + held_.front().pod + ": \"" + firstSentence(held_.front().words) + "\"";
+    }
+    m += ". Pods shaped by podshaper are kept off this node meanwhile (label " + std::string(names::kMemlock) + "=" +
+         std::string(names::kMemlockNotApplied) + "). To fix it, get the NRI ulimit-adjuster plugin of the node's "
+         "container runtime running again (crashed or restarting: its log and containerd's on the node say why)";
+    if (!held_.empty()) m += "; the held containers then start by themselves";
+    if (probeGotOther()) {
+      m += "; then delete the podshaper-agent pod on this node, so that its memlock-probe asks again as it starts";
+    }
+    return m + ". The node is validated again once no container is held here and the agent's memlock-probe got "
+               "what it asked.";
+  }
+
+  std::string notAppliedWords() const {
+    std::string w = "the container runtime does not apply the memlock shaped pods ask";
+    if (!memlockAsked().empty()) w += " (" + memlockAsked() + ")";
+    if (!held_.empty()) {
+      std::size_t pods = 0;
+      heldPodsInWords(held_, pods);
+      w += ", so podshaper-shm holds back " + counted(pods, "shaped pod") + " here";
+    }
+    if (probeGotOther()) {
+      w += (held_.empty() ? ": " : " and ") + std::string("the agent's memlock-probe got ") +
+           limitInWords(t_.host.memlockBytes);
+    }
+    return w;
   }
 
   Condition gpuCount(std::vector<Failure>& failures) const {
@@ -290,6 +401,7 @@ class Judge {
   const Node* node_;
   const Requirements& r_;
   long long now_;
+  const std::vector<MemlockHeld>& held_;
 };
 
 }  // namespace
@@ -301,7 +413,8 @@ const Condition* Verdict::condition(const std::string& type) const {
   return nullptr;
 }
 
-Verdict judge(const json& spec, const Node* node, const std::vector<Policy>& policies, long long now) {
+Verdict judge(const json& spec, const Node* node, const std::vector<Policy>& policies, long long now,
+              const std::vector<MemlockHeld>& held) {
   // Policies select by the Node's own labels, never by the ones this verdict
   // writes: a policy on podshaper.io/topology-validated would flip forever.
   std::map<std::string, std::string> selectable;
@@ -330,7 +443,7 @@ Verdict judge(const json& spec, const Node* node, const std::vector<Policy>& pol
     return v;
   }
 
-  Judge j(*topology, node, eff, now);
+  Judge j(*topology, node, eff, now, held);
   j.summarize(v);
   std::vector<Failure> failures;
   if (eff.policies.empty()) {

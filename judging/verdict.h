@@ -10,6 +10,7 @@
 
 #include "api/node.h"
 #include "api/policy.h"
+#include "judging/memlock_held.h"
 
 // The operator's judgement of one GPUTopologyReport (docs/operator.md "Conditions"):
 // what the report says, held against the TopologyPolicies that select its Node,
@@ -38,8 +39,8 @@ struct Verdict {
   std::string interconnect;  // nvlink, pcie, mixed, none (fewer than two GPUs)
   std::string p2p;           // all, partial, none, unknown (not measured)
   // podshaper.io/memlock: unlimited, the limit in bytes ("4194304"), not-granted
-  // (the runtime could not start the agent's memlock-probe); unknown when the
-  // report cannot be read.
+  // (the runtime could not start the agent's memlock-probe), not-applied (it starts
+  // containers without the memlock asked); unknown when the report cannot be read.
   std::string memlock;
   std::vector<std::string> policies;
   std::vector<Condition> conditions;  // Validated, P2PComplete, MemlockUnlimited, GPUCountMatchesNode, Fresh
@@ -49,8 +50,11 @@ struct Verdict {
   const Condition* condition(const std::string& type) const;
 };
 
-// spec: the report's spec; node: null when no Node of that name exists; now: seconds since the epoch.
-Verdict judge(const nlohmann::json& spec, const Node* node, const std::vector<Policy>& policies, long long now);
+// spec: the report's spec; node: null when no Node of that name exists; now: seconds since the epoch;
+// held: the containers podshaper-shm holds back on this node because it did not apply their
+// memlock (memlockHeldOn), in the order they are named.
+Verdict judge(const nlohmann::json& spec, const Node* node, const std::vector<Policy>& policies, long long now,
+              const std::vector<MemlockHeld>& held = {});
 
 // The labels the webhook places pods by, as the Node should carry them.
 std::map<std::string, std::string> nodeLabels(const Verdict& verdict);

@@ -77,6 +77,12 @@ void compactPod(json& pod) {
       for (const char* state : {"state", "lastState"}) {
         if (const json& t = member(member(cs, state), "terminated"); !t.is_null()) c[state]["terminated"] = t;
       }
+      // A container podshaper-shm holds back because the node did not apply its memlock
+      // (judging/memlock_held.h); other waits are not kept, so that they change nothing here.
+      const json& waiting = member(member(cs, "state"), "waiting");
+      if (stringMember(waiting, "message").find(names::kMemlockNotAppliedMarker) != std::string::npos) {
+        c["state"]["waiting"] = {{"reason", member(waiting, "reason")}, {"message", member(waiting, "message")}};
+      }
       kept["status"][list].push_back(std::move(c));
     }
   }

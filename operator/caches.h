@@ -42,7 +42,8 @@ class InformerCache : public Cache {
 void compactNode(nlohmann::json& node);
 // A report without managedFields, its spec kept as its text (parsed when judged).
 void compactReport(nlohmann::json& report);
-// A shaped pod, as judging/pending.h, judging/shm_exhausted.h and judging/shm_profile_plan.h read it.
+// A shaped pod, as judging/pending.h, judging/shm_exhausted.h, judging/shm_profile_plan.h and
+// judging/memlock_held.h read it.
 void compactPod(nlohmann::json& pod);
 // A ShmUsage, as judging/shm_profile_plan.h reads it: whose it is and its ended runs.
 void compactShmUsage(nlohmann::json& usage);

@@ -39,7 +39,7 @@ Controllers::Controllers(Caches caches, ReconcileApi& api, const Clock& clock, m
     : caches_(caches),
       nodeTable_([this](const std::string& name) { return caches_.nodes.get(name); },
                  [this](const std::string& name) { return caches_.reports.get(name); }),
-      report_(caches.reports, caches.nodes, caches.policies, api, clock, metrics, mayWrite,
+      report_(caches.reports, caches.nodes, caches.policies, caches.pods, api, clock, metrics, mayWrite,
               {.identity = identity, .eventNamespace = config.eventNamespace}, {.name = "report", .now = now}),
       pod_(caches.pods, nodeTable_, api, clock, metrics, mayWrite,
            {.identity = identity, .pendingGrace = config.pendingGrace}, {.name = "pod", .now = now}),
@@ -62,6 +62,7 @@ void Controllers::policiesChanged() {
 }
 
 void Controllers::podsChanged(const std::vector<std::string>& keys) {
+  report_.podsChanged(keys);  // a pod held for its memlock, or no longer, on a node
   pod_.changed(keys);
   shmProfile_.podsChanged(keys);
 }

@@ -97,7 +97,8 @@ long long Reconciler::nodeMissingFor(const std::string& key, bool missing) {
 }
 
 Reconciler::Result Reconciler::reconcile(const std::string& key, const std::optional<json>& report,
-                                         const std::optional<json>& node, const std::vector<Policy>& policies) {
+                                         const std::optional<json>& node, const std::vector<Policy>& policies,
+                                         const std::vector<MemlockHeld>& held) {
   if (!mayWrite_()) return {Outcome::NotLeader, std::nullopt};
   // Our own last write has not reached the cache yet; its watch event queues the key again.
   if ((report && cacheBehindWrite(replacedReport_, key, *report)) ||
@@ -111,7 +112,8 @@ Reconciler::Result Reconciler::reconcile(const std::string& key, const std::opti
                        .node = node ? &*node : nullptr,
                        .policies = &policies,
                        .now = nowSeconds,
-                       .nodeMissingFor = report ? nodeMissingFor(key, !node && ownedByNode(*report)) : 0});
+                       .nodeMissingFor = report ? nodeMissingFor(key, !node && ownedByNode(*report)) : 0,
+                       .memlockHeld = &held});
   switch (p.kind) {
     case Plan::Kind::ReportGone:
       return {node ? writeNode(key, *node, p) : Outcome::Done, std::nullopt};

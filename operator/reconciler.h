@@ -89,9 +89,11 @@ class Reconciler {
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;
 
-  // `report` and `node` as the caches hold them now (unset: none of that name).
+  // `report` and `node` as the caches hold them now (unset: none of that name); `held`: the
+  // containers podshaper-shm holds back on that node for their memlock.
   Result reconcile(const std::string& key, const std::optional<nlohmann::json>& report,
-                   const std::optional<nlohmann::json>& node, const std::vector<Policy>& policies);
+                   const std::optional<nlohmann::json>& node, const std::vector<Policy>& policies,
+                   const std::vector<MemlockHeld>& held = {});
   // On losing the lease: the verdict gauges are the leader's to show.
   void forgetVerdicts();
 

@@ -47,8 +47,14 @@ TEST(NodeRequirements, WhichMemlockLabelsGrantWhat) {
   EXPECT_TRUE(grants("68719476736", four));
   EXPECT_FALSE(grants("4194303", four));
   EXPECT_FALSE(grants("68719476736", unlimited));
-  for (const char* word : {"not-granted", "unknown", "limited", "", "4Mi", "99999999999999999999"}) {
+  for (const char* word : {"not-granted", "not-applied", "unknown", "limited", "", "4Mi", "99999999999999999999"}) {
     EXPECT_FALSE(grants(word, four)) << word;
+    EXPECT_FALSE(grants(word, unlimited)) << word;
+  }
+  // The operator's words for a node that cannot grant it now: the webhook's pods stay off it.
+  for (std::string_view word : {names::kMemlockNotGranted, names::kMemlockNotApplied}) {
+    EXPECT_FALSE(grants(std::string(word), four)) << word;
+    EXPECT_FALSE(grants(std::string(word), MemlockLimit{1})) << word;
   }
 }
 

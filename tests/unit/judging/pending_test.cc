@@ -194,6 +194,35 @@ TEST(Pending, CordonsAndUntoleratedTaintsAreSaid) {
   EXPECT_EQ(j.cause, PendingCause::kScheduler);
 }
 
+TEST(Pending, ANotReadyNodeIsSaidInWordsNotAsItsTaint) {
+  NodeFacts gone = node("real-h200x4-0", 8);
+  gone.node.taints = {{"node.kubernetes.io/unreachable", "", "NoSchedule"}};
+  auto j = judgePending(pendingPod(), {gone}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("1 carries a taint the pod does not tolerate (real-h200x4-0 is NotReady: its "
+                                  "kubelet stopped reporting (taint node.kubernetes.io/unreachable:NoSchedule))"),
+            std::string::npos)
+      << j.event->message;
+  EXPECT_STREQ(toString(j.cause), "taint");  // the metrics' label stays
+  // Two nodes whose kubelets say they are not ready, grouped.
+  NodeFacts a = node("a", 8), b = node("b", 8);
+  a.node.taints = b.node.taints = {{"node.kubernetes.io/not-ready", "", "NoExecute"}};
+  j = judgePending(pendingPod(), {a, b}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("2 carry a taint the pod does not tolerate (a, b are NotReady: their kubelets "
+                                  "report them not ready (taint node.kubernetes.io/not-ready:NoExecute))"),
+            std::string::npos)
+      << j.event->message;
+  EXPECT_EQ(j.cause, PendingCause::kTaint);
+  // A taint of that key's prefix, but not it, is said as it is.
+  NodeFacts other = node("c", 8);
+  other.node.taints = {{"node.kubernetes.io/unreachable-ish", "x", "NoSchedule"}};
+  j = judgePending(pendingPod(), {other}, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("(node.kubernetes.io/unreachable-ish=x:NoSchedule: c)"), std::string::npos)
+      << j.event->message;
+}
+
 TEST(Pending, WhenPodshaperIsSatisfiedTheSchedulerSpeaks) {
   auto j = judgePending(pendingPod(), {node("a", 8)}, kLater, 30);
   ASSERT_TRUE(j.event);

@@ -12,6 +12,7 @@
 #include "api/report.h"
 #include "api/topology.h"
 #include "base/timefmt.h"
+#include "judging/report_status.h"
 #include "judging/verdict.h"
 
 namespace podshaper {
@@ -76,6 +77,13 @@ class TopologyBuilder {
  private:
   Topology t_;
 };
+
+// Events as "Warning TopologyNotValidated", in order.
+inline std::vector<std::string> eventKinds(const std::vector<EventSpec>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(e.type + " " + e.reason);
+  return out;
+}
 
 inline Node gpuNode(uint64_t gpus, std::map<std::string, std::string> labels = {}) {
   return Node{.name = "gpu-0", .uid = "uid-0", .labels = SharedLabels(labels), .allocatableGpus = gpus};

@@ -175,12 +175,7 @@ TEST(Verdict, AMemlockNotGrantedIsSaidInPlainWordsAndKeepsPodsOff) {
   // The status the operator writes, and its Warnings.
   json status = reportStatus(v, nullptr, 1, kNow);
   EXPECT_EQ(status["memlock"], "not-granted");
-  auto kinds = [](const std::vector<EventSpec>& events) {
-    std::vector<std::string> out;
-    for (const auto& e : events) out.push_back(e.type + " " + e.reason);
-    return out;
-  };
-  EXPECT_EQ(kinds(transitionEvents(nullptr, v)),
+  EXPECT_EQ(eventKinds(transitionEvents(nullptr, v)),
             (std::vector<std::string>{"Warning TopologyNotValidated", "Warning MemlockNotGranted"}));
   // Fixed: the probe started and got what it asked.
   json fixed = spec;
@@ -189,7 +184,7 @@ TEST(Verdict, AMemlockNotGrantedIsSaidInPlainWordsAndKeepsPodsOff) {
   Verdict good = judge(fixed, &node, {lax}, kNow);
   EXPECT_TRUE(good.validated);
   EXPECT_EQ(good.memlock, "unlimited");
-  EXPECT_EQ(kinds(transitionEvents(status, good)),
+  EXPECT_EQ(eventKinds(transitionEvents(status, good)),
             (std::vector<std::string>{"Normal TopologyValidated", "Normal Unlimited"}));
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "judging/memlock_held.h"
 #include "judging/node_facts.h"
 #include "judging/pending.h"
 #include "judging/plan.h"
@@ -166,6 +167,26 @@ TEST(Caches, AKeptPodIsExplainedAsTheWholeOne) {
       }
     }
   }
+}
+
+TEST(Caches, AKeptPodIsHeldForItsMemlockAsTheWholeOne) {
+  json full = fullPod(true, "podshaper-dshm");
+  json init = {{"name", "init"}, {"restartCount", 0}, {"ready", false}, {"image", "busybox"}};
+  init["state"]["waiting"] = {{"reason", "CreateContainerError"},
+                              {"message", "failed to create containerd container: MemlockNotApplied: node gpu-0 did "
+                                          "not apply RLIMIT_MEMLOCK 4Mi (it would get 8Mi, the runtime's default)"}};
+  full["status"]["initContainerStatuses"] = {init};
+  full["status"]["containerStatuses"][0]["state"] = {
+      {"waiting", {{"reason", "PodInitializing"}, {"message", "waiting for init containers"}}}};
+  const json pod = kept(full, compactPod);
+  ASSERT_EQ(memlockHeld(full).size(), 1u);
+  EXPECT_EQ(memlockHeld(full), memlockHeld(pod));
+  EXPECT_EQ(memlockHeldOn("gpu-0", {full}), memlockHeldOn("gpu-0", {pod}));
+  // Other waits are not kept: a pod's waits and their messages change nothing in the cache.
+  EXPECT_FALSE(pod["status"]["containerStatuses"][0].contains("state")) << pod.dump();
+  full["status"]["initContainerStatuses"][0]["state"]["waiting"]["message"] = "Back-off pulling image";
+  EXPECT_TRUE(memlockHeld(kept(full, compactPod)).empty());
+  EXPECT_FALSE(kept(full, compactPod)["status"]["initContainerStatuses"][0].contains("state"));
 }
 
 // A ShmUsage as podshaper-shm writes it: two runs ended, the third open.

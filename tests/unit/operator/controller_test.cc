@@ -224,6 +224,90 @@ TEST_F(ControllerTest, ThePoliciesStatusIsLookedAtSoonAfterAChangeAtMostOnceEver
   EXPECT_EQ(looks(), before + 3);
 }
 
+// A shaped pod on gpu-0 whose container podshaper-shm holds back (held) or that runs.
+json memlockPod(const std::string& name, bool held) {
+  json cs = {{"name", "train"}, {"restartCount", 0}};
+  if (held) {
+    cs["state"]["waiting"] = {
+        {"reason", "CreateContainerError"},
+        {"message", "failed to create containerd container: MemlockNotApplied: node gpu-0 did not apply "
+                    "RLIMIT_MEMLOCK 4Mi that ulimits.noderesource.dev/container.train asks (it would get 8Mi, the "
+                    "runtime's default). podshaper-shm holds the container back until the node applies it."}};
+  } else {
+    cs["state"]["running"] = {{"startedAt", formatTime(kNow)}};
+  }
+  const json labels = {{std::string(names::kShapedLabel), "true"}};
+  return json{{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", labels}}},
+              {"spec", {{"nodeName", "gpu-0"}}},
+              {"status", {{"phase", held ? "Pending" : "Running"}, {"containerStatuses", {cs}}}}};
+}
+
+TEST_F(ControllerTest, APodHeldForItsMemlockTakesItsNodeOffValidatedAndBackOn) {
+  // The webhook's memlock 4Mi, which the node applied when the agent probed it.
+  json policy = policyObject();
+  policy["spec"]["requirements"]["requireMemlockUnlimited"] = false;
+  api.put(policyPath("default"), policy);
+  api.putNode(nodeObject(8));
+  api.putReport(reportObject(
+      TopologyBuilder(8).memlock(4 << 20).memlockProbe(MemlockLimit{4 << 20}, true).spec(clock.wall - 5)));
+  api.put(podPath("ml", "train-0"), memlockPod("train-0", false));
+  start();
+  ASSERT_EQ(label(names::kTopologyValidated), "true") << api.report().dump();
+  ASSERT_EQ(label(names::kMemlock), "4194304");
+  api.clearWrites();
+
+  // The plugin stopped: the kubelet shows the pod's new container held back.
+  api.put(podPath("ml", "train-1"), memlockPod("train-1", true));
+  settle();
+  EXPECT_EQ(label(names::kTopologyValidated), "false") << api.node().dump();
+  EXPECT_EQ(label(names::kMemlock), "not-applied");
+  const json condition = api.node()["status"]["conditions"][0];
+  EXPECT_EQ(condition["type"], "GPUTopologyValidated");
+  EXPECT_EQ(condition["reason"], "MemlockNotApplied");
+  EXPECT_NE(condition["message"].get<std::string>().find("podshaper-shm holds back 1 shaped pod here"),
+            std::string::npos)
+      << condition.dump();
+  EXPECT_EQ(api.report()["status"]["memlock"], "not-applied");
+  EXPECT_EQ(countOf("event Warning MemlockNotApplied on GPUTopologyReport in default"), 1);
+  EXPECT_EQ(countOf("event Warning MemlockNotApplied on Node in default"), 1);
+  EXPECT_EQ(countOf("status gpu-0"), 1);
+
+  // Another pod's change, not held: nothing is judged again, nothing written (once the
+  // policy's status has followed the flip).
+  advance(3);
+  api.clearWrites();
+  auto reportLooks = [this] {
+    const std::string series = "podshaper_operator_reconciles_total{controller=\"report\",result=\"ok\"} ";
+    const std::string text = metricsText();
+    const auto at = text.find(series);
+    return at == std::string::npos ? -1 : std::stoi(text.substr(at + series.size()));
+  };
+  const int looks = reportLooks();
+  json other = memlockPod("train-0", false);
+  other["status"]["containerStatuses"][0]["restartCount"] = 1;
+  api.put(podPath("ml", "train-0"), other);
+  advance(3);
+  EXPECT_EQ(api.writes(), std::vector<std::string>{});
+  EXPECT_EQ(reportLooks(), looks);
+
+  // The plugin runs again: the held container starts, and the node is validated again.
+  api.put(podPath("ml", "train-1"), memlockPod("train-1", false));
+  settle();
+  EXPECT_EQ(label(names::kTopologyValidated), "true") << api.node().dump();
+  EXPECT_EQ(label(names::kMemlock), "4194304");
+  EXPECT_EQ(api.node()["status"]["conditions"][0]["reason"], "RequirementsMet");
+  EXPECT_EQ(countOf("event Normal TopologyValidated on GPUTopologyReport in default"), 1);
+
+  // Held again, then the held pod deleted: validated again too.
+  api.put(podPath("ml", "train-1"), memlockPod("train-1", true));
+  settle();
+  ASSERT_EQ(label(names::kMemlock), "not-applied");
+  ASSERT_TRUE(api.remove(podPath("ml", "train-1")));
+  settle();
+  EXPECT_EQ(label(names::kMemlock), "4194304");
+  EXPECT_EQ(label(names::kTopologyValidated), "true");
+}
+
 json shmPod(const std::string& name, bool shaped) {
   json cs = {{"name", "trainer"}, {"restartCount", 1}};
   cs["lastState"]["terminated"] = {
