@@ -38,12 +38,12 @@ echo "cluster, real node and podshaper up in $((SECONDS - t0)) s"
 # The agent reports every 5 s (heartbeat 10 s) and a report is stale after 30 s: the
 # "agent silent" case waits that long, not 10 minutes.
 kc -n podshaper-system patch daemonset podshaper-agent --type json -p '[
-  {"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": "5"},
-  {"op": "replace", "path": "/spec/template/spec/containers/0/args/5", "value": "10"}]' >/dev/null
+  {"op": "replace", "path": "/spec/template/spec/containers/0/args/4", "value": "5"},
+  {"op": "replace", "path": "/spec/template/spec/containers/0/args/6", "value": "10"}]' >/dev/null
 kc patch topologypolicy default --type merge -p '{"spec": {"requirements": {"maxReportAge": "30s"}}}' >/dev/null
 label() { kc get node "$node" -o jsonpath="{.metadata.labels.podshaper\.io/$1}"; }
 agent_pod() { kc -n podshaper-system get pods -l app.kubernetes.io/name=podshaper-agent -o jsonpath='{.items[0].metadata.name}'; }
-agent_args() { kc -n podshaper-system get pods -l app.kubernetes.io/name=podshaper-agent -o jsonpath='{.items[0].spec.containers[0].args[3]}/{.items[0].status.containerStatuses[?(@.name=="agent")].ready}'; }
+agent_args() { kc -n podshaper-system get pods -l app.kubernetes.io/name=podshaper-agent -o jsonpath='{.items[0].spec.containers[0].args[4]}/{.items[0].status.containerStatuses[?(@.name=="agent")].ready}'; }
 check "the agent runs with --interval 5" eventually 120 '5/true' agent_args
 check "the operator validates the real node" eventually 120 'true' label topology-validated
 check "podshaper-shm runs on the node" \
@@ -90,7 +90,7 @@ facts() {
     grep "Max locked memory" /proc/1/limits | awk "{print \"memlock=\" \$4 \"/\" \$5}"
     df -k /dev/shm | awk "NR==2 {print \"shm_kib=\" \$2}"
     echo "memory_limit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"
-    echo "pid1_start=$(cut -d" " -f22 /proc/1/stat)"' 2>&1
+    echo "pid1_start=$(cut -d" " -f22 /proc/1/stat)"' 2>&1 || true
 }
 # Events of a pod as REASON=COUNT lines, sorted: a duplicated Event shows as a count above 1.
 # NodeNotReady is the node lifecycle controller's, told of every pod of a node turning NotReady.
@@ -115,6 +115,8 @@ events_before=$(events_of steady)
 same_as_before() {
   local what=$1
   check "$what: steady still Running, never restarted" eventually 30 Running/0 bash -c "echo \$(kubectl --kubeconfig $kubeconfig -n ml get pod steady -o jsonpath='{.status.phase}/{.status.containerStatuses[0].restartCount}')"
+  [[ $(phase steady) == Running ]] ||
+    kc -n ml get pod steady -o jsonpath='  status: {.status.reason}: {.status.message}{"\n"}' >&2
   local now_facts; now_facts=$(facts steady)
   check "$what: its /dev/shm contents, memlock, /dev/shm size, memory limit and process unchanged" test "$now_facts" = "$before"
   [[ $now_facts == "$before" ]] || diff <(echo "$before") <(echo "$now_facts") >&2 || true
