@@ -70,6 +70,7 @@ metadata:
 spec:
   restartPolicy: Never
   terminationGracePeriodSeconds: 1
+  schedulingGates: $([[ ${SCHEDULING_GATE:-no} == yes ]] && echo '[{name: podshaper.io/e2e}]' || echo '[]')
   nodeSelector: {kubernetes.io/hostname: $node}
   tolerations: [{key: nvidia.com/gpu, operator: Exists}]
   containers:
@@ -122,7 +123,34 @@ same_as_before() {
   [[ $now_facts == "$before" ]] || diff <(echo "$before") <(echo "$now_facts") >&2 || true
   check "$what: its Events not duplicated" eventually 5 "$events_before" events_of steady
   check "$what: its ShmUsage still in run 1" eventually 5 1 runs steady
+  if [[ $(runs steady) != 1 ]]; then
+    kc -n ml get shmusage steady -o jsonpath='{range .status.runs[*]}  run {.run}: {.startedAt} - {.endedAt} {.ended}{"\n"}{end}' >&2 || true
+    kc -n podshaper-node logs -l app.kubernetes.io/name=podshaper-shm --tail 30 >&2 || true
+  fi
   check "$what: the node still validated" eventually 30 true label topology-validated
+}
+
+# A restarted kubelet admits the pods it runs again; one it admits before the device plugin
+# registered again is failed (UnexpectedAdmissionError: a Kubernetes bug, kubernetes#133382),
+# its containers stopped. That is the kubelet's, not podshaper's: what podshaper owes is to
+# say so. Seen in about 1 run in 3 here.
+readmitted() {
+  if [[ $(phase steady) == Failed ]]; then
+    echo "  the restarted kubelet failed steady: $(kc -n ml get pod steady -o jsonpath='{.status.reason}: {.status.message}')"
+    check "$1: a shaped pod the kubelet failed at admission is UnexpectedAdmissionError" \
+      eventually 5 UnexpectedAdmissionError kc -n ml get pod steady -o jsonpath='{.status.reason}'
+    check "... and podshaper tells its user why (RejectedByKubelet, naming the node and the Kubernetes bug)" \
+      eventually 30 "*$node*133382*" event_text steady RejectedByKubelet
+    echo "  RejectedByKubelet: $(event_text steady RejectedByKubelet | head -1)"
+    kc -n ml delete pod steady --wait=true >/dev/null
+    shaped_pod steady
+    check "steady made again runs" eventually 90 Running phase steady
+    check "... with its 32 MiB in /dev/shm" eventually 30 'data=intact*' facts steady
+    before=$(facts steady)
+    events_before=$(events_of steady)
+  else
+    same_as_before "$1"
+  fi
 }
 
 # --- 1. the kubelet restarted while a shaped pod runs
@@ -130,7 +158,7 @@ t=$(now)
 check "scripts/node.sh restart kubelet returns with the kubelet back and the Node Ready" node_sh restart kubelet
 echo "  kubelet restart: $(since "$t") s"
 sleep 12  # a relist and a status sync of the restarted kubelet
-same_as_before "kubelet restarted"
+readmitted "kubelet restarted"
 
 # --- 2. containerd restarted while a shaped pod runs
 t=$(now)
@@ -212,13 +240,18 @@ check "... with its memlock (4Mi)" eventually 30 '*memlock=4194304/4194304*' fac
 kc -n ml delete pod held after --wait=true >/dev/null
 
 # --- 6. the kubelet stopped past the node-monitor grace period
+SCHEDULING_GATE=yes shaped_pod waiting
+check "a shaped pod held by a scheduling gate is created (to be released once the node is NotReady)" eventually 30 Pending phase waiting
 t=$(now)
 check "scripts/node.sh stop kubelet" node_sh stop kubelet
 ready() { kc get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'; }
 check "the Node turns NotReady (Ready Unknown)" eventually 90 Unknown ready
 echo "  kubelet stopped -> NotReady: $(since "$t") s (node-monitor grace period 20 s)"
 check "the agent still reports (its container runs): the report stays fresh" eventually 5 ReportCurrent stale
-shaped_pod waiting
+# Created with a scheduling gate before, and released now: with the kubelet stopped, every
+# pod of the node is NotReady, the webhook's among them (the one node holds all of
+# podshaper here), so a pod created now would be refused (failurePolicy Fail).
+kc -n ml patch pod waiting --type json -p '[{"op": "remove", "path": "/spec/schedulingGates"}]' >/dev/null
 check "a new shaped pod waits (Pending)" eventually 30 Pending phase waiting
 check "... and NotPlaceable names the node and says it is NotReady" \
   eventually 60 "*$node*NotReady*" event_text waiting NotPlaceable
@@ -230,7 +263,7 @@ check "scripts/node.sh start kubelet returns with the Node Ready" node_sh start 
 echo "  kubelet back -> Ready: $(since "$t") s"
 check "the waiting pod runs" eventually 120 Running phase waiting
 echo "  kubelet back -> waiting pod Running: $(since "$t") s"
-same_as_before "kubelet stopped and started"
+readmitted "kubelet stopped and started"
 
 kc delete namespace ml --wait=false >/dev/null
 finish
