@@ -108,6 +108,16 @@ void planFailures(const PodPlanInputs& in, const ObjectRef& self, PodPlan& plan)
   }
 }
 
+// A pod the kubelet failed at admission: told on the pod once.
+void planRejection(const PodPlanInputs& in, const ObjectRef& self, PodPlan& plan) {
+  const auto rejection = judgeKubeletRejection(*in.pod);
+  if (!rejection || in.told->pod.toldFailures.contains(rejection->key)) return;
+  plan.tells.push_back({.about = self,
+                        .event = rejection->event,
+                        .cause = toString(rejection->cause),
+                        .remember = {.failure = rejection->key}});
+}
+
 void planPending(const PodPlanInputs& in, const ObjectRef& self, PodPlan& plan) {
   static const std::vector<NodeFacts> kNone;
   const PendingJudgement pending =
@@ -139,6 +149,7 @@ PodPlan planPod(const PodPlanInputs& in) {
                        stringMember(meta, "namespace")};
   plan.learnt.logEvidence = evidenceAfter(in, plan);
   planFailures(in, self, plan);
+  planRejection(in, self, plan);
   planPending(in, self, plan);
   return plan;
 }

@@ -12,6 +12,7 @@
 #include "judging/events.h"
 #include "judging/node_facts.h"
 #include "judging/pending.h"
+#include "judging/rejected_by_kubelet.h"
 #include "judging/shm_exhausted.h"
 
 // One look at a shaped pod, decided (docs/operator.md "Shaped pods explain themselves"):
@@ -40,7 +41,7 @@ struct ToldPending {
 struct PodMemory {
   std::string uid;
   std::optional<ToldPending> toldPending{};
-  std::set<std::string> toldFailures{};  // ShmFailure::key told on the pod
+  std::set<std::string> toldFailures{};  // ShmFailure::key and KubeletRejection::key told on the pod
   // LogToRead::key → shmEvidence of what was read: each run's log is read once.
   std::map<std::string, std::string> logEvidence{};
 };
@@ -54,7 +55,7 @@ struct ToldState {
 
 // What one Event told adds to the memories.
 struct Told {
-  std::string failure{};  // a ShmFailure::key, told on the pod
+  std::string failure{};  // a ShmFailure::key or KubeletRejection::key, told on the pod
   std::string owner{};    // a controller's uid
   std::optional<ToldPending> pending{};
 };

@@ -5,6 +5,8 @@
 #include "api/names.h"
 #include "api/shm_volume.h"
 #include "base/json_util.h"
+#include "base/text.h"
+#include "judging/rejected_by_kubelet.h"
 
 namespace podshaper::op {
 
@@ -19,6 +21,11 @@ void compactReport(json& report) {
   // The spec is read once per judgement: kept as its text, parsed then (reportSpecOf).
   if (report.contains("spec") && !report["spec"].is_string()) report["spec"] = report["spec"].dump();
 }
+
+namespace {
+// The most of a failed pod's status.message kept: more than the Event quotes.
+constexpr std::size_t kMaxKeptRejectionBytes = 1024;
+}  // namespace
 
 void compactPod(json& pod) {
   if (!pod.is_object()) return;
@@ -68,6 +75,12 @@ void compactPod(json& pod) {
   }
   const json& status = member(pod, "status");
   if (status.contains("phase")) kept["status"]["phase"] = status["phase"];
+  // A pod the kubelet failed at admission: a RejectedByKubelet Event quotes why
+  // (judging/rejected_by_kubelet.h).
+  if (hasText(member(status, "reason"), kUnexpectedAdmissionError)) {
+    kept["status"]["reason"] = status["reason"];
+    kept["status"]["message"] = cutUtf8(stringMember(status, "message"), kMaxKeptRejectionBytes);
+  }
   for (const json& c : member(status, "conditions")) {
     if (stringMember(c, "type") == "PodScheduled") kept["status"]["conditions"].push_back(c);
   }

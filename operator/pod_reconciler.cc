@@ -26,6 +26,7 @@ PodReconciler::PodReconciler(ReconcileApi& api, const Clock& clock, metrics::Reg
   // Every series from 0, so that an alert on increase() sees the first Event of each.
   for (PendingCause cause : kPendingCauses) podEvents(reasons::kNotPlaceable, toString(cause));
   for (ShmCause cause : kShmCauses) podEvents(reasons::kShmExhausted, toString(cause));
+  for (RejectionCause cause : kRejectionCauses) podEvents(reasons::kRejectedByKubelet, toString(cause));
 }
 
 bool PodReconciler::tell(const PodTell& t) {
@@ -95,7 +96,8 @@ std::optional<json> PodReconciler::readShmUsage(const json& pod) {
 
 metrics::Counter& PodReconciler::podEvents(std::string_view reason, std::string_view cause) {
   return metrics_.counter("podshaper_operator_pod_events_total",
-                          "Events that explain a shaped pod, by reason (NotPlaceable, ShmExhausted) and cause.",
+                          "Events that explain a shaped pod, by reason (NotPlaceable, ShmExhausted, RejectedByKubelet) "
+                          "and cause.",
                           {{"reason", std::string(reason)}, {"cause", std::string(cause)}});
 }
 

@@ -186,6 +186,34 @@ TEST(PodPlan, AFailureIsToldOnThePodOnceAndItsControllerOnceAcrossItsPods) {
   EXPECT_EQ(p.tells[0].about.kind, "Pod");
 }
 
+TEST(PodPlan, APodTheKubeletFailedAtAdmissionIsToldOnThePodOnce) {
+  json pod = endedPod("");
+  pod["metadata"]["labels"]["podshaper.io/shaped"] = "true";
+  pod["status"] = {{"phase", "Failed"},
+                   {"reason", "UnexpectedAdmissionError"},
+                   {"message", "Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate "
+                               "unhealthy devices nvidia.com/gpu, which is unexpected"}};
+  PodMemories memories;
+  Look l = look(memories, pod, kNow);
+  ASSERT_EQ(l.told, (std::vector<std::string>{"RejectedByKubelet on Pod"}));  // not on its controller
+  EXPECT_EQ(l.plan.tells[0].cause, "device");
+  EXPECT_EQ(l.plan.tells[0].about.uid, "pod-uid");
+  EXPECT_FALSE(l.asks.shmUsage);
+  EXPECT_TRUE(look(memories, pod, kNow + 60).told.empty());  // seen again
+
+  // A failed write is told on the next look.
+  PodMemories refused;
+  EXPECT_TRUE(look(refused, pod, kNow, {}, nullptr, [](const PodTell&) { return true; }).told.empty());
+  EXPECT_EQ(look(refused, pod, kNow + 5).told, (std::vector<std::string>{"RejectedByKubelet on Pod"}));
+
+  // The same name made again (another uid) is told anew; another failure reason is not told.
+  pod["metadata"]["uid"] = "uid-2";
+  EXPECT_EQ(look(memories, pod, kNow + 120).told, (std::vector<std::string>{"RejectedByKubelet on Pod"}));
+  pod["metadata"]["uid"] = "uid-3";
+  pod["status"]["reason"] = "Evicted";
+  EXPECT_TRUE(look(memories, pod, kNow + 180).told.empty());
+}
+
 TEST(PodPlan, TheShmUsageIsAskedForOnlyWhileAFailureMayBeLeftToTell) {
   json completed = endedPod(kNccl);
   completed["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] = 0;

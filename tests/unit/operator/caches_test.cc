@@ -9,6 +9,7 @@
 #include "judging/node_facts.h"
 #include "judging/pending.h"
 #include "judging/plan.h"
+#include "judging/rejected_by_kubelet.h"
 #include "judging/shm_exhausted.h"
 #include "judging/shm_profile_plan.h"
 #include "tests/unit/judging/verdict_builder.h"
@@ -187,6 +188,25 @@ TEST(Caches, AKeptPodIsHeldForItsMemlockAsTheWholeOne) {
   full["status"]["initContainerStatuses"][0]["state"]["waiting"]["message"] = "Back-off pulling image";
   EXPECT_TRUE(memlockHeld(kept(full, compactPod)).empty());
   EXPECT_FALSE(kept(full, compactPod)["status"]["initContainerStatuses"][0].contains("state"));
+}
+
+TEST(Caches, AKeptPodFailedAtAdmissionIsExplainedAsTheWholeOne) {
+  json full = fullPod(true, "podshaper-dshm");
+  full["metadata"]["labels"]["podshaper.io/shaped"] = "true";
+  full["status"]["phase"] = "Failed";
+  full["status"]["reason"] = "UnexpectedAdmissionError";
+  full["status"]["message"] = "Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate "
+                              "unhealthy devices nvidia.com/gpu, which is unexpected";
+  const auto whole = judgeKubeletRejection(full), fromKept = judgeKubeletRejection(kept(full, compactPod));
+  ASSERT_TRUE(whole);
+  ASSERT_TRUE(fromKept);
+  EXPECT_EQ(whole->event.message, fromKept->event.message);
+  // A long message is kept bounded; another reason's is not kept.
+  full["status"]["message"] = std::string(100000, 'x');
+  EXPECT_LE(kept(full, compactPod)["status"]["message"].get<std::string>().size(), 1024u);
+  full["status"]["reason"] = "Evicted";
+  EXPECT_FALSE(kept(full, compactPod)["status"].contains("reason"));
+  EXPECT_FALSE(kept(full, compactPod)["status"].contains("message"));
 }
 
 // A ShmUsage as podshaper-shm writes it: two runs ended, the third open.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/timefmt.h"
+#include "operator/caches.h"
 #include "tests/unit/operator/fake_reconcile_api.h"
 
 namespace podshaper::op {
@@ -118,7 +119,9 @@ TEST_F(PodReconcilerTest, EverySeriesStartsAtZero) {
   const std::string rendered = registry.render();
   for (const char* series : {"{cause=\"gpu-count\",reason=\"NotPlaceable\"} 0", "{cause=\"scheduler\",reason=\"NotPlaceable\"} 0",
                              "{cause=\"dataloader\",reason=\"ShmExhausted\"} 0", "{cause=\"nccl\",reason=\"ShmExhausted\"} 0",
-                             "{cause=\"sigbus\",reason=\"ShmExhausted\"} 0"}) {
+                             "{cause=\"sigbus\",reason=\"ShmExhausted\"} 0",
+                             "{cause=\"device\",reason=\"RejectedByKubelet\"} 0",
+                             "{cause=\"other\",reason=\"RejectedByKubelet\"} 0"}) {
     EXPECT_NE(rendered.find(std::string("podshaper_operator_pod_events_total") + series), std::string::npos)
         << series << " in " << rendered;
   }
@@ -194,6 +197,48 @@ json shmUsageOfTrain0() {
        "peakBytes": 50331648, "nearlyFull": false, "ended": "Error (exit 1)"},
       {"run": 2, "startedAt": "2026-11-21T23:10:01Z", "endedAt": "2026-11-21T23:20:00Z", "sizeBytes": 168820736,
        "peakBytes": 168820736, "nearlyFull": true, "ended": "Error (exit 1)"}]}})json");
+}
+
+TEST_F(PodReconcilerTest, APodTheKubeletFailedAtAdmissionIsToldOnceOnThePod) {
+  // As the kubelet leaves it after it restarted before the GPU device plugin registered
+  // again, and as the pod cache keeps it.
+  json pod = failedPod(0, "state", "");
+  pod["metadata"]["labels"]["podshaper.io/shaped"] = "true";
+  pod["spec"]["nodeName"] = "real-h200x4-0";
+  pod["status"]["phase"] = "Failed";
+  pod["status"]["reason"] = "UnexpectedAdmissionError";
+  pod["status"]["message"] =
+      "Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate unhealthy devices "
+      "nvidia.com/gpu, which is unexpected";
+  compactPod(pod);
+  reconcile(pod);
+  ASSERT_EQ(api.writes().size(), 1u) << api.writes().back();
+  EXPECT_EQ(api.writes()[0], "event Warning RejectedByKubelet on Pod in ml");
+  EXPECT_EQ(api.events()[0]["involvedObject"]["uid"], "pod-uid");
+  EXPECT_EQ(api.events()[0]["message"].get<std::string>().rfind(
+                "The kubelet of node real-h200x4-0 failed this pod at admission: \"Allocate failed due to no healthy "
+                "devices present; cannot allocate unhealthy devices nvidia.com/gpu, which is unexpected\". It names "
+                "the device resource nvidia.com/gpu: ",
+                0),
+            0u)
+      << api.events()[0]["message"];
+  EXPECT_NE(api.events()[0]["message"].get<std::string>().find("Its controller (Job train) makes a new pod"),
+            std::string::npos);
+
+  reconcile(pod);  // seen again
+  EXPECT_EQ(api.writes().size(), 1u);
+  EXPECT_NE(
+      registry.render().find("podshaper_operator_pod_events_total{cause=\"device\",reason=\"RejectedByKubelet\"} 1"),
+      std::string::npos)
+      << registry.render();
+
+  // Another reason the pod failed with: nothing.
+  json evicted = pod;
+  evicted["metadata"]["uid"] = "uid-2";
+  evicted["status"]["reason"] = "Evicted";
+  compactPod(evicted);
+  reconcile(evicted);
+  EXPECT_EQ(api.writes().size(), 1u);
 }
 
 TEST_F(PodReconcilerTest, ShmExhaustedSaysWhatPodshaperShmMeasured) {
