@@ -68,16 +68,24 @@ std::string retryWords(const json& pod) {
 
 }  // namespace
 
+bool isAdmissionFailure(std::string_view reason) {
+  return reason == kUnexpectedAdmissionError || (reason.size() > kOutOfPrefix.size() && reason.starts_with(kOutOfPrefix));
+}
+
 std::optional<KubeletRejection> judgeKubeletRejection(const json& pod) {
   const json& meta = member(pod, "metadata");
   const json& status = member(pod, "status");
   if (stringMember(member(meta, "labels"), names::kShapedLabel) != "true" ||
-      stringMember(status, "phase") != "Failed" || stringMember(status, "reason") != kUnexpectedAdmissionError) {
+      stringMember(status, "phase") != "Failed" || !isAdmissionFailure(stringMember(status, "reason"))) {
     return std::nullopt;
   }
   const std::string node = stringMember(member(pod, "spec"), "nodeName");
   const std::string words = kubeletWords(stringMember(status, "message"));
-  const std::string resource = deviceResource(words);
+  // OutOf<resource> names a device resource the node offers less of than asked: only
+  // none at all (capacity 0) is a device plugin not registered yet.
+  const bool outOf = stringMember(status, "reason") != kUnexpectedAdmissionError;
+  const std::string resource =
+      outOf && words.find("capacity: 0") == std::string::npos ? std::string() : deviceResource(words);
   KubeletRejection r;
   r.cause = resource.empty() ? RejectionCause::kOther : RejectionCause::kDevice;
   r.key = stringMember(meta, "uid") + "/" + reasons::kRejectedByKubelet;

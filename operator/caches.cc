@@ -77,7 +77,7 @@ void compactPod(json& pod) {
   if (status.contains("phase")) kept["status"]["phase"] = status["phase"];
   // A pod the kubelet failed at admission: a RejectedByKubelet Event quotes why
   // (judging/rejected_by_kubelet.h).
-  if (hasText(member(status, "reason"), kUnexpectedAdmissionError)) {
+  if (const json& reason = member(status, "reason"); reason.is_string() && isAdmissionFailure(reason.get<std::string>())) {
     kept["status"]["reason"] = status["reason"];
     kept["status"]["message"] = cutUtf8(stringMember(status, "message"), kMaxKeptRejectionBytes);
   }

@@ -131,14 +131,15 @@ same_as_before() {
 }
 
 # A restarted kubelet admits the pods it runs again; one it admits before the device plugin
-# registered again is failed (UnexpectedAdmissionError: a Kubernetes bug, kubernetes#133382),
+# registered again is failed (UnexpectedAdmissionError, or OutOfnvidia.com/gpu with capacity 0:
+# a Kubernetes bug, kubernetes#133382),
 # its containers stopped. That is the kubelet's, not podshaper's: what podshaper owes is to
 # say so. Seen in about 1 run in 3 here.
 readmitted() {
   if [[ $(phase steady) == Failed ]]; then
     echo "  the restarted kubelet failed steady: $(kc -n ml get pod steady -o jsonpath='{.status.reason}: {.status.message}')"
-    check "$1: a shaped pod the kubelet failed at admission is UnexpectedAdmissionError" \
-      eventually 5 UnexpectedAdmissionError kc -n ml get pod steady -o jsonpath='{.status.reason}'
+    check "$1: a shaped pod the kubelet failed at admission is UnexpectedAdmissionError or OutOfnvidia.com/gpu" \
+      eventually 5 '@(UnexpectedAdmissionError|OutOfnvidia.com/gpu)' kc -n ml get pod steady -o jsonpath='{.status.reason}'
     check "... and podshaper tells its user why (RejectedByKubelet, naming the node and the Kubernetes bug)" \
       eventually 30 "*$node*133382*" event_text steady RejectedByKubelet
     echo "  RejectedByKubelet: $(event_text steady RejectedByKubelet | head -1)"

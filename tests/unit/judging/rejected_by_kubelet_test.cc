@@ -41,6 +41,28 @@ TEST(KubeletRejection, ADeviceResourceNamedIsTheKubeletRestartBug) {
             "nodes.");
 }
 
+// Seen on the real node: a kubelet started again re-admits its running pod before the device
+// plugin registered, and finds no nvidia.com/gpu at all.
+TEST(KubeletRejection, OutOfADeviceResourceWithNoneOfferedIsTheSameBug) {
+  const auto r = judgeKubeletRejection(failedPod(
+      "OutOfnvidia.com/gpu",
+      "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 0, capacity: 0"));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->cause, RejectionCause::kDevice);
+  EXPECT_NE(r->event.message.find("failed this pod at admission: \"Node didn't have enough resource: nvidia.com/gpu, "
+                                  "requested: 1, used: 0, capacity: 0\". It names the device resource nvidia.com/gpu: "
+                                  "this is the kubelet re-admitting a running pod after it restarted"),
+            std::string::npos)
+      << r->event.message;
+  // Some offered, too few: not a plugin missing, just quoted.
+  const auto some = judgeKubeletRejection(failedPod(
+      "OutOfnvidia.com/gpu",
+      "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 4, used: 2, capacity: 4"));
+  ASSERT_TRUE(some);
+  EXPECT_EQ(some->cause, RejectionCause::kOther);
+  EXPECT_EQ(some->event.message.find("133382"), std::string::npos);
+}
+
 TEST(KubeletRejection, APodOfAControllerSaysItsControllerRetries) {
   const auto r = judgeKubeletRejection(failedPod(
       "UnexpectedAdmissionError",
@@ -73,10 +95,11 @@ TEST(KubeletRejection, AMessageNamingNoDeviceIsQuotedAndTheRetrySaid) {
   EXPECT_NE(none->event.message.find("refused this pod at admission (it gave no message)."), std::string::npos);
 }
 
-TEST(KubeletRejection, OnlyAShapedPodFailedWithExactlyThatReason) {
+TEST(KubeletRejection, OnlyAShapedPodFailedWithAnAdmissionReason) {
   EXPECT_FALSE(judgeKubeletRejection(failedPod("UnexpectedAdmissionError", kNoHealthy, /*shaped=*/false)));
   EXPECT_FALSE(judgeKubeletRejection(failedPod("Evicted", kNoHealthy)));
-  EXPECT_FALSE(judgeKubeletRejection(failedPod("OutOfnvidia.com/gpu", kNoHealthy)));
+  EXPECT_FALSE(judgeKubeletRejection(failedPod("OutOf", kNoHealthy)));
+  EXPECT_FALSE(judgeKubeletRejection(failedPod("NodeAffinity", kNoHealthy)));
   EXPECT_FALSE(judgeKubeletRejection(failedPod("unexpectedadmissionerror", kNoHealthy)));
   EXPECT_FALSE(judgeKubeletRejection(failedPod("UnexpectedAdmissionError ", kNoHealthy)));
   json running = failedPod("UnexpectedAdmissionError", kNoHealthy);
