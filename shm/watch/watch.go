@@ -238,7 +238,11 @@ func (w *Watch) recover(ps *podState, u *kube.ShmUsage) {
 	kept := append([]usage.Run(nil), u.Runs...)
 	local := ps.vol.Runs
 	last := &kept[len(kept)-1]
-	if len(local) > 0 && ps.syncBegun && last.EndedAt.IsZero() {
+	// The API's open run goes on here: Sync began it when podshaper-shm connected, or it is
+	// the very run this process has followed since its start (a reconnect to a restarted
+	// containerd: the API holds what this process wrote; the API keeps microseconds).
+	if len(local) > 0 && last.EndedAt.IsZero() &&
+		(ps.syncBegun || local[0].StartedAt.Sub(last.StartedAt).Abs() < time.Millisecond) {
 		l := local[0]
 		if l.Peak > last.Peak {
 			last.Peak, last.PeakAt = l.Peak, l.PeakAt

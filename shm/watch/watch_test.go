@@ -786,3 +786,39 @@ func (f *fixture) started(used int64, pid uint32) (Pod, string) {
 	f.sink.take()
 	return p, src
 }
+
+// containerd restarted: podshaper-shm, which followed the pod's run since it began,
+// connects again and reads what it wrote itself. The run goes on: no second run.
+func TestReconnectKeepsTheRunItFollowed(t *testing.T) {
+	f := newFixture(t, nil)
+	p := shapedPod("train")
+	src := emptyDir(p, ShmVolume)
+	f.host.setVolume(src, tmpfs(161*mi, 32*mi))
+	c := ctr(p, "main", 0, src)
+	c.StartedAt = at(0).Add(123456789 * time.Nanosecond) // the API keeps microseconds only
+	f.w.Start(p, c)
+	f.clock.t = at(1)
+	f.w.Tick()
+	_, usages := f.sink.take()
+	u := oneUsage(t, "run 1 begins", usages, true)
+	stored := u
+	stored.Runs = append([]usage.Run(nil), u.Runs...)
+	for i := range stored.Runs {
+		stored.Runs[i].StartedAt = stored.Runs[i].StartedAt.Truncate(time.Microsecond)
+	}
+	f.kube.usages[p.Ref] = &stored
+
+	c.Running = true
+	f.w.Sync([]Pod{p}, []Container{c})
+	f.clock.t = at(2)
+	f.w.Tick()
+	_, usages = f.sink.take()
+	for _, got := range usages {
+		if len(got.u.Runs) != 1 || !got.u.Runs[0].EndedAt.IsZero() {
+			t.Errorf("after the reconnect: runs %+v, want run 1 still open", got.u.Runs)
+		}
+	}
+	if g := f.w.Gauges(); len(g) != 1 {
+		t.Errorf("gauges %+v", g)
+	}
+}
