@@ -93,12 +93,12 @@ std::optional<KubeletRejection> judgeKubeletRejection(const json& pod) {
                   (resource.empty() ? " refused this pod at admission" : " failed this pod at admission");
   m += words.empty() ? std::string(" (it gave no message).") : ": \"" + words + "\".";
   if (resource.empty()) {
-    m += " The pod's containers were stopped and it is not run again on that node. " + retryWords(pod);
+    m += " It is not run (again) on that node. " + retryWords(pod);
   } else {
     m += " It names the device resource " + resource +
-         ": this is the kubelet re-admitting a running pod after it restarted, before the device plugin registered "
-         "again (a Kubernetes bug, kubernetes/kubernetes#133382): the pod's containers were stopped and its /dev/shm "
-         "is gone. " +
+         ", which the kubelet did not have registered then: a kubelet that restarted re-admits the pods it runs before "
+         "the device plugin registered again, and fails them (a Kubernetes bug, kubernetes/kubernetes#133382); a pod "
+         "that was running had its containers stopped and its /dev/shm is gone. " +
          retryWords(pod) + " Restart kubelets only after draining GPU nodes.";
   }
   r.event = EventSpec{"Warning", reasons::kRejectedByKubelet, std::move(m)};

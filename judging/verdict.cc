@@ -467,6 +467,12 @@ Verdict judge(const json& spec, const Node* node, const std::vector<Policy>& pol
     for (std::size_t i = 0; i < failures.size(); ++i) what += (i ? "; " : "") + failures[i].words;
     validated.message = what + ". Node-exclusive training pods are not placed here until this is fixed.";
     v.taintEffect = eff.requirements.taintEffect;
+    // A node that stopped applying the memlock: what runs there got it, and what would not
+    // is held back; evicting the running pods (NoExecute) would only flap the node (the held
+    // pod evicted, nothing held, validated again). Keep new pods off, no more.
+    const bool onlyNotApplied = std::all_of(failures.begin(), failures.end(),
+                                            [](const Failure& f) { return f.reason == "MemlockNotApplied"; });
+    if (onlyNotApplied && v.taintEffect == "NoExecute") v.taintEffect = "NoSchedule";
   }
   v.conditions = {validated, p2p, memlock, count, fresh};
   return v;

@@ -93,6 +93,10 @@ func (w *Watch) checkStarted(p Pod, c Container) {
 	}
 	got, err := w.host.Memlock(c.Pid)
 	if err != nil {
+		// Not checked: the next start notice or reconnect reads it again.
+		m.mu.Lock()
+		delete(m.checked, c.ID)
+		m.mu.Unlock()
 		w.log.Warn("reading a container's memlock failed", "pod", p.Ref.Namespace+"/"+p.Ref.Name, "container", c.Name, "error", err)
 		return
 	}

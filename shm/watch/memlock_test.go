@@ -204,11 +204,12 @@ func TestMemlockSync(t *testing.T) {
 	if e := memlockEvents(f.sink); len(e) != 0 || f.host.memlockReads != 2 {
 		t.Errorf("after reconnecting: %+v, %d reads", e, f.host.memlockReads)
 	}
-	// A process that cannot be read: nothing told, and not read again.
+	// A process that cannot be read: nothing told, and read again at the next notice (a
+	// failed read must not leave a container unchecked for good).
 	gone := askingPod("gone")
 	f.w.Start(gone, ctr(gone, "train", 99, ""))
 	f.w.Sync(append(pods, gone), append(ctrs, ctr(gone, "train", 99, "")))
-	if e := memlockEvents(f.sink); len(e) != 0 || f.host.memlockReads != 3 {
+	if e := memlockEvents(f.sink); len(e) != 0 || f.host.memlockReads != 4 {
 		t.Errorf("a process not there: %+v, %d reads", e, f.host.memlockReads)
 	}
 	// Containers no longer there are forgotten.

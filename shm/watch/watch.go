@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -236,13 +237,28 @@ func (w *Watch) recover(ps *podState, u *kube.ShmUsage) {
 		return
 	}
 	kept := append([]usage.Run(nil), u.Runs...)
-	local := ps.vol.Runs
+	// Runs the API already holds, because this process wrote them (a reconnect to a
+	// restarted containerd, not a restart of podshaper-shm): the same run, by its start
+	// (the API keeps microseconds), the local one the newer.
+	var local []usage.Run
+	for _, l := range ps.vol.Runs {
+		if i := slices.IndexFunc(kept, func(k usage.Run) bool { return sameInstant(k.StartedAt, l.StartedAt) }); i >= 0 {
+			k := kept[i]
+			l.Number, l.NearlyFull = k.Number, l.NearlyFull || k.NearlyFull
+			if k.Peak > l.Peak { // measured before a restart of podshaper-shm
+				l.Peak, l.PeakAt = k.Peak, k.PeakAt
+			}
+			if l.EndedAt.IsZero() && !k.EndedAt.IsZero() {
+				l.EndedAt, l.Ended = k.EndedAt, k.Ended
+			}
+			kept[i] = l
+			continue
+		}
+		local = append(local, l)
+	}
 	last := &kept[len(kept)-1]
-	// The API's open run goes on here: Sync began it when podshaper-shm connected, or it is
-	// the very run this process has followed since its start (a reconnect to a restarted
-	// containerd: the API holds what this process wrote; the API keeps microseconds).
-	if len(local) > 0 && last.EndedAt.IsZero() &&
-		(ps.syncBegun || local[0].StartedAt.Sub(last.StartedAt).Abs() < time.Millisecond) {
+	// The API's open run goes on here: Sync began it when podshaper-shm connected.
+	if len(local) > 0 && ps.syncBegun && last.EndedAt.IsZero() {
 		l := local[0]
 		if l.Peak > last.Peak {
 			last.Peak, last.PeakAt = l.Peak, l.PeakAt
@@ -268,6 +284,8 @@ func (w *Watch) recover(ps *podState, u *kube.ShmUsage) {
 		ps.vol.written.Runs = append([]usage.Run(nil), ps.vol.Runs...)
 	}
 }
+
+func sameInstant(a, b time.Time) bool { return a.Sub(b).Abs() < time.Millisecond }
 
 // Sync takes the runtime's state when podshaper-shm connects (again): every pod and
 // container. Pods no longer there are forgotten (their open runs end). A shaped pod's

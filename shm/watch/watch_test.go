@@ -822,3 +822,49 @@ func TestReconnectKeepsTheRunItFollowed(t *testing.T) {
 		t.Errorf("gauges %+v", g)
 	}
 }
+
+// The same after a container restart seen live: the API holds runs 1 (ended) and 2 (open),
+// written by this process; a reconnect keeps both, once each.
+func TestReconnectKeepsEveryRunItFollowed(t *testing.T) {
+	f := newFixture(t, nil)
+	p := shapedPod("train")
+	src := emptyDir(p, ShmVolume)
+	f.host.setVolume(src, tmpfs(161*mi, 32*mi))
+	first := ctr(p, "main", 0, src)
+	first.StartedAt = at(0).Add(123456789 * time.Nanosecond)
+	f.w.Start(p, first)
+	f.clock.t = at(5)
+	f.w.Stop(p.SandboxID, stopped(first, at(5), 1, "Error"))
+	second := ctr(p, "main", 0, src)
+	second.ID = "ctr-2"
+	second.StartedAt = at(6).Add(987654321 * time.Nanosecond)
+	f.w.Start(p, second)
+	f.clock.t = at(7)
+	f.w.Tick()
+	_, usages := f.sink.take()
+	if len(usages) == 0 {
+		t.Fatal("no usage handed")
+	}
+	stored := usages[len(usages)-1].u
+	stored.Runs = append([]usage.Run(nil), stored.Runs...)
+	for i := range stored.Runs {
+		stored.Runs[i].StartedAt = stored.Runs[i].StartedAt.Truncate(time.Microsecond)
+	}
+	if len(stored.Runs) != 2 {
+		t.Fatalf("before the reconnect: runs %+v, want 2", stored.Runs)
+	}
+	f.kube.usages[p.Ref] = &stored
+
+	second.Running = true
+	f.w.Sync([]Pod{p}, []Container{stopped(first, at(5), 1, "Error"), second})
+	f.clock.t = at(8)
+	f.w.Tick()
+	_, usages = f.sink.take()
+	for _, got := range usages {
+		r := got.u.Runs
+		if len(r) != 2 || r[0].Number != 1 || r[1].Number != 2 || r[0].EndedAt.IsZero() || !r[1].EndedAt.IsZero() ||
+			r[0].EndedAt.Before(r[0].StartedAt) {
+			t.Errorf("after the reconnect: runs %+v, want run 1 ended, run 2 open", r)
+		}
+	}
+}

@@ -242,3 +242,25 @@ TEST(Verdict, PodshaperShmsWordsAreQuotedToTheirFirstSentenceAndCut) {
 
 }  // namespace
 }  // namespace podshaper
+
+namespace podshaper {
+namespace {
+
+// A policy that evicts from failing nodes (NoExecute) still only keeps new pods off a node
+// whose one failure is a held memlock: its running pods got theirs, and evicting the held
+// one would validate the node again (a flap).
+TEST(Verdict, AHeldMemlockAloneNeverEvicts) {
+  Node node = gpuNode(2);
+  Policy evicting = laxPolicy();
+  evicting.requirements.taintEffect = "NoExecute";
+  const Verdict held = judge(probedSpec(), &node, {evicting}, kNow, memlockHeldOn("gpu-0", {heldPod("a")}));
+  EXPECT_FALSE(held.validated);
+  EXPECT_EQ(held.taintEffect, std::optional<std::string>("NoSchedule"));
+  // With another failure too, the policy's effect stands.
+  const Verdict stale = judge(probedSpec(), &node, {evicting}, kNow + 3600, memlockHeldOn("gpu-0", {heldPod("a")}));
+  EXPECT_FALSE(stale.validated);
+  EXPECT_EQ(stale.taintEffect, std::optional<std::string>("NoExecute"));
+}
+
+}  // namespace
+}  // namespace podshaper

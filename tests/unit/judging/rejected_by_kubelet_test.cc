@@ -34,9 +34,10 @@ TEST(KubeletRejection, ADeviceResourceNamedIsTheKubeletRestartBug) {
   EXPECT_EQ(r->event.message,
             "The kubelet of node real-h200x4-0 failed this pod at admission: \"Allocate failed due to no healthy "
             "devices present; cannot allocate unhealthy devices nvidia.com/gpu, which is unexpected\". It names the "
-            "device resource nvidia.com/gpu: this is the kubelet re-admitting a running pod after it restarted, before "
-            "the device plugin registered again (a Kubernetes bug, kubernetes/kubernetes#133382): the pod's containers "
-            "were stopped and its /dev/shm is gone. A bare pod is not retried: run training under a Job (backoffLimit "
+            "device resource nvidia.com/gpu, which the kubelet did not have registered then: a kubelet that restarted "
+            "re-admits the pods it runs before the device plugin registered again, and fails them (a Kubernetes bug, "
+            "kubernetes/kubernetes#133382); a pod that was running had its containers stopped and its /dev/shm is "
+            "gone. A bare pod is not retried: run training under a Job (backoffLimit "
             ">= 1), JobSet or a training operator, which makes a new pod. Restart kubelets only after draining GPU "
             "nodes.");
 }
@@ -50,8 +51,8 @@ TEST(KubeletRejection, OutOfADeviceResourceWithNoneOfferedIsTheSameBug) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->cause, RejectionCause::kDevice);
   EXPECT_NE(r->event.message.find("failed this pod at admission: \"Node didn't have enough resource: nvidia.com/gpu, "
-                                  "requested: 1, used: 0, capacity: 0\". It names the device resource nvidia.com/gpu: "
-                                  "this is the kubelet re-admitting a running pod after it restarted"),
+                                  "requested: 1, used: 0, capacity: 0\". It names the device resource nvidia.com/gpu, "
+                                  "which the kubelet did not have registered then: a kubelet that restarted re-admits"),
             std::string::npos)
       << r->event.message;
   // Some offered, too few: not a plugin missing, just quoted.
@@ -71,7 +72,7 @@ TEST(KubeletRejection, APodOfAControllerSaysItsControllerRetries) {
       true, true));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->cause, RejectionCause::kDevice);
-  EXPECT_NE(r->event.message.find("It names the device resource amd.com/gpu: "), std::string::npos);
+  EXPECT_NE(r->event.message.find("It names the device resource amd.com/gpu, which the kubelet did not have registered then"), std::string::npos);
   EXPECT_NE(r->event.message.find("Its controller (Job train) makes a new pod where its retry policy allows"),
             std::string::npos);
   EXPECT_EQ(r->event.message.find("A bare pod"), std::string::npos);
@@ -83,8 +84,8 @@ TEST(KubeletRejection, AMessageNamingNoDeviceIsQuotedAndTheRetrySaid) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->cause, RejectionCause::kOther);
   EXPECT_EQ(r->event.message,
-            "The kubelet of node real-h200x4-0 refused this pod at admission: \"some admit handler failed\". The pod's "
-            "containers were stopped and it is not run again on that node. A bare pod is not retried: run training "
+            "The kubelet of node real-h200x4-0 refused this pod at admission: \"some admit handler failed\". It is not "
+            "run (again) on that node. A bare pod is not retried: run training "
             "under a Job (backoffLimit >= 1), JobSet or a training operator, which makes a new pod.");
   // A path is not a device resource.
   const auto path = judgeKubeletRejection(failedPod("UnexpectedAdmissionError", "cannot open /var/lib/kubelet/x.sock"));

@@ -218,7 +218,7 @@ TEST_F(PodReconcilerTest, APodTheKubeletFailedAtAdmissionIsToldOnceOnThePod) {
   EXPECT_EQ(api.events()[0]["message"].get<std::string>().rfind(
                 "The kubelet of node real-h200x4-0 failed this pod at admission: \"Allocate failed due to no healthy "
                 "devices present; cannot allocate unhealthy devices nvidia.com/gpu, which is unexpected\". It names "
-                "the device resource nvidia.com/gpu: ",
+                "the device resource nvidia.com/gpu, which the kubelet did not have registered then",
                 0),
             0u)
       << api.events()[0]["message"];
