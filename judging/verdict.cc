@@ -123,7 +123,14 @@ class Judge {
   }
 
   // The runtime could not start the agent's memlock-probe container with the memlock asked.
-  bool notGranted() const { return t_.host.memlockProbe && !t_.host.memlockProbe->granted; }
+  bool notGranted() const { return t_.host.memlockProbe && !t_.host.memlockProbe->granted && !probeHeld(); }
+  // podshaper-shm holds the agent's memlock-probe back, as it holds shaped pods' containers:
+  // the runtime would start it without its memlock (a node rebooting whose ulimit plugin
+  // registers after the agent's pod is created). It starts by itself once the node applies it.
+  bool probeHeld() const {
+    return t_.host.memlockProbe && !t_.host.memlockProbe->granted &&
+           t_.host.memlockProbe->message.find(names::kMemlockNotAppliedMarker) != std::string::npos;
+  }
   // The agent's memlock-probe started, with another limit than it asked: the runtime did not
   // apply its annotation.
   bool probeGotOther() const {
@@ -133,7 +140,7 @@ class Judge {
   // The runtime starts containers without the memlock their annotation asks: podshaper-shm
   // holds shaped pods' containers back here, or the probe got another limit. A probe that
   // could not start at all says more (notGranted).
-  bool notApplied() const { return !notGranted() && (!held_.empty() || probeGotOther()); }
+  bool notApplied() const { return !notGranted() && (!held_.empty() || probeGotOther() || probeHeld()); }
 
   // Pairs a report of this many GPUs should list but does not.
   std::size_t missingPairs() const {
@@ -252,6 +259,10 @@ class Judge {
       m += "the agent's memlock-probe container asked for " + memlockAsked() + " (its " +
            std::string(names::kUlimitAnnotationPrefix) + std::string(names::kMemlockProbeContainer) +
            " annotation, as shaped pods ask) and started with " + limitInWords(t_.host.memlockBytes) + ".";
+    } else if (probeHeld() && held_.empty()) {
+      m += "the agent's memlock-probe container asks for " + memlockAsked() + " (its " +
+           std::string(names::kUlimitAnnotationPrefix) + std::string(names::kMemlockProbeContainer) +
+           " annotation, as shaped pods ask) and would start with another limit.";
     } else {
       const std::string annotation = std::string(names::kUlimitAnnotationPrefix) + "<container> annotation";
       m += "containers of shaped pods asking for " +
@@ -270,6 +281,7 @@ class Judge {
          std::string(names::kMemlockNotApplied) + "). To fix it, get the NRI ulimit-adjuster plugin of the node's "
          "container runtime running again (crashed or restarting: its log and containerd's on the node say why)";
     if (!held_.empty()) m += "; the held containers then start by themselves";
+    if (probeHeld()) m += "; the agent's held memlock-probe then starts by itself";
     if (probeGotOther()) {
       m += "; then delete the podshaper-agent pod on this node, so that its memlock-probe asks again as it starts";
     }
@@ -289,6 +301,7 @@ class Judge {
       w += (held_.empty() ? ": " : " and ") + std::string("the agent's memlock-probe got ") +
            limitInWords(t_.host.memlockBytes);
     }
+    if (probeHeld()) w += (held_.empty() ? ": " : " and ") + std::string("the agent's memlock-probe is held back");
     return w;
   }
 

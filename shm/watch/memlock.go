@@ -56,10 +56,23 @@ func (w *Watch) Validate(p Pod, c Container, adjusted []memlock.Rlimit, plugins 
 	return errors.New(memlock.HoldError(check, plugins))
 }
 
-// memlockCheck: the check of the container of pod p, when p is shaped and its annotation
-// asks a memlock for it.
+// The agent's memlock-probe container (manifests/base/agent.yaml) asks what shaped pods ask:
+// held back like theirs, it starts once the node applies it, rather than reporting for good
+// the default it would get on a node whose ulimit plugin registers after it (a reboot).
+const (
+	agentNameLabel        = "app.kubernetes.io/name"
+	agentName             = "podshaper-agent"
+	memlockProbeContainer = "memlock-probe"
+)
+
+func agentProbe(p Pod, container string) bool {
+	return p.Labels[agentNameLabel] == agentName && container == memlockProbeContainer
+}
+
+// memlockCheck: the check of the container of pod p, when p is shaped (or it is the agent's
+// memlock-probe) and its annotation asks a memlock for it.
 func (w *Watch) memlockCheck(p Pod, container string) (memlock.Check, bool) {
-	if !Shaped(p.Labels) {
+	if !Shaped(p.Labels) && !agentProbe(p, container) {
 		return memlock.Check{}, false
 	}
 	asked, ok, err := memlock.AskedOf(p.Annotations, container)

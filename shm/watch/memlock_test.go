@@ -244,3 +244,31 @@ func BenchmarkValidate(b *testing.B) {
 		})
 	}
 }
+
+// The agent's memlock-probe is held back like a shaped container (a node rebooting, its
+// ulimit plugin registering after the agent's pod), so that it reports once the node
+// applies the memlock; nothing else of the agent's pod, and no other pod's memlock-probe.
+func TestValidateHoldsTheAgentsProbe(t *testing.T) {
+	agentPod := func(labels map[string]string) Pod {
+		p := shapedPod("podshaper-agent-x7k2p")
+		p.Labels = labels
+		p.Annotations = map[string]string{memlock.AnnotationPrefix + "memlock-probe": "- {type: memlock, soft: 4194304, hard: 4194304}"}
+		return p
+	}
+	agent := agentPod(map[string]string{"app.kubernetes.io/name": "podshaper-agent"})
+	other := agentPod(map[string]string{"app.kubernetes.io/name": "something-else"})
+	f := memlockFixture(t, true)
+	err := f.w.Validate(agent, ctr(agent, "memlock-probe", 1, ""), nil, []string{"90-podshaper-shm"})
+	if err == nil || !strings.HasPrefix(err.Error(), memlock.Marker) {
+		t.Errorf("the agent's probe without its memlock: %v, want held", err)
+	}
+	if err := f.w.Validate(agent, ctr(agent, "agent", 1, ""), nil, nil); err != nil {
+		t.Errorf("the agent's own container: %v", err)
+	}
+	if err := f.w.Validate(other, ctr(other, "memlock-probe", 1, ""), nil, nil); err != nil {
+		t.Errorf("another pod's memlock-probe: %v", err)
+	}
+	if err := f.w.Validate(agent, ctr(agent, "memlock-probe", 1, ""), byPlugin(4*mib, 4*mib, "10-ulimit"), nil); err != nil {
+		t.Errorf("the agent's probe with its memlock: %v", err)
+	}
+}

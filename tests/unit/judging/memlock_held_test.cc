@@ -246,6 +246,28 @@ TEST(Verdict, PodshaperShmsWordsAreQuotedToTheirFirstSentenceAndCut) {
 namespace podshaper {
 namespace {
 
+// The agent's memlock-probe held back by podshaper-shm (the runtime would start it without
+// its memlock): not applied, not "not granted"; it starts by itself once the node applies it.
+TEST(Verdict, AProbeHeldBackIsNotAppliedAndStartsByItself) {
+  Node node = gpuNode(2);
+  const json spec =
+      TopologyBuilder(2)
+          .memlock(8 << 20)
+          .memlockProbe(MemlockLimit{4 << 20}, false,
+                        "failed to create containerd container: ...: MemlockNotApplied: node gpu-0 did not apply "
+                        "RLIMIT_MEMLOCK 4Mi that ulimits.noderesource.dev/container.memlock-probe asks")
+          .spec();
+  const Verdict v = judge(spec, &node, {laxPolicy()}, kNow);
+  EXPECT_FALSE(v.validated);
+  EXPECT_EQ(v.memlock, "not-applied");
+  EXPECT_EQ(v.condition("MemlockUnlimited")->reason, "MemlockNotApplied");
+  const std::string& m = v.condition("MemlockUnlimited")->message;
+  EXPECT_NE(m.find("the agent's memlock-probe container asks for RLIMIT_MEMLOCK=4 MiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("the agent's held memlock-probe then starts by itself"), std::string::npos) << m;
+  EXPECT_NE(v.condition("Validated")->message.find("the agent's memlock-probe is held back"), std::string::npos)
+      << v.condition("Validated")->message;
+}
+
 // A policy that evicts from failing nodes (NoExecute) still only keeps new pods off a node
 // whose one failure is a held memlock: its running pods got theirs, and evicting the held
 // one would validate the node again (a flap).
