@@ -76,16 +76,17 @@ type Asked struct {
 
 // entry is one item of the annotation's list; soft and hard as written.
 type entry struct {
-	Type string `yaml:"type"`
-	Soft string `yaml:"soft"`
-	Hard string `yaml:"hard"`
+	Type string
+	Soft string
+	Hard string
 }
 
 // AskedOf reads the pod's ulimit annotation for the container as the ulimit-adjuster does
 // (the current key if present, else the deprecated one; a YAML list of {type, soft, hard},
-// the type with or without RLIMIT_, any case). ok is false when it asks no memlock; an
+// keys in any case, the type with or without RLIMIT_, any case). ok is false when it asks no memlock; an
 // annotation the ulimit-adjuster would refuse is an error (that plugin fails the container
-// itself). "unlimited", "-1" and 18446744073709551615 are Unlimited.
+// itself). 18446744073709551615 is Unlimited, and so, more leniently than the adjuster,
+// "unlimited" and "-1".
 func AskedOf(annotations map[string]string, container string) (a Asked, ok bool, err error) {
 	var text string
 	found := false
@@ -98,9 +99,26 @@ func AskedOf(annotations map[string]string, container string) (a Asked, ok bool,
 	if !found || strings.TrimSpace(text) == "" {
 		return a, false, nil
 	}
-	var list []entry
-	if err := yaml.Unmarshal([]byte(text), &list); err != nil {
+	// Keys in any case, as the ulimit-adjuster reads them (sigs.k8s.io/yaml, through JSON).
+	var raw []map[string]any
+	if err := yaml.Unmarshal([]byte(text), &raw); err != nil {
 		return a, false, fmt.Errorf("annotation %s is not a list of ulimits: %w", a.Key, err)
+	}
+	list := make([]entry, len(raw))
+	for i, m := range raw {
+		for k, v := range m {
+			if v == nil {
+				continue
+			}
+			switch strings.ToLower(k) {
+			case "type":
+				list[i].Type = fmt.Sprint(v)
+			case "soft":
+				list[i].Soft = fmt.Sprint(v)
+			case "hard":
+				list[i].Hard = fmt.Sprint(v)
+			}
+		}
 	}
 	for i, e := range list {
 		if normalType(e.Type) != memlockType {

@@ -37,6 +37,8 @@ func TestAskedOf(t *testing.T) {
 			Asked{cur, Limit{4 * mi, 4 * mi}}, true, ""},
 		{"flow, lower case, soft below hard", map[string]string{cur: "[{type: nofile, soft: 1024, hard: 4096}, {type: memlock, hard: 8388608, soft: 4194304}]"},
 			Asked{cur, Limit{4 * mi, 8 * mi}}, true, ""},
+		{"keys in any case, as the adjuster reads them", map[string]string{cur: "- {Type: MEMLOCK, SOFT: 4194304, Hard: 4194304}"},
+			Asked{cur, Limit{4 * mi, 4 * mi}}, true, ""},
 		{"unlimited as RLIM_INFINITY", map[string]string{cur: "- {type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}"},
 			Asked{cur, Limit{Unlimited, Unlimited}}, true, ""},
 		{"unlimited and -1", map[string]string{cur: "- {type: memlock, soft: -1, hard: unlimited}"},
