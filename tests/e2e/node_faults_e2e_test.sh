@@ -134,7 +134,7 @@ same_as_before() {
 # registered again is failed (UnexpectedAdmissionError, or OutOfnvidia.com/gpu with capacity 0:
 # a Kubernetes bug, kubernetes#133382),
 # its containers stopped. That is the kubelet's, not podshaper's: what podshaper owes is to
-# say so. Seen in 3 runs of 4 here.
+# say so. Seen in 4 runs of 5 here.
 readmitted() {
   if [[ $(phase steady) == Failed ]]; then
     echo "  the restarted kubelet failed steady: $(kc -n ml get pod steady -o jsonpath='{.status.reason}: {.status.message}')"
