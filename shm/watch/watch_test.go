@@ -787,6 +787,15 @@ func (f *fixture) started(used int64, pid uint32) (Pod, string) {
 	return p, src
 }
 
+// storedByTheAPI: a handed usage as the API server gives it back (times in microseconds).
+func storedByTheAPI(u kube.ShmUsage) *kube.ShmUsage {
+	u.Runs = append([]usage.Run(nil), u.Runs...)
+	for i := range u.Runs {
+		u.Runs[i].StartedAt = u.Runs[i].StartedAt.Truncate(time.Microsecond)
+	}
+	return &u
+}
+
 // containerd restarted: podshaper-shm, which followed the pod's run since it began,
 // connects again and reads what it wrote itself. The run goes on: no second run.
 func TestReconnectKeepsTheRunItFollowed(t *testing.T) {
@@ -800,13 +809,7 @@ func TestReconnectKeepsTheRunItFollowed(t *testing.T) {
 	f.clock.t = at(1)
 	f.w.Tick()
 	_, usages := f.sink.take()
-	u := oneUsage(t, "run 1 begins", usages, true)
-	stored := u
-	stored.Runs = append([]usage.Run(nil), u.Runs...)
-	for i := range stored.Runs {
-		stored.Runs[i].StartedAt = stored.Runs[i].StartedAt.Truncate(time.Microsecond)
-	}
-	f.kube.usages[p.Ref] = &stored
+	f.kube.usages[p.Ref] = storedByTheAPI(oneUsage(t, "run 1 begins", usages, true))
 
 	c.Running = true
 	f.w.Sync([]Pod{p}, []Container{c})
@@ -845,15 +848,11 @@ func TestReconnectKeepsEveryRunItFollowed(t *testing.T) {
 	if len(usages) == 0 {
 		t.Fatal("no usage handed")
 	}
-	stored := usages[len(usages)-1].u
-	stored.Runs = append([]usage.Run(nil), stored.Runs...)
-	for i := range stored.Runs {
-		stored.Runs[i].StartedAt = stored.Runs[i].StartedAt.Truncate(time.Microsecond)
-	}
+	stored := storedByTheAPI(usages[len(usages)-1].u)
 	if len(stored.Runs) != 2 {
 		t.Fatalf("before the reconnect: runs %+v, want 2", stored.Runs)
 	}
-	f.kube.usages[p.Ref] = &stored
+	f.kube.usages[p.Ref] = stored
 
 	second.Running = true
 	f.w.Sync([]Pod{p}, []Container{stopped(first, at(5), 1, "Error"), second})
