@@ -160,3 +160,36 @@ show_installed_pods() {
   done
   kc -n podshaper-system get events --sort-by .lastTimestamp 2>&1 | tail -30 || true
 }
+
+# busybox_shaped_pod NAME APP COMMAND: a shaped pod of one GPU on the real node ($node;
+# placement: shared, so 161Mi of /dev/shm with these annotations) running COMMAND in
+# Debian's busybox image, as YAML. SCHEDULING_GATE=yes holds it unscheduled until the gate
+# is removed.
+busybox_shaped_pod() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  namespace: ml
+  labels: {podshaper.io/inject: "true", app: $2}
+  annotations:
+    podshaper.io/dataloader-workers: "2"
+    podshaper.io/prefetch-factor: "2"
+    podshaper.io/batch-bytes: 4Mi
+    podshaper.io/placement: shared
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  schedulingGates: $([[ ${SCHEDULING_GATE:-no} == yes ]] && echo '[{name: podshaper.io/e2e}]' || echo '[]')
+  nodeSelector: {kubernetes.io/hostname: $node}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists}]
+  containers:
+  - name: trainer
+    image: podshaper.test/busybox:1
+    command: [sh, -c, '$3']
+    resources:
+      limits: {nvidia.com/gpu: 1, memory: 128Mi, cpu: 100m}
+      requests: {nvidia.com/gpu: 1, memory: 128Mi, cpu: 100m}
+YAML
+}

@@ -23,11 +23,6 @@ trap 'node_test_cleanup $?' EXIT
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 node_sh() { bash "$root/scripts/node.sh" "$@"; }
 matches() { grep -qE -- "$2" <<<"$1"; }
-timed() {  # timed WHAT CMD...: run CMD, say how long it took
-  local t0; t0=$(now)
-  "$@"
-  echo "  ($1 took $(since "$t0") s)"
-}
 
 bash "$root/scripts/cluster.sh" down-all
 t0=$SECONDS
@@ -54,36 +49,10 @@ until_ok 30 kc -n ml get serviceaccount default || fail "namespace ml: no defaul
 # shaped_pod NAME [COMMAND]: a shaped pod of one GPU on the real node (placement: shared),
 # that writes 32 MiB of random bytes into /dev/shm, keeps their checksum, and sleeps.
 shaped_pod() {
-  local cmd=${2:-'dd if=/dev/urandom of=/dev/shm/data bs=1M count=32 2>/dev/null && md5sum /dev/shm/data >/tmp/sum && sleep 100000'}
-  kc apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  namespace: ml
-  labels: {podshaper.io/inject: "true", app: node-faults}
-  annotations:
-    podshaper.io/dataloader-workers: "2"
-    podshaper.io/prefetch-factor: "2"
-    podshaper.io/batch-bytes: 4Mi
-    podshaper.io/placement: shared
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  schedulingGates: $([[ ${SCHEDULING_GATE:-no} == yes ]] && echo '[{name: podshaper.io/e2e}]' || echo '[]')
-  nodeSelector: {kubernetes.io/hostname: $node}
-  tolerations: [{key: nvidia.com/gpu, operator: Exists}]
-  containers:
-  - name: trainer
-    image: podshaper.test/busybox:1
-    command: [sh, -c, '$cmd']
-    resources:
-      limits: {nvidia.com/gpu: 1, memory: 128Mi, cpu: 100m}
-      requests: {nvidia.com/gpu: 1, memory: 128Mi, cpu: 100m}
-YAML
+  busybox_shaped_pod "$1" node-faults "${2:-dd if=/dev/urandom of=/dev/shm/data bs=1M count=32 2>/dev/null && md5sum /dev/shm/data >/tmp/sum && sleep 100000}" |
+    kc apply -f - >/dev/null
 }
 phase() { kc -n ml get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
-restarts() { kc -n ml get pod "$1" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
 # What the container has: its /dev/shm's file intact, its memlock, its /dev/shm's size, its
 # memory limit, the start of its process (the same process, not a new one).
 facts() {

@@ -125,31 +125,8 @@ check "podshaper-shm told each pod each Event once a run" eventually 5 \
   'shm-dataloader:ShmUsage=1 shm-fill:ShmNearlyFull=1 shm-fill:ShmUsage=1 shm-restart:ShmLeftoversRemoved=1 shm-restart:ShmUsage=2 shm-steady:ShmUsage=1 ' shm_events
 
 # 6. podshaper-shm restarted mid-run: the run's peak is not lost
-cat <<'YAML' | kc apply -f - >/dev/null
-apiVersion: v1
-kind: Pod
-metadata:
-  name: shm-survives
-  namespace: ml
-  labels: {podshaper.io/inject: "true", app: shm-watch}
-  annotations:
-    podshaper.io/dataloader-workers: "2"
-    podshaper.io/prefetch-factor: "2"
-    podshaper.io/batch-bytes: 4Mi
-    podshaper.io/placement: shared
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  nodeSelector: {kubernetes.io/hostname: real-h200x4-0}
-  tolerations: [{key: nvidia.com/gpu, operator: Exists}]
-  containers:
-  - name: trainer
-    image: podshaper.test/busybox:1
-    command: [sh, -c, 'dd if=/dev/zero of=/dev/shm/data bs=1M count=64 2>/dev/null; sleep 75; rm /dev/shm/data; sleep 5']
-    resources:
-      limits: {nvidia.com/gpu: 1, memory: 128Mi, cpu: 100m}
-      requests: {nvidia.com/gpu: 1, memory: 128Mi, cpu: 100m}
-YAML
+busybox_shaped_pod shm-survives shm-watch \
+  'dd if=/dev/zero of=/dev/shm/data bs=1M count=64 2>/dev/null; sleep 75; rm /dev/shm/data; sleep 5' | kc apply -f - >/dev/null
 kept_peak() { local v; v=$(kc -n ml get shmusage "$1" -o jsonpath='{.status.peakBytes}') && [[ ${v:-0} -ge $2 ]]; }
 check "shm-survives' peak of 64 MiB reaches its ShmUsage object (at most one routine write per 30 s)" \
   until_ok 60 kept_peak shm-survives $((63 * mi))
