@@ -21,6 +21,10 @@ inline constexpr std::string_view kGpuCount = "podshaper.io/gpu-count";
 inline constexpr std::string_view kInterconnect = "podshaper.io/interconnect";
 inline constexpr std::string_view kP2P = "podshaper.io/p2p";
 inline constexpr std::string_view kMemlock = "podshaper.io/memlock";
+// The node's multi-node NVLink domain, "<clusterUUID>.<cliqueId>" as NVML gives them (the
+// value of GPU Feature Discovery's nvidia.com/gpu.clique): absent on a node whose GPUs are
+// in no NVLink fabric (docs/agent.md "Multi-node NVLink").
+inline constexpr std::string_view kNvlinkDomain = "podshaper.io/nvlink-domain";
 
 // podshaper.io/memlock: unlimited, the granted limit in bytes, not-granted (the
 // runtime could not start a container with the memlock asked), not-applied (the runtime
