@@ -36,24 +36,52 @@ Result<std::optional<GpuRequest>> exactGpus(const json& exact, std::string_view 
   return std::optional<GpuRequest>(r);
 }
 
+// The request's exact ask: its `exactly`, or its prioritized list's first choice (the
+// scheduler takes the first subrequest it can satisfy; podshaper shapes for the first, the
+// one asked for when the cluster has room); null for neither.
+const json* exactOf(const json& request) {
+  if (!request.is_object()) return nullptr;
+  if (request.contains("exactly")) return &request["exactly"];
+  const json& list = member(request, "firstAvailable");
+  return list.is_array() && !list.empty() ? &list[0] : nullptr;
+}
+
+// The claim spec's device requests; null where it has none.
+Result<const json*> requestsOf(const json& claimSpec) {
+  if (!claimSpec.is_object() || !claimSpec.contains("devices") || !claimSpec["devices"].is_object()) {
+    return static_cast<const json*>(nullptr);
+  }
+  const json& devices = claimSpec["devices"];
+  if (!devices.contains("requests")) return static_cast<const json*>(nullptr);
+  if (!devices["requests"].is_array()) return makeError("spec.devices.requests: expected a list");
+  return &devices["requests"];
+}
+
 }  // namespace
+
+bool requestsDeviceClass(const json& claimSpec, std::string_view deviceClass) {
+  auto requests = requestsOf(claimSpec);
+  if (!requests || *requests == nullptr) return false;
+  for (const json& request : **requests) {
+    const json* exact = exactOf(request);
+    if (exact != nullptr && stringMember(*exact, "deviceClassName") == deviceClass) return true;
+  }
+  return false;
+}
 
 Result<std::vector<GpuRequest>> gpuRequests(const json& claimSpec, std::string_view deviceClass) {
   std::vector<GpuRequest> out;
-  if (!claimSpec.is_object() || !claimSpec.contains("devices") || !claimSpec["devices"].is_object()) return out;
-  const json& requests = claimSpec["devices"].value("requests", json::array());
-  if (!requests.is_array()) return makeError("spec.devices.requests: expected a list");
-  for (const json& request : requests) {
+  auto requests = requestsOf(claimSpec);
+  if (!requests) return requests.error();
+  if (*requests == nullptr) return out;
+  for (const json& request : **requests) {
     const std::string name = stringMember(request, "name");
     if (request.is_object() && request.contains("exactly")) {
       auto gpus = exactGpus(request["exactly"], deviceClass, name);
       if (!gpus) return gpus.error();
       if (*gpus) out.push_back(**gpus);
-    } else if (request.is_object() && request.contains("firstAvailable") && request["firstAvailable"].is_array() &&
-               !request["firstAvailable"].empty()) {
-      // The scheduler takes the first subrequest it can satisfy; podshaper shapes for the
-      // first, the one asked for when the cluster has room.
-      const json& first = request["firstAvailable"][0];
+    } else if (const json* exact = exactOf(request)) {
+      const json& first = *exact;
       auto gpus = exactGpus(first, deviceClass, name);
       if (!gpus) return gpus.error();
       if (*gpus) {

@@ -28,4 +28,8 @@ struct GpuRequest {
 // is wrong (a count that is not a positive integer, an unknown allocationMode).
 Result<std::vector<GpuRequest>> gpuRequests(const nlohmann::json& claimSpec, std::string_view deviceClass);
 
+// Whether a ResourceClaimSpec asks a device of `deviceClass` (a request's `exactly`, or its
+// prioritized list's first choice, as GPUs are counted): a ComputeDomain's IMEX channel.
+bool requestsDeviceClass(const nlohmann::json& claimSpec, std::string_view deviceClass);
+
 }  // namespace podshaper

@@ -62,6 +62,12 @@ inline constexpr std::string_view kPlacementLabel = "podshaper.io/placement";
 // explain why one waits or why it died (docs/operator.md "Shaped pods explain themselves").
 inline constexpr std::string_view kShapedLabel = "podshaper.io/shaped";
 inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
+// On a node-exclusive pod whose nodes are in multi-node NVLink domains: its job, which a
+// required podAffinity on podshaper.io/nvlink-domain keeps in one domain (docs/webhook.md
+// "Multi-node NVLink"). A value the user wrote is kept.
+inline constexpr std::string_view kNvlinkGroupLabel = "podshaper.io/nvlink-group";
+// A LeaderWorkerSet's group (one NCCL world): its pods' label, a hash of the group.
+inline constexpr std::string_view kLwsGroupKeyLabel = "leaderworkerset.sigs.k8s.io/group-key";
 inline constexpr std::string_view kPodSecurityEnforce = "pod-security.kubernetes.io/enforce";
 // On the objects podshaper makes for users to read (ShmProfiles): "podshaper".
 inline constexpr std::string_view kManagedByLabel = "app.kubernetes.io/managed-by";
@@ -92,6 +98,18 @@ inline constexpr std::string_view kStandaloneFlag = "--standalone";
 // NCCL's own switches that change what it keeps in /dev/shm.
 inline constexpr std::string_view kNcclP2PDisableEnv = "NCCL_P2P_DISABLE";
 inline constexpr std::string_view kNcclCuMemEnableEnv = "NCCL_CUMEM_ENABLE";
+// 0: NCCL does not use the multi-node NVLink fabric (nor check for its IMEX channel).
+inline constexpr std::string_view kNcclMnnvlEnableEnv = "NCCL_MNNVL_ENABLE";
+
+// Gang scheduling a pod may be under, which places a job's pods together or not at all:
+// the Workload API (Kubernetes 1.35 spec.workloadRef; spec.schedulingGroup from 1.36),
+// Kueue's topology-aware scheduling, Volcano and scheduler-plugins' coscheduling.
+inline constexpr std::string_view kWorkloadRefField = "workloadRef";
+inline constexpr std::string_view kSchedulingGroupField = "schedulingGroup";
+inline constexpr std::string_view kKueueRequiredTopology = "kueue.x-k8s.io/podset-required-topology";
+inline constexpr std::string_view kKueuePreferredTopology = "kueue.x-k8s.io/podset-preferred-topology";
+inline constexpr std::string_view kVolcanoGroupName = "scheduling.k8s.io/group-name";
+inline constexpr std::string_view kCoschedulingPodGroup = "scheduling.x-k8s.io/pod-group";
 inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 inline constexpr std::string_view kNprocEnv = "PET_NPROC_PER_NODE";
 inline constexpr std::string_view kIpcLock = "IPC_LOCK";

@@ -60,10 +60,16 @@ void endOnAlnum(std::string& name) {
   while (!name.empty() && !lowerAlnum(name.back())) name.pop_back();
 }
 
-// The profile's name for a controller's kind and name: "<kind>.<name>[.<group>]",
-// lowercase, anything a name cannot hold made '-', and no part between dots empty or
-// starting or ending with '-' (a Ray group "a..b_" is a label value, not a name); a name
-// too long is cut and given the whole one's hash.
+}  // namespace
+
+std::string withinLength(std::string name, std::size_t max) {
+  if (name.size() <= max) return name;
+  const std::string hash = hex32(fnv1a(name));
+  name.resize(max - hash.size() - 1);
+  endOnAlnum(name);
+  return name + "-" + hash;
+}
+
 std::string profileName(std::string_view kind, std::string_view name) {
   std::string raw(kind);
   raw += '.';
@@ -81,14 +87,10 @@ std::string profileName(std::string_view kind, std::string_view name) {
     }
   }
   endOnAlnum(out);
-  if (out.size() > 253) {
-    const std::string hash = hex32(fnv1a(out));
-    out.resize(244);
-    endOnAlnum(out);
-    out += "-" + hash;
-  }
-  return out;
+  return withinLength(std::move(out), 253);
 }
+
+namespace {
 
 Workload controllerWorkload(std::string kind, std::string name) {
   Workload w{std::move(kind), std::move(name), {}};

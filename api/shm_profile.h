@@ -30,6 +30,15 @@ struct Workload {
   std::string words() const;
 };
 
+// The profile's name for a controller's kind and name: "<kind>.<name>[.<group>]",
+// lowercase, anything a name cannot hold made '-', and no part between dots empty or
+// starting or ending with '-' (a Ray group "a..b_" is a label value, not a name); a name
+// too long is cut and given the whole one's hash (withinLength).
+std::string profileName(std::string_view kind, std::string_view name);
+// `name` (lowercase letters, digits, '-' and '.') if at most `max` bytes, else cut to end on
+// a letter or digit and given "-" and 8 hex digits of the whole one's hash.
+std::string withinLength(std::string name, std::size_t max);
+
 // nullopt: a pod no controller made and no annotation names (a bare pod has no next run).
 // An error: the annotation is not a name a ShmProfile can have.
 Result<std::optional<Workload>> workloadOf(const nlohmann::json& pod);

@@ -15,7 +15,8 @@ std::vector<NodeKind> nodeKinds(const std::vector<Node>& nodes) {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& node = nodes[i];
     std::vector<std::pair<std::string_view, std::string>> placed;
-    for (std::string_view key : {names::kTopologyValidated, names::kMemlock, names::kGpuCount, names::kP2P}) {
+    for (std::string_view key :
+         {names::kTopologyValidated, names::kMemlock, names::kGpuCount, names::kP2P, names::kNvlinkDomain}) {
       if (const std::string* value = node.label(key)) placed.emplace_back(key, *value);
     }
     Key key{std::move(placed), node.allocatableGpus, node.memoryBytes};

@@ -13,9 +13,10 @@
 namespace podshaper {
 
 // Nodes alike in all that placement reads of them (podshaper's labels
-// topology-validated, memlock, gpu-count and p2p; allocatable GPUs; memory): one of
-// them (`node`), and which they are (indices into ClusterView::nodes, ascending). A
-// cluster of 12,500 nodes has a handful of kinds: admission reads those, not every node.
+// topology-validated, memlock, gpu-count, p2p and nvlink-domain; allocatable GPUs;
+// memory): one of them (`node`), and which they are (indices into ClusterView::nodes,
+// ascending). A cluster of 12,500 nodes has a handful of kinds, or one or a few per NVLink
+// domain (700 for 12,500 nodes in racks of 18): admission reads those, not every node.
 struct NodeKind {
   Node node;
   std::vector<std::size_t> members;

@@ -96,6 +96,24 @@ Handler setBool(bool& field, const std::string& key) {
   };
 }
 
+// A choice among named values, as toString writes each.
+template <class Choice>
+Handler setOneOf(Choice& field, const std::string& key, std::initializer_list<Choice> choices) {
+  return [&field, key, all = std::vector<Choice>(choices)](const YAML::Node& n) -> Result<void> {
+    auto v = scalar(n, key);
+    if (!v) return v.error();
+    std::string names;
+    for (Choice c : all) {
+      if (*v == toString(c)) {
+        field = c;
+        return {};
+      }
+      names += (names.empty() ? "" : ", ") + std::string(toString(c));
+    }
+    return keyError(key, "\"" + *v + "\" is not one of " + names);
+  };
+}
+
 // A key podshaper no longer reads: an error that names what replaced it.
 Handler replaced(const std::string& key) {
   return [key](const YAML::Node&) -> Result<void> {
@@ -116,6 +134,19 @@ bool isDnsSubdomain(const std::string& s) {
   return true;
 }
 
+// A DeviceClass's name.
+Handler setDeviceClass(std::string& field, const std::string& key, std::string_view example) {
+  return [&field, key, example](const YAML::Node& n) -> Result<void> {
+    auto v = scalar(n, key);
+    if (!v) return v.error();
+    if (!isDnsSubdomain(*v)) {
+      return keyError(key, "\"" + *v + "\" is not a DeviceClass name (a DNS subdomain, e.g. " + std::string(example) + ")");
+    }
+    field = *v;
+    return {};
+  };
+}
+
 }  // namespace
 
 std::string_view toString(PartialNodePolicy p) {
@@ -130,6 +161,10 @@ std::string_view toString(PartialNodePolicy p) {
 std::string_view toString(PodSecurityAction p) {
   return p == PodSecurityAction::kWarn ? "warn" : "deny";
 }
+
+std::string_view toString(NvlinkPlacement p) { return p == NvlinkPlacement::kPreferred ? "preferred" : "required"; }
+
+std::string_view toString(MissingChannelAction a) { return a == MissingChannelAction::kWarn ? "warn" : "deny"; }
 
 namespace {
 
@@ -187,6 +222,13 @@ std::string Config::hash() const {
   if (gpuDeviceClass != kDefaultGpuDeviceClass) f << ";gpuDeviceClass=" << gpuDeviceClass;
   if (shm.adoptOwnVolume) f << ";shm.adoptOwnVolume=true";
   if (shm.sizing != ShmSizing::kMeasured) f << ";shm.sizing=" << toString(shm.sizing);
+  if (mnnvl.placement != NvlinkPlacement::kRequired) f << ";mnnvl.placement=" << toString(mnnvl.placement);
+  if (mnnvl.missingChannel != MissingChannelAction::kDeny) {
+    f << ";mnnvl.missingChannel=" << toString(mnnvl.missingChannel);
+  }
+  if (mnnvl.computeDomainChannelClass != kDefaultChannelClass) {
+    f << ";mnnvl.computeDomainChannelClass=" << mnnvl.computeDomainChannelClass;
+  }
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(f.h));
   return out;
@@ -241,6 +283,14 @@ Result<Config> parseConfig(std::string_view yamlText) {
          return {};
        }},
   };
+  std::map<std::string, Handler> mnnvlKeys{
+      {"placement", setOneOf(config.mnnvl.placement, "mnnvl.placement",
+                             {NvlinkPlacement::kRequired, NvlinkPlacement::kPreferred})},
+      {"missingChannel", setOneOf(config.mnnvl.missingChannel, "mnnvl.missingChannel",
+                                  {MissingChannelAction::kDeny, MissingChannelAction::kWarn})},
+      {"computeDomainChannelClass", setDeviceClass(config.mnnvl.computeDomainChannelClass,
+                                                   "mnnvl.computeDomainChannelClass", kDefaultChannelClass)},
+  };
   std::map<std::string, Handler> top{
       {"shm", [&](const YAML::Node& n) { return forEachKey(n, "shm", shmKeys); }},
       {"defaults", [&](const YAML::Node& n) { return forEachKey(n, "defaults", defaults); }},
@@ -248,34 +298,11 @@ Result<Config> parseConfig(std::string_view yamlText) {
       {"ncclShmPerCommunicator",
        [&](const YAML::Node& n) { return forEachKey(n, "ncclShmPerCommunicator", ncclCosts); }},
       {"partialNode",
-       [&](const YAML::Node& n) -> Result<void> {
-         auto v = scalar(n, "partialNode");
-         if (!v) return v.error();
-         if (*v == "deny") config.node.partialNode = PartialNodePolicy::kDeny;
-         else if (*v == "warn") config.node.partialNode = PartialNodePolicy::kWarn;
-         else if (*v == "expand") config.node.partialNode = PartialNodePolicy::kExpand;
-         else return keyError("partialNode", "\"" + *v + "\" is not one of deny, warn, expand");
-         return {};
-       }},
-      {"podSecurity",
-       [&](const YAML::Node& n) -> Result<void> {
-         auto v = scalar(n, "podSecurity");
-         if (!v) return v.error();
-         if (*v == "deny") config.podSecurity = PodSecurityAction::kDeny;
-         else if (*v == "warn") config.podSecurity = PodSecurityAction::kWarn;
-         else return keyError("podSecurity", "\"" + *v + "\" is not one of deny, warn");
-         return {};
-       }},
-      {"gpuDeviceClass",
-       [&](const YAML::Node& n) -> Result<void> {
-         auto v = scalar(n, "gpuDeviceClass");
-         if (!v) return v.error();
-         if (!isDnsSubdomain(*v)) {
-           return keyError("gpuDeviceClass", "\"" + *v + "\" is not a DeviceClass name (a DNS subdomain, e.g. gpu.nvidia.com)");
-         }
-         config.gpuDeviceClass = *v;
-         return {};
-       }},
+       setOneOf(config.node.partialNode, "partialNode",
+                {PartialNodePolicy::kDeny, PartialNodePolicy::kWarn, PartialNodePolicy::kExpand})},
+      {"podSecurity", setOneOf(config.podSecurity, "podSecurity", {PodSecurityAction::kDeny, PodSecurityAction::kWarn})},
+      {"gpuDeviceClass", setDeviceClass(config.gpuDeviceClass, "gpuDeviceClass", kDefaultGpuDeviceClass)},
+      {"mnnvl", [&](const YAML::Node& n) { return forEachKey(n, "mnnvl", mnnvlKeys); }},
       {"memlock",
        [&](const YAML::Node& n) -> Result<void> {
          auto v = scalar(n, "memlock");
@@ -291,6 +318,11 @@ Result<Config> parseConfig(std::string_view yamlText) {
     if (!r) return r.error();
   } catch (const YAML::Exception& e) {
     return makeError(std::string("config: ") + e.what());
+  }
+  // A channel counted as GPUs, or GPUs taken for a channel, would size and check nothing right.
+  if (config.mnnvl.computeDomainChannelClass == config.gpuDeviceClass) {
+    return keyError("mnnvl.computeDomainChannelClass",
+                    "\"" + config.gpuDeviceClass + "\" is gpuDeviceClass too: a ComputeDomain's IMEX channel is not a GPU");
   }
   return config;
 }

@@ -25,6 +25,14 @@ std::optional<ShmSizing> parseShmSizing(std::string_view text);
 
 inline constexpr std::string_view kDefaultGpuDeviceClass = "gpu.nvidia.com";
 
+// How a node-exclusive pod's job is kept in one multi-node NVLink domain: a required
+// podAffinity, or a preferred one (its ranks may then leave the domain: the NET reserve).
+enum class NvlinkPlacement { kRequired, kPreferred };
+// What to do with a pod that would fail NCCL's init for want of an IMEX channel.
+enum class MissingChannelAction { kDeny, kWarn };
+// The DeviceClass of a ComputeDomain's IMEX channel (NVIDIA's DRA driver).
+inline constexpr std::string_view kDefaultChannelClass = "compute-domain-default-channel.nvidia.com";
+
 // Each step of shapePod takes only the part of the config it reads. The parts follow the
 // steps; the YAML keys they come from are named beside each field (README "Config").
 
@@ -66,6 +74,14 @@ struct NodeSettings {
   bool operator==(const NodeSettings&) const = default;
 };
 
+// Pods whose nodes are in multi-node NVLink domains (docs/webhook.md "Multi-node NVLink").
+struct MnnvlSettings {
+  NvlinkPlacement placement = NvlinkPlacement::kRequired;          // mnnvl.placement
+  MissingChannelAction missingChannel = MissingChannelAction::kDeny;  // mnnvl.missingChannel
+  std::string computeDomainChannelClass = std::string(kDefaultChannelClass);  // mnnvl.computeDomainChannelClass
+  bool operator==(const MnnvlSettings&) const = default;
+};
+
 // The webhook's configuration file (YAML). Every key is optional; see README "Config".
 struct Config {
   PodDefaults podDefaults;
@@ -75,6 +91,7 @@ struct Config {
   // gpuDeviceClass: the DeviceClass whose devices are GPUs, for pods that ask GPUs through
   // resource claims (Dynamic Resource Allocation); NVIDIA's DRA driver names it gpu.nvidia.com.
   std::string gpuDeviceClass = std::string(kDefaultGpuDeviceClass);
+  MnnvlSettings mnnvl;  // mnnvl
 
   // Stable hash of the effective settings, shown in podshaper.io/shaped-by.
   std::string hash() const;
@@ -98,5 +115,7 @@ Result<Config> parseConfig(std::string_view yamlText);
 
 std::string_view toString(PartialNodePolicy p);
 std::string_view toString(PodSecurityAction p);
+std::string_view toString(NvlinkPlacement p);       // "required", "preferred"
+std::string_view toString(MissingChannelAction a);  // "deny", "warn"
 
 }  // namespace podshaper

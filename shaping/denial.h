@@ -23,6 +23,7 @@ enum class DenialCause {
   kVolumeName,
   kContainer,
   kPlacement,
+  kNvlinkChannel,
   kUnreadable,
 };
 
@@ -41,6 +42,7 @@ constexpr std::string_view toString(DenialCause cause) {
     case DenialCause::kVolumeName: return "volume-name";
     case DenialCause::kContainer: return "container";
     case DenialCause::kPlacement: return "placement";
+    case DenialCause::kNvlinkChannel: return "nvlink-channel";
     case DenialCause::kUnreadable: return "unreadable";
   }
   return "";
@@ -50,7 +52,8 @@ constexpr std::string_view toString(DenialCause cause) {
 inline constexpr std::array kDenialCauses = {
     DenialCause::kNotAPod,     DenialCause::kLimits,    DenialCause::kClaims,      DenialCause::kInput,
     DenialCause::kNodeSize,    DenialCause::kPodSecurity, DenialCause::kShmSize,   DenialCause::kShmCap,
-    DenialCause::kVolumeName,  DenialCause::kContainer, DenialCause::kPlacement,   DenialCause::kUnreadable};
+    DenialCause::kVolumeName,  DenialCause::kContainer, DenialCause::kPlacement,   DenialCause::kNvlinkChannel,
+    DenialCause::kUnreadable};
 static_assert(kDenialCauses.size() == static_cast<std::size_t>(DenialCause::kUnreadable),
               "every cause but kNone is listed");
 

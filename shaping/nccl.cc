@@ -86,8 +86,8 @@ JobSpan spanOf(const std::string& value, const std::string& where) {
   const std::size_t colon = value.find(':');
   auto most = parseCount(colon == std::string::npos ? value : value.substr(colon + 1));
   auto least = colon == std::string::npos ? most : parseCount(value.substr(0, colon));
-  if (!most || !least || *least == 0 || *least > *most) return {JobSpan::kUnknown, where + " is not a node count"};
-  return {*most == 1 ? JobSpan::kOneNode : JobSpan::kManyNodes, where};
+  if (!most || !least || *least == 0 || *least > *most) return {JobSpan::kUnknown, where + " is not a node count", {}};
+  return {*most == 1 ? JobSpan::kOneNode : JobSpan::kManyNodes, where, *most};
 }
 
 // The words of the container's command and args: a list, or a shell line in one string.
@@ -114,7 +114,7 @@ std::vector<std::string> words(const json& container, const EnvValues& env) {
 }  // namespace
 
 JobSpan readJobSpan(const json& container, const std::string& name) {
-  if (!container.is_object()) return {JobSpan::kUnknown, "container " + inQuotes(name) + " is malformed"};
+  if (!container.is_object()) return {JobSpan::kUnknown, "container " + inQuotes(name) + " is malformed", {}};
   const std::string in = " in container " + inQuotes(name);
   const EnvValues env(container);
   const std::vector<std::string> w = words(container, env);
@@ -123,7 +123,7 @@ JobSpan readJobSpan(const json& container, const std::string& name) {
   std::optional<JobSpan> fromFlags;
   auto add = [&](JobSpan span) { fromFlags = fromFlags ? combineJobSpans(*fromFlags, span) : span; };
   for (std::size_t i = 0; i < w.size(); ++i) {
-    if (w[i] == names::kStandaloneFlag) add({JobSpan::kOneNode, "torchrun " + w[i] + in});
+    if (w[i] == names::kStandaloneFlag) add({JobSpan::kOneNode, "torchrun " + w[i] + in, {}});
     if (w[i].starts_with(flag + "=")) add(spanOf(w[i].substr(flag.size() + 1), "torchrun " + cutUtf8(w[i], 64) + in));
     if (w[i] == flag && i + 1 < w.size()) {
       add(spanOf(w[i + 1], "torchrun " + flag + " " + cutUtf8(w[i + 1], 64) + in));
@@ -131,8 +131,8 @@ JobSpan readJobSpan(const json& container, const std::string& name) {
   }
   if (fromFlags) return *fromFlags;  // the flag wins over the environment, as in torchrun
   auto nnodes = env.find(names::kNnodesEnv);
-  if (!nnodes) return {JobSpan::kUnknown, "no torchrun --nnodes or " + std::string(names::kNnodesEnv) + in};
-  if (!*nnodes) return {JobSpan::kUnknown, std::string(names::kNnodesEnv) + " from valueFrom" + in};
+  if (!nnodes) return {JobSpan::kUnknown, "no torchrun --nnodes or " + std::string(names::kNnodesEnv) + in, {}};
+  if (!*nnodes) return {JobSpan::kUnknown, std::string(names::kNnodesEnv) + " from valueFrom" + in, {}};
   return spanOf(**nnodes, std::string(names::kNnodesEnv) + "=" + cutUtf8(**nnodes, 64) + in);
 }
 
@@ -141,27 +141,43 @@ NcclEnv readNcclEnv(const json& container, const std::string& name) {
   const json& env = member(container, "env");
   if (!env.is_array()) return out;
   // One pass for both names; the last entry of a name wins (nullptr: set through valueFrom).
-  std::optional<const std::string*> p2p, cuMem;
+  std::optional<const std::string*> p2p, cuMem, mnnvl;
   for (const json& e : env) {
     const json& entryName = member(e, "name");
     if (!entryName.is_string()) continue;
     const std::string& n = entryName.get_ref<const std::string&>();
     if (n == names::kNcclP2PDisableEnv) p2p = valueOf(e);
     else if (n == names::kNcclCuMemEnableEnv) cuMem = valueOf(e);
+    else if (n == names::kNcclMnnvlEnableEnv) mnnvl = valueOf(e);
   }
   auto is = [](const std::optional<const std::string*>& found, std::string_view value) {
     return found && *found && **found == value;
   };
   if (is(p2p, "1")) out.p2pOff = std::string(names::kNcclP2PDisableEnv) + "=1 in container " + inQuotes(name);
   if (is(cuMem, "0")) out.cuMemOff = std::string(names::kNcclCuMemEnableEnv) + "=0 in container " + inQuotes(name);
+  if (is(mnnvl, "0")) out.mnnvlOff = std::string(names::kNcclMnnvlEnableEnv) + "=0 in container " + inQuotes(name);
   return out;
 }
 
 NcclEnv combineNcclEnvs(const NcclEnv& a, const NcclEnv& b) {
-  return {a.p2pOff.empty() ? b.p2pOff : a.p2pOff, a.cuMemOff.empty() ? b.cuMemOff : a.cuMemOff};
+  auto first = [](const std::string& x, const std::string& y) { return x.empty() ? y : x; };
+  return {first(a.p2pOff, b.p2pOff), first(a.cuMemOff, b.cuMemOff), first(a.mnnvlOff, b.mnnvlOff)};
+}
+
+// NCCL's ncclMnnvlCheck (src/mnnvl.cc) returns before it looks at the fabric without
+// cuMem, and MNNVL's connections are its P2P transport's.
+const std::string& NcclEnv::mnnvlOffWhy() const {
+  if (!mnnvlOff.empty()) return mnnvlOff;
+  if (!p2pOff.empty()) return p2pOff;
+  return cuMemOff;
 }
 
 JobSpan combineJobSpans(const JobSpan& a, const JobSpan& b) {
+  if (a.kind == JobSpan::kManyNodes && b.kind == JobSpan::kManyNodes && b.nodes > a.nodes) {
+    JobSpan out = a;  // the first one's words, the larger count
+    out.nodes = b.nodes;
+    return out;
+  }
   if (a.kind == JobSpan::kManyNodes) return a;
   if (b.kind == JobSpan::kManyNodes) return b;
   if (a.kind == JobSpan::kUnknown) return a;
@@ -199,7 +215,12 @@ NcclReserve planNcclReserve(const NcclReserveInputs& in) {
     std::string why;
   };
   std::vector<Option> options;
-  if (!oneNode) {
+  if (!oneNode && !in.nvlinkDomain.empty() && in.env.mnnvlOffWhy().empty()) {
+    options.push_back({NcclTransport::kP2P, in.costs.p2p,
+                       "NCCL's P2P transport over the NVLink fabric (cuMem fabric handles through the IMEX channel) "
+                       "between the job's ranks, all kept within " + in.nvlinkDomain +
+                           ", and no network proxy pool: config ncclShmPerCommunicator.p2p"});
+  } else if (!oneNode) {
     options.push_back(
         {NcclTransport::kNet, in.costs.net,
          (in.span.kind == JobSpan::kManyNodes ? "the job spans nodes (" + in.span.source + ")"

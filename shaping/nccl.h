@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,8 @@ struct NcclShmCosts {
 struct JobSpan {
   enum Kind { kUnknown, kOneNode, kManyNodes } kind = kUnknown;
   std::string source;  // "PET_NNODES=1 in container \"trainer\"", or why unknown
+  // The most nodes the job may span, where the pod says ("N", or MAX of "MIN:MAX").
+  std::optional<uint64_t> nodes;
 };
 
 // torchrun's node count in one container: --standalone or --nnodes in its command and
@@ -40,6 +43,10 @@ JobSpan combineJobSpans(const JobSpan& a, const JobSpan& b);
 struct NcclEnv {
   std::string p2pOff;    // NCCL_P2P_DISABLE=1: the SHM transport between the pod's ranks
   std::string cuMemOff;  // NCCL_CUMEM_ENABLE=0: P2P over legacy CUDA IPC keeps the proxy pool
+  std::string mnnvlOff;  // NCCL_MNNVL_ENABLE=0: no NVLink between nodes, the network instead
+  // Why NCCL will not use a multi-node NVLink fabric (MNNVL needs cuMem and P2P), in words;
+  // empty where it may.
+  const std::string& mnnvlOffWhy() const;
 };
 NcclEnv readNcclEnv(const nlohmann::json& container, const std::string& name);
 NcclEnv combineNcclEnvs(const NcclEnv& a, const NcclEnv& b);
@@ -52,6 +59,10 @@ struct NcclReserveInputs {
   bool p2pAllPairs = false;  // the target nodes are validated with P2P between all GPU pairs
   NcclShmCosts costs;
   NcclEnv env;
+  // The NVLink domain the job's ranks are all kept in, in words ("NVLink domain <d> (18
+  // nodes)"); empty where they may leave it (no domain, preferred placement, a job larger
+  // than a domain). docs/webhook.md "Multi-node NVLink".
+  std::string nvlinkDomain;
 };
 
 // The transport a reserve is sized for; kNone: no NCCL, or no peer.

@@ -172,10 +172,18 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   bool anyTarget = false;
   bool allP2P = true;
   auto fits = [&](uint64_t g) { return nodeExclusive ? g == nc.gpus : g >= podGpus.value_or(nc.gpus); };
+  auto countDomain = [&](const NodeKind& kind) {
+    if (const std::string* domain = labelOf(kind.node, names::kNvlinkDomain)) {
+      nc.nvlinkDomains[*domain] += kind.members.size();
+    } else {
+      nc.withoutNvlinkDomain += kind.members.size();
+    }
+  };
   for (const auto& kind : kinds) {
     auto g = nodeGpus(kind.node, byLabels, placeable);
     if (!g || !fits(*g)) continue;
     anyTarget = true;
+    countDomain(kind);
     if (kind.node.memoryBytes && (!nc.memoryBytes || *kind.node.memoryBytes < *nc.memoryBytes)) {
       nc.memoryBytes = kind.node.memoryBytes;
     }
@@ -185,7 +193,9 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   }
   if (!anyTarget) {
     for (const auto& kind : kinds) {
-      if (!fits(nodeSize(kind.node)) || !kind.node.memoryBytes) continue;
+      if (!fits(nodeSize(kind.node))) continue;
+      countDomain(kind);
+      if (!kind.node.memoryBytes) continue;
       if (!nc.memoryBytes || *kind.node.memoryBytes < *nc.memoryBytes) nc.memoryBytes = kind.node.memoryBytes;
     }
   }

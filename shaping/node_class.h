@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +28,12 @@ struct NodeClass {
   // The most GPUs any node of the cluster has, validated or not; unset without a cluster
   // view or GPU nodes. A pod asking more can run nowhere.
   std::optional<uint64_t> largestNode;
+  // The multi-node NVLink domains of the nodes that could take the pod (their
+  // podshaper.io/nvlink-domain: domain -> nodes), and how many of them have none.
+  std::map<std::string, std::size_t> nvlinkDomains;
+  std::size_t withoutNvlinkDomain = 0;
+  // Every node that could take the pod is in an NVLink domain (docs/webhook.md "Multi-node NVLink").
+  bool mnnvl() const { return !nvlinkDomains.empty() && withoutNvlinkDomain == 0; }
   std::vector<std::string> warnings;
 };
 

@@ -54,12 +54,13 @@ ClaimLookup claimLookupOver(const std::vector<json>& objects) {
 }
 
 Result<PodClaimGpus> readPodClaimGpus(const json& pod, std::string_view ns, std::string_view deviceClass,
-                                      const ClaimLookup& lookup) {
+                                      const ClaimLookup& lookup, std::string_view channelClass) {
   PodClaimGpus out;
   auto refs = claimRefs(pod);
   if (!refs) return refs.error();
   if (refs->empty()) return out;
   if (!lookup) {
+    out.read = false;
     out.warnings.push_back("the pod's resource claims were not read (the webhook does not watch the cluster): "
                            "GPUs asked through them are not counted");
     return out;
@@ -77,6 +78,7 @@ Result<PodClaimGpus> readPodClaimGpus(const json& pod, std::string_view ns, std:
     auto gpus = gpuRequests(*spec, deviceClass);
     if (!gpus) return makeError(what + ": " + gpus.error().message);
     if (!gpus->empty()) out.byPodClaim[ref.podClaim] = std::move(*gpus);
+    if (!channelClass.empty() && requestsDeviceClass(*spec, channelClass)) out.channelClaims.insert(ref.podClaim);
   }
   return out;
 }

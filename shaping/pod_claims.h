@@ -49,15 +49,20 @@ ClaimLookup claimLookupOver(const std::vector<nlohmann::json>& objects);
 // The GPUs of the pod's claims, by the pod's claim name.
 struct PodClaimGpus {
   std::map<std::string, std::vector<GpuRequest>> byPodClaim;
+  // The pod's claims (their names in spec.resourceClaims) that ask a ComputeDomain's IMEX
+  // channel: devices that are not GPUs, kept apart from them.
+  std::set<std::string> channelClaims;
+  // False where the claims were not read (no lookup): whether the pod claims a channel is unknown.
+  bool read = true;
   std::vector<std::string> warnings;
 };
 
 // Reads every claim the pod names through `lookup`, keeping the requests of device
-// class `deviceClass`. An empty lookup (the webhook does not watch the cluster): nothing is
+// class `deviceClass`, and which claims ask a device of `channelClass` (none when empty). An empty lookup (the webhook does not watch the cluster): nothing is
 // read and a warning says so. An error names the claim: one that does not exist, or a
 // request podshaper cannot count.
 Result<PodClaimGpus> readPodClaimGpus(const nlohmann::json& pod, std::string_view ns, std::string_view deviceClass,
-                                      const ClaimLookup& lookup);
+                                      const ClaimLookup& lookup, std::string_view channelClass = {});
 
 // What one container gets of its pod's claim GPUs (its resources.claims). A request is
 // counted for the first container that uses it; `taken` holds the requests earlier

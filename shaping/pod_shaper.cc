@@ -13,6 +13,7 @@
 #include "shaping/measured_shm.h"
 #include "shaping/memlock_pod.h"
 #include "shaping/node_class.h"
+#include "shaping/nvlink.h"
 #include "shaping/placement.h"
 #include "shaping/pod_inputs.h"
 #include "shaping/pod_shm.h"
@@ -227,7 +228,8 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   if (!optedIn(pod) || namespaceOptedOut(ctx) || alreadyShaped(pod)) return unchanged(pod);
   if (auto sized = checkPodSize(pod); !sized) return deny(DenialCause::kLimits, sized.error().message);
 
-  auto claims = readPodClaimGpus(pod, ctx.namespaceName, config.gpuDeviceClass, ctx.claims);
+  auto claims =
+      readPodClaimGpus(pod, ctx.namespaceName, config.gpuDeviceClass, ctx.claims, config.mnnvl.computeDomainChannelClass);
   if (!claims) return deny(DenialCause::kClaims, claims.error().message);
   auto read = readPodInputs(pod, config.podDefaults, *claims);
   if (!read) return deny(DenialCause::kInput, read.error().message);
@@ -269,7 +271,12 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   auto profile = podProfile(pod, ranks, config.shm, ctx);
   if (!profile) return deny(DenialCause::kInput, profile.error().message);
   warnings.insert(warnings.end(), profile->warnings.begin(), profile->warnings.end());
-  auto decided = decidePodShm(pod, in, ranks, nodeClass, config.shm, profile->measured ? &*profile->measured : nullptr);
+  // Nodes in multi-node NVLink domains: the job kept in one, its IMEX channel checked.
+  auto nvlink = planNvlink(pod, in, nodeClass, *claims, config.mnnvl);
+  if (!nvlink) return deny(nvlink.error());
+  warnings.insert(warnings.end(), nvlink->warnings.begin(), nvlink->warnings.end());
+  auto decided = decidePodShm(pod, in, ranks, nodeClass, config.shm, nvlink->keptWithin,
+                              profile->measured ? &*profile->measured : nullptr);
   if (!decided) return deny(decided.error());
   const PodShm& shm = *decided;
   warnings.insert(warnings.end(), shm.warnings.begin(), shm.warnings.end());
@@ -310,6 +317,7 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   if (auto placed = placePod(edit, in, nodeClass, nodeRequirements); !placed) {
     return deny(DenialCause::kPlacement, placed.error().message);
   }
+  keepInNvlinkDomain(edit, *nvlink);
 
   // shm-size is the /dev/shm the pod will have: podshaper's volume's, else a kept
   // volume's sizeLimit; none for a volume without one, the host's, or one of several.

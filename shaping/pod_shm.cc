@@ -138,7 +138,8 @@ std::vector<OwnShm> ownShmVolumes(const json& pod, const PodInputs& in, const Sh
 }  // namespace
 
 Result<PodShm, Denial> decidePodShm(const json& pod, const PodInputs& in, uint64_t ranks, const NodeClass& nodeClass,
-                                    const ShmSettings& settings, const MeasuredShm* measured) {
+                                    const ShmSettings& settings, std::string_view nvlinkDomain,
+                                    const MeasuredShm* measured) {
   // The settings are read here, once; the formula and the NCCL reserve get plain numbers.
   const uint64_t maxPercent = settings.maxShmPercentOfNodeMemory;
   const bool adopt = settings.adoptOwnVolume;
@@ -146,7 +147,8 @@ Result<PodShm, Denial> decidePodShm(const json& pod, const PodInputs& in, uint64
   // NCCL's segments per rank per communicator, by the transport the ranks will use:
   // docs/webhook.md "The NCCL reserve".
   shmIn.nccl = planNcclReserve(NcclReserveInputs{ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span,
-                                                 nodeClass.p2pAllPairs, settings.ncclShmPerCommunicator, in.ncclEnv});
+                                                 nodeClass.p2pAllPairs, settings.ncclShmPerCommunicator, in.ncclEnv,
+                                                 std::string(nvlinkDomain)});
   auto plan = planShm(shmIn, in.ranks ? std::string(names::kRanksPerPod) : "the pod's " + in.gpuWords);
   if (!plan) return makeDenial(DenialCause::kShmSize, plan.error().message);
   std::vector<std::string> measuredWarnings;

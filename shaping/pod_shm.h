@@ -57,11 +57,12 @@ struct PodShm {
 // Denied: a size that cannot be computed (shm-size), above limits.maxShmPercentOfNodeMemory
 // (shm-cap; a node class without memory is a warning), or a volume of the user's with the
 // name of podshaper's (volume-name).
-// With `measured`, the workload's ShmProfile sizes it or is told beside the formula
-// (shaping/measured_shm.h).
+// `nvlinkDomain`: the NVLink domain the job's ranks are all kept within, in words (empty:
+// they may leave it; shaping/nvlink.h). With `measured`, the workload's ShmProfile sizes it
+// or is told beside the formula (shaping/measured_shm.h).
 Result<PodShm, Denial> decidePodShm(const nlohmann::json& pod, const PodInputs& in, uint64_t ranks,
                                     const NodeClass& nodeClass, const ShmSettings& settings,
-                                    const MeasuredShm* measured = nullptr);
+                                    std::string_view nvlinkDomain = {}, const MeasuredShm* measured = nullptr);
 
 // What a kept volume earns: too small, no sizeLimit, the host's, on disk; or adopted.
 std::optional<std::string> ownShmWarning(const nlohmann::json& pod, const OwnShm& own);

@@ -1,0 +1,187 @@
+#include "shaping/nvlink.h"
+
+#include <algorithm>
+
+#include "api/names.h"
+#include "api/node_requirement.h"
+#include "api/shm_profile.h"
+#include "base/json_util.h"
+#include "base/text.h"
+
+namespace podshaper {
+namespace {
+
+using json = nlohmann::json;
+
+// A label value is at most 63 bytes.
+constexpr std::size_t kMaxLabelValue = 63;
+
+const json& labelsOf(const json& pod) { return member(member(pod, "metadata"), "labels"); }
+
+// "NVLink domain d (18 nodes)", "NVLink domains d1 (9 nodes), d2 (9 nodes)": the domains of
+// the nodes that could take the pod.
+std::string domainsWords(const NodeClass& nodeClass) {
+  const auto& domains = nodeClass.nvlinkDomains;
+  return std::string(domains.size() == 1 ? "NVLink domain " : "NVLink domains ") +
+         someOf(domains, 3, [](const auto& d) { return d.first + " (" + counted(d.second, "node") + ")"; });
+}
+
+// The pod's group, its value and in words: the user's podshaper.io/nvlink-group, a
+// LeaderWorkerSet's group (each group is one NCCL world), else its workload as its
+// ShmProfile names it, with a Kubeflow job's replica types together (master and workers
+// are one world). nullopt: a pod of no workload.
+struct Group {
+  std::string value, words;
+};
+std::optional<Group> groupOf(const json& pod) {
+  const json& labels = labelsOf(pod);
+  if (const json& own = member(labels, names::kNvlinkGroupLabel); own.is_string() && !own.get_ref<const std::string&>().empty()) {
+    return Group{own.get<std::string>(), std::string(names::kNvlinkGroupLabel) + " " + inQuotes(own.get<std::string>())};
+  }
+  if (const json& key = member(labels, names::kLwsGroupKeyLabel); key.is_string() && !key.get_ref<const std::string&>().empty()) {
+    return Group{withinLength(profileName("leaderworkerset", key.get<std::string>()), kMaxLabelValue),
+                 "LeaderWorkerSet group " + inQuotes(key.get<std::string>())};
+  }
+  auto workload = workloadOf(pod);
+  if (!workload || !*workload) return std::nullopt;
+  const Workload& w = **workload;
+  std::string name = w.name;
+  const bool roleIsReplicaType = !w.kind.empty() && w.kind != "JobSet" && w.kind != "RayCluster" &&
+                                 w.kind != "RayJob" && w.kind != "LeaderWorkerSet";
+  if (const std::size_t slash = name.find('/'); roleIsReplicaType && slash != std::string::npos) name.resize(slash);
+  const std::string profile = w.kind.empty() ? w.profile : profileName(w.kind, name);
+  Workload job{w.kind, name, profile};
+  return Group{withinLength(profile, kMaxLabelValue), job.words()};
+}
+
+// The gang scheduling the pod is under, in words; nullopt: none recognised.
+std::optional<std::string> gangOf(const json& pod) {
+  const json& spec = member(pod, "spec");
+  for (std::string_view field : {names::kWorkloadRefField, names::kSchedulingGroupField}) {
+    if (member(spec, field).is_object()) return "the Workload API (spec." + std::string(field) + ")";
+  }
+  for (std::string_view key : {names::kKueueRequiredTopology, names::kKueuePreferredTopology}) {
+    if (annotation(pod, key)) return "Kueue's topology-aware scheduling (" + std::string(key) + ")";
+  }
+  if (annotation(pod, names::kVolcanoGroupName)) return "Volcano (" + std::string(names::kVolcanoGroupName) + ")";
+  if (member(labelsOf(pod), names::kCoschedulingPodGroup).is_string()) {
+    return "scheduler-plugins' coscheduling (" + std::string(names::kCoschedulingPodGroup) + ")";
+  }
+  return std::nullopt;
+}
+
+// What the pod lacks of an IMEX channel, in words; nullopt where each GPU container uses a
+// claim of the channel class.
+std::optional<std::string> missingChannel(const json& pod, const PodInputs& in, const PodClaimGpus& claims,
+                                          const std::string& channelClass) {
+  if (claims.channelClaims.empty()) {
+    return "it claims no IMEX channel (no resource claim of device class " + channelClass + ")";
+  }
+  std::vector<std::string> without;
+  const json& containers = member(member(pod, "spec"), "containers");
+  for (const GpuContainer& c : in.gpuContainers) {
+    const json& uses = member(member(containers[c.index], "resources"), "claims");
+    const bool usesOne = uses.is_array() && std::any_of(uses.begin(), uses.end(), [&](const json& use) {
+                           return claims.channelClaims.contains(stringMember(use, "name"));
+                         });
+    if (!usesOne) without.push_back(inQuotes(c.name));
+  }
+  if (without.empty()) return std::nullopt;
+  return "its IMEX channel claim " + inQuotes(*claims.channelClaims.begin()) + " is not used by container" +
+         (without.size() == 1 ? " " : "s ") + someOf(without) + " (resources.claims), which then has no channel";
+}
+
+std::string channelFix(const std::string& channelClass) {
+  return "NCCL would fail at init with ncclSystemError (\"MNNVL ... is available but not working ... Check the IMEX "
+         "channel configuration (/dev/nvidia-caps-imex-channels)\", NCCL src/mnnvl.cc). Make a ComputeDomain "
+         "(resource.nvidia.com) with spec.channel.resourceClaimTemplate.name: imex-channel, whose driver makes that "
+         "ResourceClaimTemplate (a request of deviceClassName " + channelClass + "), and give the pod "
+         "spec.resourceClaims: [{name: imex-channel, resourceClaimTemplateName: imex-channel}] and each GPU "
+         "container resources.claims: [{name: imex-channel}]; or set " + std::string(names::kNcclMnnvlEnableEnv) +
+         "=0 in its GPU containers for NCCL to use the network between nodes";
+}
+
+}  // namespace
+
+Result<NvlinkPlan, Denial> planNvlink(const json& pod, const PodInputs& in, const NodeClass& nodeClass,
+                                      const PodClaimGpus& claims, const MnnvlSettings& settings) {
+  NvlinkPlan out;
+  if (!nodeClass.mnnvl()) return out;
+  const std::string domains = domainsWords(nodeClass);
+  const bool oneNode = in.span.kind == JobSpan::kOneNode;
+
+  // NCCL checks the fabric where its ranks span nodes, MNNVL is on and cuMem with it.
+  bool channelMissing = false;
+  if (!oneNode && in.ncclCommunicators > 0 && in.ncclEnv.mnnvlOffWhy().empty()) {
+    const std::string& channelClass = settings.computeDomainChannelClass;
+    if (!claims.read) {
+      out.warnings.push_back("the pod's nodes are in " + domains +
+                             ", and whether it claims an IMEX channel (device class " + channelClass +
+                             ") was not checked: its resource claims were not read");
+    } else if (auto missing = missingChannel(pod, in, claims, channelClass)) {
+      std::string message = "the pod's nodes are in " + domains + " and its ranks may span nodes (" + in.span.source +
+                            "), but " + *missing + ": " + channelFix(channelClass);
+      if (settings.missingChannel == MissingChannelAction::kDeny) {
+        return makeDenial(DenialCause::kNvlinkChannel, std::move(message));
+      }
+      out.warnings.push_back(std::move(message) + " (config mnnvl.missingChannel: warn)");
+      channelMissing = true;
+    }
+  }
+
+  // One pod per node: the job's pods are kept in one domain. A one-node job has no other pod.
+  if (!in.nodeExclusive || oneNode) return out;
+  std::size_t largest = 0;
+  for (const auto& [domain, nodes] : nodeClass.nvlinkDomains) largest = std::max(largest, nodes);
+  if (in.span.nodes && *in.span.nodes > largest) {
+    out.warnings.push_back("the job spans " + counted(*in.span.nodes, "node") + " (" + in.span.source +
+                           "), more than any NVLink domain of its nodes holds (" + domains +
+                           "): its pods are not kept in one domain, and its ranks reach each other over the network "
+                           "between domains (the NET reserve)");
+    return out;
+  }
+  auto group = groupOf(pod);
+  if (!group) {
+    out.warnings.push_back("the pod belongs to no workload (no controller, no " + std::string(names::kWorkload) +
+                           "): nothing keeps its job in one of the " + domains + ", and its ranks may reach each "
+                           "other over the network (the NET reserve); label the job's pods " +
+                           std::string(names::kNvlinkGroupLabel) + " with one value to keep them together");
+    return out;
+  }
+  out.group = group->value;
+  out.required = settings.placement == NvlinkPlacement::kRequired;
+  if (!out.required) return out;  // preferred: the scheduler may spread it, so the ranks may leave the domain
+  if (!gangOf(pod)) {
+    out.warnings.push_back(
+        "no gang scheduling recognised (the Workload API's spec.workloadRef, Kueue's " +
+        std::string(names::kKueueRequiredTopology) + ", Volcano's " + std::string(names::kVolcanoGroupName) +
+        ", scheduler-plugins' " + std::string(names::kCoschedulingPodGroup) + "): the first pod of " + group->words +
+        " picks an NVLink domain and the others must join it, so one with fewer free nodes than the job needs "
+        "leaves them Pending (" + domains + ")");
+  }
+  if (!channelMissing) {
+    out.keptWithin = nodeClass.nvlinkDomains.size() == 1 ? domains : "one of the " + domains;
+  }
+  return out;
+}
+
+void keepInNvlinkDomain(JsonEdit& edit, const NvlinkPlan& plan) {
+  if (!plan.group) return;
+  if (!hasText(member(labelsOf(edit.document()), names::kNvlinkGroupLabel), *plan.group)) {
+    edit.set({"metadata", "labels", names::kNvlinkGroupLabel}, *plan.group);
+  }
+  // Without a namespaceSelector the term sees the pods of the pod's own namespace, as a
+  // workload's are.
+  json term = {{"labelSelector", {{"matchExpressions", json::array({labelIs(names::kNvlinkGroupLabel, *plan.group).toJson()})}}},
+               {"topologyKey", names::kNvlinkDomain}};
+  json entry = plan.required ? std::move(term) : json{{"weight", 100}, {"podAffinityTerm", std::move(term)}};
+  const char* list = plan.required ? "requiredDuringSchedulingIgnoredDuringExecution"
+                                   : "preferredDuringSchedulingIgnoredDuringExecution";
+  const json& terms = member(member(member(edit.document(), "spec"), "affinity"), "podAffinity");
+  const json& written = member(terms, list);
+  if (!written.is_array() || std::find(written.begin(), written.end(), entry) == written.end()) {
+    edit.append({"spec", "affinity", "podAffinity", list}, std::move(entry));
+  }
+}
+
+}  // namespace podshaper
