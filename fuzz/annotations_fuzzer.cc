@@ -139,7 +139,7 @@ void checkInputs(const json& pod, const std::vector<std::optional<std::string>>&
   shm.batch = in.batch;
   shm.headroomPercent = config.shm.headroomPercent;
   shm.nccl = podshaper::planNcclReserve({shm.ranks, in.ncclCommunicators, in.ncclCommunicatorsFrom, in.span, false,
-                                         config.shm.ncclShmPerCommunicator, in.ncclEnv});
+                                         config.shm.ncclShmPerCommunicator, in.ncclEnv, {}});
   FUZZ_CHECK((shm.nccl.transport == podshaper::NcclTransport::kNone) == (in.ncclCommunicators == 0 ||
                                             (in.span.kind == podshaper::JobSpan::kOneNode && shm.ranks <= 1)),
              describe(f));

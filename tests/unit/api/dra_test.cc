@@ -65,5 +65,22 @@ TEST(Dra, AdminAccessGivesThePodNoGpus) {
   EXPECT_TRUE(r->empty());
 }
 
+// A ComputeDomain's IMEX channel: asked, and never a GPU.
+TEST(Dra, AChannelClaimIsFoundAndCountsNoGpu) {
+  const std::string channel = "compute-domain-default-channel.nvidia.com";
+  json spec = claimSpec(json::parse(R"([
+      {"name": "channel", "exactly": {"deviceClassName": "compute-domain-default-channel.nvidia.com"}}])"));
+  EXPECT_TRUE(requestsDeviceClass(spec, channel));
+  EXPECT_FALSE(requestsDeviceClass(spec, "gpu.nvidia.com"));
+  EXPECT_TRUE(gpuRequests(spec, "gpu.nvidia.com")->empty());
+  json first = claimSpec(json::parse(R"([{"name": "c", "firstAvailable": [
+      {"name": "a", "deviceClassName": "compute-domain-default-channel.nvidia.com"},
+      {"name": "b", "deviceClassName": "other"}]}])"));
+  EXPECT_TRUE(requestsDeviceClass(first, channel));
+  EXPECT_FALSE(requestsDeviceClass(first, "other"));  // only the first choice, as GPUs are counted
+  EXPECT_FALSE(requestsDeviceClass(json::object(), channel));
+  EXPECT_FALSE(requestsDeviceClass({{"devices", {{"requests", "x"}}}}, channel));
+}
+
 }  // namespace
 }  // namespace podshaper
