@@ -10,6 +10,9 @@
 
 #include "agent/backend.h"
 #include "agent/gpu_recording.h"
+#include "api/report.h"
+#include "base/timefmt.h"
+#include "judging/verdict.h"
 #include "tests/unit/agent/recordings.h"
 
 namespace podshaper::agent {
@@ -210,6 +213,60 @@ TEST(Mnnvl, FabricUuidsAsTextAndBack) {
   EXPECT_EQ(uuidBytes("9277d399-0674-44a9-b64e-d85bb19ce2b0"), bytes);
   EXPECT_FALSE(uuidBytes("9277d399-0674-44a9-b64e-d85bb19ce2b").has_value());
   EXPECT_FALSE(uuidBytes("9277d399x0674-44a9-b64e-d85bb19ce2b0").has_value());
+}
+
+// ---- the racks judged by the operator ---------------------------------------------
+
+// Each node of the rack as the operator judges its report under a policy that requires a
+// domain: its Validated reason and its podshaper.io/nvlink-domain label ("" without).
+std::map<std::string, std::pair<std::string, std::string>> judgedRack(const std::string& rack) {
+  Policy mnnvl{.name = "mnnvl"};
+  mnnvl.requirements.requireNVLinkDomain = true;
+  const long long now = 1795305600;
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  for (const RackNode& n : rackNodes(rack)) {
+    Node node{.name = n.name, .uid = "uid-" + n.name, .allocatableGpus = 4};
+    Verdict v = judge(reportSpec(probe(n.recording), formatTime(now - 30)), &node, {mnnvl}, now);
+    auto labels = nodeLabels(v);
+    out[n.name] = {v.condition(conditions::kValidated)->reason, labels[std::string(names::kNvlinkDomain)]};
+  }
+  return out;
+}
+
+TEST(Mnnvl, TheOperatorLabelsEachRackNodeWithItsDomainAndJudgesItsFabric) {
+  for (const auto& [name, judged] : judgedRack("one-clique")) {
+    EXPECT_EQ(judged, std::make_pair(std::string("RequirementsMet"),
+                                     std::string("9277d399-0674-44a9-b64e-d85bb19ce2b0.32766")))
+        << name;
+  }
+  std::map<std::string, int> byLabel;
+  for (const auto& [name, judged] : judgedRack("two-cliques")) {
+    EXPECT_EQ(judged.first, "RequirementsMet") << name;
+    ++byLabel[judged.second];
+  }
+  EXPECT_EQ(byLabel, (std::map<std::string, int>{{"5d0c51c2-1b7e-4f4e-9a57-3c2f1e0b8a61.1", 9},
+                                                 {"5d0c51c2-1b7e-4f4e-9a57-3c2f1e0b8a61.2", 9}}));
+  auto inProgress = judgedRack("in-progress");
+  EXPECT_EQ(inProgress["in-progress-15"].first, "RequirementsMet");
+  EXPECT_EQ(inProgress["in-progress-16"].first, "FabricInProgress");
+  EXPECT_EQ(inProgress["in-progress-17"].first, "FabricInProgress");
+  EXPECT_EQ(inProgress["in-progress-17"].second, "0f3e7a2b-66c1-4b0d-8e2f-9a4c1d5e7b30.32766");  // kept off by validated=false
+  auto unhealthy = judgedRack("unhealthy");
+  EXPECT_EQ(unhealthy["unhealthy-05"].first, "FabricUnhealthy");
+  EXPECT_EQ(unhealthy["unhealthy-04"].first, "RequirementsMet");
+}
+
+TEST(Mnnvl, TheMachinesRecordedHereFailAPolicyRequiringADomain) {
+  Policy mnnvl{.name = "mnnvl"};
+  mnnvl.requirements.requireNVLinkDomain = true;
+  std::ifstream in(std::filesystem::path(PODSHAPER_HARDWARE_DIR) / "h100-x2" / "gpu-recording.json");
+  Topology topo = probe(json::parse(in));
+  Node node{.name = "h100", .uid = "uid", .allocatableGpus = topo.gpus.size()};
+  const long long now = 1795305600;
+  Verdict v = judge(reportSpec(topo, formatTime(now - 30)), &node, {mnnvl}, now);
+  EXPECT_EQ(v.condition(conditions::kValidated)->reason, "NoNVLinkDomain");
+  EXPECT_EQ(v.condition(conditions::kNVLinkDomain), nullptr);
+  EXPECT_FALSE(nodeLabels(v).contains(std::string(names::kNvlinkDomain)));
 }
 
 }  // namespace
