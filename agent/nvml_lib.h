@@ -22,7 +22,7 @@ struct nvmlPciInfo_t {
 struct nvmlMemory_t {
   unsigned long long total, free, used;
 };
-// nvml.h's nvmlGpuFabricInfo_t (v1, drivers from 525) and nvmlGpuFabricInfo_v2_t (from 550,
+// nvml.h's nvmlGpuFabricInfo_t (v1, older drivers) and nvmlGpuFabricInfo_v2_t (from 550,
 // asked with its version word: its size and 2 << 24, NVML_STRUCT_VERSION).
 struct nvmlGpuFabricInfo_t {
   unsigned char clusterUuid[16];
