@@ -5,6 +5,7 @@
 // (agent/gpu_recording.h) answers in tests and in `podshaper-agent probe --recording`.
 // The few types and enums used are declared here as NVML's and CUDA's headers do.
 // What the answers mean is nvml_backend.cc's business.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +33,23 @@ constexpr int NVML_P2P_CAPS_INDEX_READ = 0, NVML_P2P_CAPS_INDEX_WRITE = 1, NVML_
 constexpr int NVML_P2P_STATUS_OK = 0, NVML_P2P_STATUS_UNKNOWN = 6;
 // nvmlIntNvLinkDeviceType_t
 constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0, NVML_NVLINK_DEVICE_TYPE_SWITCH = 2;
+
+// nvmlGpuFabricState_t
+constexpr unsigned char NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0, NVML_GPU_FABRIC_STATE_NOT_STARTED = 1,
+                        NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2, NVML_GPU_FABRIC_STATE_COMPLETED = 3;
+
+// What nvmlDeviceGetGpuFabricInfoV (or, on older drivers, nvmlDeviceGetGpuFabricInfo) says of
+// a GPU's place in a multi-node NVLink fabric, as NVML answered it: the cluster UUID's 16
+// bytes, NVML's status of the GPU's registration, the clique, the state
+// (NVML_GPU_FABRIC_STATE_*) and, from the V entry point only, the health mask.
+struct GpuFabricInfo {
+  std::array<unsigned char, 16> clusterUuid{};
+  nvmlReturn_t status = 0;
+  unsigned cliqueId = 0;
+  unsigned char state = NVML_GPU_FABRIC_STATE_NOT_SUPPORTED;
+  std::optional<unsigned> healthMask;
+  bool operator==(const GpuFabricInfo&) const = default;
+};
 
 // Why NVML could not be opened. The message says what, without the agent's
 // verdict: a node without a driver, or with one that will not start, has no GPUs
@@ -75,6 +93,9 @@ class Nvml {
   virtual bool nvLinkActive(nvmlDevice_t device, unsigned link) const = 0;
   virtual std::optional<int> nvLinkRemoteType(nvmlDevice_t device, unsigned link) const = 0;  // NVML_NVLINK_DEVICE_TYPE_*
   virtual std::optional<std::string> nvLinkRemoteBusId(nvmlDevice_t device, unsigned link) const = 0;
+  // nothing: neither fabric entry point (a driver before 550), or the call failed (NOT_SUPPORTED
+  // on a GPU without a fabric)
+  virtual std::optional<GpuFabricInfo> gpuFabricInfo(nvmlDevice_t device) const = 0;
 };
 
 using CUdevice = int;
@@ -93,6 +114,11 @@ class Cuda {
   virtual std::optional<Device> device(int ordinal) const = 0;  // cuDeviceGet and cuDeviceGetPCIBusId
   virtual std::optional<bool> canAccessPeer(CUdevice device, CUdevice peer) const = 0;
 };
+
+// A fabric cluster UUID's 16 bytes as text, "9277d399-0674-44a9-b64e-d85bb19ce2b0" (as GFD's
+// nvidia.com/gpu.clique label writes it), and back: nothing unless text is such a UUID.
+std::string uuidText(const std::array<unsigned char, 16>& bytes);
+std::optional<std::array<unsigned char, 16>> uuidBytes(const std::string& text);
 
 // The sysfs files the backend reads, by their path under /sys: a GPU's NUMA node by its
 // NVML bus id ("00000000:18:00.0" → bus/pci/devices/0000:18:00.0/numa_node), and a NUMA

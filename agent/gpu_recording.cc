@@ -63,6 +63,13 @@ json recordGpu(const Nvml& nvml, nvmlDevice_t device, const std::vector<nvmlDevi
     peers.push_back(std::move(peer));
   }
   gpu["peers"] = std::move(peers);
+  if (auto fabric = nvml.gpuFabricInfo(device)) {
+    gpu["fabric"] = {{"clusterUuid", uuidText(fabric->clusterUuid)},
+                     {"status", fabric->status},
+                     {"cliqueId", fabric->cliqueId},
+                     {"state", fabric->state}};
+    put(gpu["fabric"], "healthMask", fabric->healthMask);
+  }
   return gpu;
 }
 
@@ -213,6 +220,7 @@ struct RecordedGpu {
   bool computeIdle = false;
   std::array<RecordedLink, NVML_NVLINK_MAX_LINKS> links{};
   std::map<unsigned, RecordedPeer> peers;
+  std::optional<GpuFabricInfo> fabric;
 };
 
 struct NvmlRecording {
@@ -222,6 +230,28 @@ struct NvmlRecording {
   std::optional<std::string> countError;
   std::vector<RecordedGpu> gpus;
 };
+
+// NVML's fabric info as recordGpu writes it; missing or null where NVML gave none.
+std::optional<GpuFabricInfo> readFabric(const json& in, const std::string& path) {
+  if (in.is_null()) return std::nullopt;
+  if (!in.is_object()) malformed(path, "an object");
+  GpuFabricInfo fabric;
+  auto uuid = optString(in, "clusterUuid", path);
+  auto bytes = uuid ? uuidBytes(*uuid) : std::nullopt;
+  if (!bytes) malformed(path + ".clusterUuid", "a UUID (8-4-4-4-12 lower-case hex digits)");
+  fabric.clusterUuid = *bytes;
+  auto status = optNumber<int>(in, "status", path);
+  auto clique = optNumber<unsigned>(in, "cliqueId", path);
+  auto state = optNumber<unsigned char>(in, "state", path);
+  if (!status) malformed(path + ".status", "NVML's return code (0: success)");
+  if (!clique) malformed(path + ".cliqueId", "an integer");
+  if (!state) malformed(path + ".state", "NVML's fabric state (0 to 3)");
+  fabric.status = *status;
+  fabric.cliqueId = *clique;
+  fabric.state = *state;
+  fabric.healthMask = optNumber<unsigned>(in, "healthMask", path);
+  return fabric;
+}
 
 RecordedGpu readGpu(const json& in, const std::string& path, unsigned self, unsigned count) {
   RecordedGpu gpu;
@@ -277,6 +307,7 @@ RecordedGpu readGpu(const json& in, const std::string& path, unsigned self, unsi
       if (auto status = optNumber<int>(p2p, name, at + ".p2p")) peer.p2p[caps] = *status;
     }
   }
+  gpu.fabric = readFabric(member(in, "fabric"), path + ".fabric");
   return gpu;
 }
 
@@ -369,6 +400,7 @@ class RecordedNvml final : public Nvml {
     const RecordedLink* l = linkOf(d, link);
     return l ? l->remoteBusId : std::nullopt;
   }
+  std::optional<GpuFabricInfo> gpuFabricInfo(nvmlDevice_t d) const override { return at(d, &RecordedGpu::fabric); }
 
  private:
   const RecordedGpu* find(nvmlDevice_t device) const {

@@ -13,7 +13,9 @@
 //                     "memoryTotal": 85520809984, "numaNode": 0, "cpuAffinity": [4294967295], "computeIdle": true,
 //                     "nvlinks": [{"link": 0, "active": true, "remoteType": 2, "remoteBusId": "FFFFFFFF:FF:FF.0"}],
 //                     "peers": [{"gpu": 1, "commonAncestor": 50,
-//                                "p2p": {"read": 0, "write": 0, "nvlink": 0, "atomics": 0}}]}]},
+//                                "p2p": {"read": 0, "write": 0, "nvlink": 0, "atomics": 0}}],
+//                     "fabric": {"clusterUuid": "9277d399-0674-44a9-b64e-d85bb19ce2b0", "status": 0,
+//                                "cliqueId": 32766, "state": 3, "healthMask": 170}}]},
 //  "cuda": {"open": {"message": "libcuda.so.1 not loadable"}} |
 //          {"devices": [{"busId": "0000:18:00.0"} | null], "canAccessPeer": [[null, true], [true, null]]},
 //  "sysfs": {"bus/pci/devices/0000:18:00.0/numa_node": "0\n", "devices/system/node/node0/cpulist": "0-47\n"}}

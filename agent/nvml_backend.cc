@@ -117,6 +117,47 @@ std::string cpuList(const std::vector<unsigned long>& mask) {
   return out;
 }
 
+// NVML's nvmlReturn_t in a word, for a fabric registration's status: the errors a
+// registration may end in by name, others by number.
+std::string nvmlStatusWord(nvmlReturn_t status) {
+  switch (status) {
+    case 0: return "Success";
+    case 3: return "NotSupported";
+    case 10: return "Timeout";
+    case 15: return "GpuIsLost";
+    case 17: return "OperatingSystem";
+    case 20: return "Memory";
+    case 23: return "InsufficientResources";
+    case 27: return "NotReady";
+    case 29: return "InvalidState";
+    case 999: return "Unknown";
+    default: return "Error" + std::to_string(status);
+  }
+}
+
+std::string fabricStateWord(unsigned char state) {
+  switch (state) {
+    case NVML_GPU_FABRIC_STATE_NOT_STARTED: return "NotStarted";
+    case NVML_GPU_FABRIC_STATE_IN_PROGRESS: return "InProgress";
+    case NVML_GPU_FABRIC_STATE_COMPLETED: return "Completed";
+    default: return "Unknown";
+  }
+}
+
+// A GPU's fabric, when NVML tells of one: a GPU without (a host without NVSwitch trays, a
+// 1×H200 VM, an older driver) answers NOT_SUPPORTED, or state NOT_SUPPORTED.
+std::optional<GpuFabric> readFabric(const Nvml& nvml, nvmlDevice_t device) {
+  auto info = nvml.gpuFabricInfo(device);
+  if (!info || info->state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED) return std::nullopt;
+  GpuFabric fabric;
+  fabric.clusterUuid = uuidText(info->clusterUuid);
+  fabric.cliqueId = info->cliqueId;
+  fabric.state = fabricStateWord(info->state);
+  fabric.status = nvmlStatusWord(info->status);
+  fabric.healthMask = info->healthMask;
+  return fabric;
+}
+
 // What NVML says of one GPU: its identity, memory, NUMA node and CPUs.
 GpuInfo readGpu(const Nvml& nvml, const GpuSources& sources, nvmlDevice_t device, unsigned index) {
   GpuInfo gpu;
@@ -131,6 +172,7 @@ GpuInfo readGpu(const Nvml& nvml, const GpuSources& sources, nvmlDevice_t device
     gpu.cpuAffinity = cpuList(*mask);
     if (!gpu.numaNode) gpu.numaNode = numaFromCpus(sources, *mask);
   }
+  gpu.fabric = readFabric(nvml, device);
   return gpu;
 }
 
@@ -317,6 +359,29 @@ class NvmlBackend : public Backend {
 
 std::string sysfsNumaNodePath(const std::string& nvmlBusId) {
   return "bus/pci/devices/" + sysfsBusId(nvmlBusId) + "/numa_node";
+}
+
+std::string uuidText(const std::array<unsigned char, 16>& bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[bytes[i] >> 4];
+    out += kHex[bytes[i] & 0xF];
+  }
+  return out;
+}
+
+std::optional<std::array<unsigned char, 16>> uuidBytes(const std::string& text) {
+  if (!isUuidText(text)) return std::nullopt;
+  std::array<unsigned char, 16> bytes{};
+  std::size_t at = 0;
+  auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    if (text[i] == '-') ++i;
+    bytes[at++] = static_cast<unsigned char>(digit(text[i]) << 4 | digit(text[i + 1]));
+  }
+  return bytes;
 }
 
 std::string sysfsCpuListPath(int numaNode) { return "devices/system/node/node" + std::to_string(numaNode) + "/cpulist"; }

@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
+#include <iterator>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,6 +22,19 @@ template <class F>
 void symbol(void* lib, F& fn, const char* name) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
 }
+
+// The members both versions of NVML's fabric info have.
+template <class Info>
+GpuFabricInfo fabricInfo(const Info& info) {
+  GpuFabricInfo out;
+  std::copy(std::begin(info.clusterUuid), std::end(info.clusterUuid), out.clusterUuid.begin());
+  out.status = info.status;
+  out.cliqueId = info.cliqueId;
+  out.state = info.state;
+  return out;
+}
+// nvml.h's layout, which the version word encodes.
+static_assert(sizeof(nvmlGpuFabricInfo_v2_t) == 36 && nvmlGpuFabricInfo_v2 == 0x02000024);
 
 // NVML's largest buffer for a UUID, a device name or the driver version (nvml.h's *_V2_BUFFER_SIZE).
 using Text = std::array<char, 96>;
@@ -76,6 +91,9 @@ Result<std::unique_ptr<NvmlLib>, NvmlOpenError> NvmlLib::open() {
   symbol(handle, lib->driverVersion_, "nvmlSystemGetDriverVersion");
   symbol(handle, lib->cudaVersion_, "nvmlSystemGetCudaDriverVersion_v2");
   symbol(handle, lib->running_, "nvmlDeviceGetComputeRunningProcesses_v3");
+  // Either or none: a driver without them has no multi-node NVLink to tell of.
+  symbol(handle, lib->fabricV_, "nvmlDeviceGetGpuFabricInfoV");
+  symbol(handle, lib->fabric_, "nvmlDeviceGetGpuFabricInfo");
   if (!lib->init_ || !lib->shutdown_) {
     return nvmlOpenError(NvmlOpenError::Kind::kIncomplete, "NVML: nvmlInit_v2/nvmlShutdown missing from libnvidia-ml.so.1");
   }
@@ -194,6 +212,20 @@ std::optional<std::string> NvmlLib::nvLinkRemoteBusId(nvmlDevice_t device, unsig
   nvmlPciInfo_t remote{};
   if (!remotePci_ || remotePci_(device, link, &remote) != NVML_SUCCESS) return std::nullopt;
   return remote.busId;
+}
+
+std::optional<GpuFabricInfo> NvmlLib::gpuFabricInfo(nvmlDevice_t device) const {
+  if (fabricV_) {
+    nvmlGpuFabricInfo_v2_t info{};
+    info.version = nvmlGpuFabricInfo_v2;
+    if (fabricV_(device, &info) != NVML_SUCCESS) return std::nullopt;
+    GpuFabricInfo out = fabricInfo(info);
+    out.healthMask = info.healthMask;
+    return out;
+  }
+  nvmlGpuFabricInfo_t info{};
+  if (!fabric_ || fabric_(device, &info) != NVML_SUCCESS) return std::nullopt;
+  return fabricInfo(info);
 }
 
 Result<std::unique_ptr<CudaLib>> CudaLib::open() {

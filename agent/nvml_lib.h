@@ -22,6 +22,23 @@ struct nvmlPciInfo_t {
 struct nvmlMemory_t {
   unsigned long long total, free, used;
 };
+// nvml.h's nvmlGpuFabricInfo_t (v1, older drivers) and nvmlGpuFabricInfo_v2_t (from 550,
+// asked with its version word: its size and 2 << 24, NVML_STRUCT_VERSION).
+struct nvmlGpuFabricInfo_t {
+  unsigned char clusterUuid[16];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  unsigned char state;
+};
+struct nvmlGpuFabricInfo_v2_t {
+  unsigned int version;
+  unsigned char clusterUuid[16];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  unsigned char state;
+  unsigned int healthMask;
+};
+constexpr unsigned nvmlGpuFabricInfo_v2 = sizeof(nvmlGpuFabricInfo_v2_t) | (2u << 24);
 
 // libnvidia-ml.so.1, loaded and initialized (nvmlInit_v2) for the object's life
 // and shut down (nvmlShutdown) and unloaded with it. Every symbol is looked up
@@ -57,6 +74,7 @@ class NvmlLib final : public Nvml {
   bool nvLinkActive(nvmlDevice_t device, unsigned link) const override;
   std::optional<int> nvLinkRemoteType(nvmlDevice_t device, unsigned link) const override;
   std::optional<std::string> nvLinkRemoteBusId(nvmlDevice_t device, unsigned link) const override;
+  std::optional<GpuFabricInfo> gpuFabricInfo(nvmlDevice_t device) const override;
 
  private:
   explicit NvmlLib(void* handle) : handle_(handle) {}
@@ -83,6 +101,8 @@ class NvmlLib final : public Nvml {
   nvmlReturn_t (*driverVersion_)(char*, unsigned) = nullptr;
   nvmlReturn_t (*cudaVersion_)(int*) = nullptr;
   nvmlReturn_t (*running_)(nvmlDevice_t, unsigned*, void*) = nullptr;
+  nvmlReturn_t (*fabricV_)(nvmlDevice_t, nvmlGpuFabricInfo_v2_t*) = nullptr;
+  nvmlReturn_t (*fabric_)(nvmlDevice_t, nvmlGpuFabricInfo_t*) = nullptr;
 };
 
 using CUresult = int;

@@ -73,9 +73,11 @@ class PolicyReader {
       if (key == "minGPUs") {
         if (!v.is_number_integer() || v.get<long long>() < 0) return error(field, "expected a whole number ≥ 0");
         r.minGPUs = v.get<long long>();
-      } else if (key == "requireP2PAllPairs" || key == "requireMemlockUnlimited") {
+      } else if (key == "requireP2PAllPairs" || key == "requireMemlockUnlimited" || key == "requireNVLinkDomain") {
         if (!v.is_boolean()) return error(field, "expected true or false");
-        (key == "requireP2PAllPairs" ? r.requireP2PAllPairs : r.requireMemlockUnlimited) = v.get<bool>();
+        (key == "requireP2PAllPairs"        ? r.requireP2PAllPairs
+         : key == "requireMemlockUnlimited" ? r.requireMemlockUnlimited
+                                            : r.requireNVLinkDomain) = v.get<bool>();
       } else if (key == "minLink") {
         auto link = v.is_string() ? parseLinkClass(v.get<std::string>()) : std::nullopt;
         if (!link || (v.get<std::string>().rfind("NV", 0) == 0 && v.get<std::string>() != "NVLink")) {
@@ -172,6 +174,7 @@ EffectiveRequirements effectiveRequirements(const std::vector<Policy>& policies,
     if (q.minLink && (!r.minLink || *q.minLink < *r.minLink)) r.minLink = q.minLink;
     if (q.minBandwidthGBps) r.minBandwidthGBps = std::max(r.minBandwidthGBps.value_or(0), *q.minBandwidthGBps);
     r.requireMemlockUnlimited = r.requireMemlockUnlimited || q.requireMemlockUnlimited;
+    r.requireNVLinkDomain = r.requireNVLinkDomain || q.requireNVLinkDomain;
     if (q.maxReportAgeSeconds && (!r.maxReportAgeSeconds || *q.maxReportAgeSeconds < *r.maxReportAgeSeconds)) {
       r.maxReportAgeSeconds = q.maxReportAgeSeconds;
     }

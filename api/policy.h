@@ -50,6 +50,7 @@ struct Requirements {
   std::optional<LinkClass> minLink;
   std::optional<double> minBandwidthGBps;
   bool requireMemlockUnlimited = false;
+  bool requireNVLinkDomain = false;  // the node's GPUs in a multi-node NVLink domain (MNNVL)
   std::optional<long long> maxReportAgeSeconds;
   std::optional<std::string> taintEffect;  // taintOnFailure.effect
 };

@@ -98,7 +98,54 @@ std::vector<Matrix> readMatrices(std::string_view raw) {
   return matrices;
 }
 
+std::optional<uint32_t> u32(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > UINT32_MAX) return std::nullopt;
+  } else if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > UINT32_MAX) {
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(v.get<uint64_t>());
+}
+
+// A GPU's fabric as toJson writes it. The error names the field:
+//   spec.gpus[0].fabric.state: expected NotStarted, InProgress, Completed or Unknown
+Result<GpuFabric> fabricFromJson(const nlohmann::json& f, const std::string& at) {
+  if (!f.is_object()) return makeError(at + ": expected an object");
+  GpuFabric fabric;
+  fabric.clusterUuid = stringMember(f, "clusterUuid");
+  if (!isUuidText(fabric.clusterUuid)) {
+    return makeError(at + ".clusterUuid: expected a UUID (8-4-4-4-12 lower-case hex digits)");
+  }
+  auto clique = u32(member(f, "cliqueId"));
+  if (!clique) return makeError(at + ".cliqueId: expected an integer from 0 to 4294967295");
+  fabric.cliqueId = *clique;
+  fabric.state = stringMember(f, "state");
+  if (fabric.state != "NotStarted" && fabric.state != "InProgress" && fabric.state != "Completed" &&
+      fabric.state != "Unknown") {
+    return makeError(at + ".state: expected NotStarted, InProgress, Completed or Unknown");
+  }
+  fabric.status = stringMember(f, "status");
+  if (fabric.status.empty()) return makeError(at + ".status: expected NVML's status (Success, or its error)");
+  const nlohmann::json& mask = member(f, "healthMask");
+  if (!mask.is_null()) {
+    fabric.healthMask = u32(mask);
+    if (!fabric.healthMask) return makeError(at + ".healthMask: expected an integer from 0 to 4294967295, or null");
+  }
+  return fabric;
+}
+
 }  // namespace
+
+bool isUuidText(std::string_view text) {
+  if (text.size() != 36) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? text[i] != '-' : !((text[i] >= '0' && text[i] <= '9') || (text[i] >= 'a' && text[i] <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
 
 std::vector<NvidiaSmiMatrixShape> nvidiaSmiMatrixShapes(std::string_view text) {
   std::vector<NvidiaSmiMatrixShape> shapes;
@@ -188,9 +235,14 @@ nlohmann::json toJson(const Topology& t) {
   auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
   json gpus = json::array();
   for (const auto& g : t.gpus) {
-    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}, {"pciBusId", g.pciBusId},
-                    {"memoryBytes", opt(g.memoryBytes)}, {"numaNode", opt(g.numaNode)},
-                    {"cpuAffinity", g.cpuAffinity}});
+    json gpu = {{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}, {"pciBusId", g.pciBusId},
+                {"memoryBytes", opt(g.memoryBytes)}, {"numaNode", opt(g.numaNode)}, {"cpuAffinity", g.cpuAffinity}};
+    if (g.fabric) {  // only where there is one: reports of nodes without a fabric stay as they were
+      gpu["fabric"] = {{"clusterUuid", g.fabric->clusterUuid}, {"cliqueId", g.fabric->cliqueId},
+                       {"state", g.fabric->state}, {"status", g.fabric->status},
+                       {"healthMask", opt(g.fabric->healthMask)}};
+    }
+    gpus.push_back(std::move(gpu));
   }
   json pairs = json::array();
   for (const auto& p : t.pairs) {
@@ -246,6 +298,11 @@ Result<Topology> topologyFromJson(const nlohmann::json& spec) {
     info.memoryBytes = u64(g, "memoryBytes");
     info.numaNode = index(g, "numaNode");
     info.cpuAffinity = stringMember(g, "cpuAffinity");
+    if (g.contains("fabric") && !g["fabric"].is_null()) {
+      auto fabric = fabricFromJson(g["fabric"], at + ".fabric");
+      if (!fabric) return fabric.error();
+      info.fabric = std::move(*fabric);
+    }
     t.gpus.push_back(std::move(info));
   }
   for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -360,6 +417,13 @@ std::string renderTopologyTable(const Topology& t) {
     out << ", memlock " << (t.host.memlockBytes ? std::to_string(*t.host.memlockBytes) + " bytes" : "unlimited");
   }
   out << "\n";
+  if (auto domain = nvlinkDomainOf(t)) {
+    out << domain->sentence() << "\n";
+    if (domain->problem != NvlinkDomain::Problem::kNone && domain->problem != NvlinkDomain::Problem::kMixed &&
+        domain->problem != NvlinkDomain::Problem::kUnhealthy) {
+      out << "  " << domain->problemWords << "\n";
+    }
+  }
   return out.str();
 }
 

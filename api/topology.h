@@ -13,6 +13,17 @@
 
 namespace podshaper {
 
+// A GPU's place in a multi-node NVLink fabric (GB200/GB300 NVL72 class), as NVML's GPU fabric
+// info says it (docs/agent.md "Multi-node NVLink"). A GPU without one has none.
+struct GpuFabric {
+  std::string clusterUuid;  // "9277d399-0674-44a9-b64e-d85bb19ce2b0"; all zeros: no multi-node fabric
+  uint32_t cliqueId = 0;
+  std::string state;   // the GPU's registration with the fabric: NotStarted, InProgress, Completed, Unknown
+  std::string status;  // NVML's status of it once completed: Success, or NVML's error ("Timeout", "Error42")
+  std::optional<uint32_t> healthMask;  // null: the driver does not tell (it has only NVML's v1 fabric info)
+  bool operator==(const GpuFabric&) const = default;
+};
+
 // One node's GPU topology: the spec of a GPUTopologyReport (docs/agent.md).
 // Field names are the report's JSON names.
 struct GpuInfo {
@@ -21,6 +32,7 @@ struct GpuInfo {
   std::optional<uint64_t> memoryBytes;
   std::optional<int> numaNode;  // null when unknown
   std::string cpuAffinity;      // "0-47,96-143"
+  std::optional<GpuFabric> fabric;  // none on a GPU without a multi-node NVLink fabric
 };
 
 // nvidia-smi's P2P words: OK, NS, CNS, GNS, TNS, U.
@@ -80,10 +92,45 @@ std::vector<NvidiaSmiMatrixShape> nvidiaSmiMatrixShapes(std::string_view text);
 
 nlohmann::json toJson(const Topology& topology);
 
+// Whether text is a UUID as NVML's fabric cluster UUID is written: 8-4-4-4-12 lower-case hex digits.
+bool isUuidText(std::string_view text);
+
 // The inverse of toJson(), for a report's spec as the API server stores it
 // (extra fields such as observedAt are ignored). The error names the field:
 //   spec.pairs[3].a: expected a GPU index
 Result<Topology> topologyFromJson(const nlohmann::json& spec);
+
+// The faults a fabric health mask names, in words ("degraded bandwidth", "route unhealthy"):
+// NVML's NVML_GPU_FABRIC_HEALTH_MASK_* fields whose value says the fault is there.
+std::vector<std::string> fabricFaults(uint32_t healthMask);
+
+// The node's multi-node NVLink domain: the clique its GPUs' fabric puts them in, as NCCL
+// finds it (src/mnnvl.cc) and GFD labels it (nvidia.com/gpu.clique).
+struct NvlinkDomain {
+  // What keeps the node's GPUs from using it, first found first: some GPUs outside it (in
+  // another domain, without fabric info, or with an all-zero cluster UUID), a registration
+  // not started or in progress, one completed with an error, a health fault.
+  enum class Problem { kNone, kMixed, kNotStarted, kInProgress, kFailed, kUnhealthy };
+
+  std::string id;           // "<clusterUuid>.<cliqueId>", GFD's nvidia.com/gpu.clique value
+  int gpus = 0;             // the node's GPUs in it
+  int nodeGpus = 0;         // the node's GPUs
+  bool completed = false;   // every GPU's registration completed with success
+  std::string state;        // "completed", or the least advanced GPU's: "not started", "in progress", "failed"
+  bool healthy = false;     // no GPU's health mask names a fault
+  bool healthKnown = false;  // some GPU's driver gave a health mask
+  std::string faults;        // "GPU1: degraded bandwidth; GPU3: route unhealthy"; empty when healthy
+  Problem problem = Problem::kNone;
+  std::string problemWords;  // empty with kNone: "GPU2 and GPU3 are in NVLink domain ..."
+
+  // "NVLink domain 9277d399-....32766: 4 GPUs here, fabric completed, healthy"
+  std::string sentence() const;
+};
+
+// The domain of the GPUs' fabric, or nothing on a node none of whose GPUs is in one (no fabric
+// info, or only all-zero cluster UUIDs: NVSwitch boards without multi-node NVLink). Where GPUs
+// disagree, the domain of the most of them (the first GPU's on a tie) and the problem.
+std::optional<NvlinkDomain> nvlinkDomainOf(const Topology& topology);
 
 }  // namespace podshaper
 

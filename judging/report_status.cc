@@ -85,12 +85,12 @@ json nodePatch(const json& node, const Verdict* v) {
     const bool has = labels.is_object() && labels.contains(key);
     if (value.is_null() ? has : (!has || labels[key] != value)) labelPatch[key] = value;
   };
-  if (v != nullptr) {
-    for (const auto& [key, value] : nodeLabels(*v)) want(key, value);
-  } else {
-    for (auto key : {names::kTopologyValidated, names::kGpuCount, names::kInterconnect, names::kP2P, names::kMemlock}) {
-      want(std::string(key), nullptr);
-    }
+  // Each of the operator's labels as the verdict has it; one it leaves out (a domain gone) or
+  // all of them (the report gone) removed.
+  const std::map<std::string, std::string> wantedLabels = v != nullptr ? nodeLabels(*v) : std::map<std::string, std::string>{};
+  for (std::string_view key : kNodeLabelKeys) {
+    auto it = wantedLabels.find(std::string(key));
+    want(std::string(key), it != wantedLabels.end() ? json(it->second) : json(nullptr));
   }
 
   const json spec = node.is_object() ? node.value("spec", json::object()) : json::object();

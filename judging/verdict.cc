@@ -368,6 +368,68 @@ class Judge {
     return c;
   }
 
+  // The node's multi-node NVLink domain, a condition only where its GPUs are in one: a fabric
+  // not completed, failed or unhealthy, or GPUs in different domains, is not validated
+  // whatever the policies ask, as NCCL would not use it.
+  std::optional<Condition> nvlinkDomain(const std::optional<NvlinkDomain>& d, std::vector<Failure>& failures) const {
+    if (!d) {
+      if (r_.requireNVLinkDomain) {
+        failures.push_back({"NoNVLinkDomain", "its GPUs are in no multi-node NVLink domain (" + noDomainWhy() + ")"});
+      }
+      return std::nullopt;
+    }
+    using Problem = NvlinkDomain::Problem;
+    Condition c{conditions::kNVLinkDomain, "True", "Completed", ""};
+    if (d->problem == Problem::kNone) {
+      c.message = d->sentence() + ". Pods placed on nodes labelled " + std::string(names::kNvlinkDomain) + "=" +
+                  d->id + " reach each other's GPUs over NVLink.";
+      return c;
+    }
+    c.status = "False";
+    std::string advice;
+    switch (d->problem) {
+      case Problem::kMixed:
+        c.reason = "FabricMixed";
+        advice = "Pods placed by one domain label would not all reach each other over NVLink, so the node carries "
+                 "no " + std::string(names::kNvlinkDomain) + " label until its GPUs are in one domain: look at the "
+                 "rack's NVLink partitions";
+        break;
+      case Problem::kNotStarted:
+      case Problem::kInProgress:
+        c.reason = d->problem == Problem::kNotStarted ? "FabricNotStarted" : "FabricInProgress";
+        advice = "The node is validated again once the fabric manager has registered every GPU";
+        break;
+      case Problem::kFailed:
+        c.reason = "FabricFailed";
+        advice = "nvidia-smi -q (its Fabric section) on the node and the fabric manager's log say more";
+        break;
+      default:
+        c.reason = "FabricUnhealthy";
+        advice = "NVML's fabric health mask names these faults; nvidia-smi -q (its Fabric section) on the node "
+                 "says more";
+        break;
+    }
+    c.message = d->sentence() + (d->problem == Problem::kMixed || d->problem == Problem::kUnhealthy
+                                     ? std::string()
+                                     : ": " + d->problemWords) +
+                ". " + advice + ".";
+    failures.push_back({c.reason, "NVLink domain " + d->id + ": " + d->problemWords});
+    return c;
+  }
+
+  // Why a node has no NVLink domain, in words.
+  std::string noDomainWhy() const {
+    bool registering = false, zero = false;
+    for (const GpuInfo& gpu : t_.gpus) {
+      if (!gpu.fabric) continue;
+      if (gpu.fabric->state != "Completed") registering = true;
+      else zero = true;
+    }
+    if (registering) return "their fabric registration has not completed";
+    if (zero) return "their fabric's cluster UUID is all zeros: NVLink within the node only";
+    return "they report no NVLink fabric";
+  }
+
   void requirements(std::vector<Failure>& failures) const {
     const std::size_t found = t_.gpus.size();
     if (r_.minGPUs && static_cast<long long>(found) < *r_.minGPUs) {
@@ -466,6 +528,9 @@ Verdict judge(const json& spec, const Node* node, const std::vector<Policy>& pol
   Condition memlock = j.memlock(failures);
   Condition count = j.gpuCount(failures);
   Condition fresh = j.fresh(spec, failures, v.staleAt);
+  const std::optional<NvlinkDomain> domain = nvlinkDomainOf(*topology);
+  std::optional<Condition> nvlink = j.nvlinkDomain(domain, failures);
+  if (domain && domain->problem != NvlinkDomain::Problem::kMixed) v.nvlinkDomain = domain->id;
   j.requirements(failures);
 
   Condition validated{conditions::kValidated, "True", "RequirementsMet", ""};
@@ -488,15 +553,18 @@ Verdict judge(const json& spec, const Node* node, const std::vector<Policy>& pol
     if (onlyNotApplied && v.taintEffect == "NoExecute") v.taintEffect = "NoSchedule";
   }
   v.conditions = {validated, p2p, memlock, count, fresh};
+  if (nvlink) v.conditions.push_back(std::move(*nvlink));
   return v;
 }
 
 std::map<std::string, std::string> nodeLabels(const Verdict& v) {
-  return {{std::string(names::kTopologyValidated), v.validated ? "true" : "false"},
-          {std::string(names::kGpuCount), std::to_string(v.gpus)},
-          {std::string(names::kInterconnect), v.interconnect},
-          {std::string(names::kP2P), v.p2p},
-          {std::string(names::kMemlock), v.memlock}};
+  std::map<std::string, std::string> labels = {{std::string(names::kTopologyValidated), v.validated ? "true" : "false"},
+                                               {std::string(names::kGpuCount), std::to_string(v.gpus)},
+                                               {std::string(names::kInterconnect), v.interconnect},
+                                               {std::string(names::kP2P), v.p2p},
+                                               {std::string(names::kMemlock), v.memlock}};
+  if (v.nvlinkDomain) labels.emplace(names::kNvlinkDomain, *v.nvlinkDomain);
+  return labels;
 }
 
 }  // namespace podshaper

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/node.h"
+#include "api/node_labels.h"
 #include "api/policy.h"
 #include "judging/memlock_held.h"
 
@@ -24,6 +25,8 @@ inline constexpr const char* kP2PComplete = "P2PComplete";
 inline constexpr const char* kMemlockUnlimited = "MemlockUnlimited";
 inline constexpr const char* kGPUCountMatchesNode = "GPUCountMatchesNode";
 inline constexpr const char* kFresh = "Fresh";
+// Only on nodes whose GPUs are in a multi-node NVLink domain (docs/operator.md "Multi-node NVLink").
+inline constexpr const char* kNVLinkDomain = "NVLinkDomain";
 }  // namespace conditions
 
 struct Condition {
@@ -43,7 +46,12 @@ struct Verdict {
   // containers without the memlock asked); unknown when the report cannot be read.
   std::string memlock;
   std::vector<std::string> policies;
-  std::vector<Condition> conditions;  // Validated, P2PComplete, MemlockUnlimited, GPUCountMatchesNode, Fresh
+  // podshaper.io/nvlink-domain: the node's multi-node NVLink domain, "<clusterUUID>.<cliqueId>";
+  // none without one, or while its GPUs are not all in the same one.
+  std::optional<std::string> nvlinkDomain;
+  // Validated, P2PComplete, MemlockUnlimited, GPUCountMatchesNode, Fresh, and NVLinkDomain on
+  // nodes whose GPUs are in a multi-node NVLink domain
+  std::vector<Condition> conditions;
   std::optional<long long> staleAt;   // seconds since the epoch when Fresh turns False; judge again then
   std::optional<std::string> taintEffect;  // the Node should carry the taint (Validated False and a policy asks)
 
@@ -58,5 +66,10 @@ Verdict judge(const nlohmann::json& spec, const Node* node, const std::vector<Po
 
 // The labels the webhook places pods by, as the Node should carry them.
 std::map<std::string, std::string> nodeLabels(const Verdict& verdict);
+
+// Every label nodeLabels may write: those it leaves out of a verdict are removed from the Node.
+inline constexpr std::string_view kNodeLabelKeys[] = {names::kTopologyValidated, names::kGpuCount,
+                                                      names::kInterconnect,      names::kP2P,
+                                                      names::kMemlock,           names::kNvlinkDomain};
 
 }  // namespace podshaper

@@ -18,6 +18,17 @@ table=$("$bin" probe --fixture "$fixtures/captures/h200x2-nv18.topo-m-and-p2p-r.
 check "the table prints like nvidia-smi topo -m" contains "$table" "GPU0	 X 	NV18	0-31	0"
 check "with a verdict" contains "$table" "verdict: 2 GPUs, 1/1 pairs over NVLink, P2P between all pairs"
 
+# --recording of a synthetic GB200 node (tests/fixtures/mnnvl): its GPUs' NVLink domain.
+table=$("$bin" probe --recording "$fixtures/mnnvl/gb200-node.json" --format table)
+check "a recording with fabric info prints the node's NVLink domain" contains "$table" \
+  "NVLink domain 9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: 4 GPUs here, fabric completed, healthy"
+json=$("$bin" probe --recording "$fixtures/mnnvl/gb200-node.json")
+check "and reports each GPU's fabric" python3 -c '
+import json,sys; r=json.loads(sys.argv[1]); f=r["gpus"][3]["fabric"]
+assert f=={"clusterUuid":"9277d399-0674-44a9-b64e-d85bb19ce2b0","cliqueId":32766,"state":"Completed","status":"Success","healthMask":426}, f' "$json"
+table=$("$bin" probe --fixture "$fixtures/captures/h200x2-nv18.topo-m-and-p2p-r.txt" --format table)
+check "a node without fabric info prints no domain" bash -c '! grep -q "NVLink domain" <<<"$1"' _ "$table"
+
 echo "garbage" > "$tmp/bad.txt"
 set +e; "$bin" probe --fixture "$tmp/bad.txt" >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
 check "a bad capture exits 1" test $rc -eq 1

@@ -13,6 +13,7 @@
 #include "agent/backend.h"
 #include "agent/gpu_recording.h"
 #include "cli/flags.h"
+#include "tests/unit/agent/recordings.h"
 
 namespace podshaper::agent {
 namespace {
@@ -25,12 +26,6 @@ json readJson(const fs::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return json::parse(text.str());
-}
-
-Result<Topology> probeRecording(const json& recording, bool measureBandwidth = false) {
-  auto sources = replayGpus(recording);
-  if (!sources) return sources.error();
-  return makeNvmlBackend(std::move(*sources), measureBandwidth)->probe();
 }
 
 json probeJson(const json& recording) {
@@ -340,11 +335,7 @@ TEST(NvmlBackend, AReplayCopiesNothingOnTheMachineThatReplaysIt) {
 // ---- what cannot be replayed -------------------------------------------------
 
 TEST(GpuRecording, AMalformedRecordingIsRefusedNamingTheMember) {
-  struct Case {
-    std::function<void(json&)> spoil;
-    std::string says;
-  };
-  std::vector<Case> cases = {
+  expectEachRefused(machine({gpu(0, 2, 1, busOf(1), 0), gpu(1, 2)}), {
       {[](json& r) { r = json::array(); }, "GPU recording: the recording: expected an object with nvml, cuda and sysfs"},
       {[](json& r) { r["nvml"]["deviceCount"] = 3; }, "GPU recording: nvml.gpus: expected 3 GPUs (deviceCount), not 2"},
       {[](json& r) { r["nvml"]["deviceCount"] = -1; }, "GPU recording: nvml.deviceCount: expected a number of GPUs"},
@@ -376,14 +367,7 @@ TEST(GpuRecording, AMalformedRecordingIsRefusedNamingTheMember) {
        "GPU recording: cuda.canAccessPeer[0]: expected one answer per device (2)"},
       {[](json& r) { r["sysfs"]["devices/system/node/node0/cpulist"] = 0; },
        "GPU recording: sysfs.devices/system/node/node0/cpulist: expected the file's text"},
-  };
-  for (const Case& c : cases) {
-    json recording = machine({gpu(0, 2, 1, busOf(1), 0), gpu(1, 2)});
-    c.spoil(recording);
-    auto sources = replayGpus(recording);
-    ASSERT_FALSE(sources.ok()) << c.says;
-    EXPECT_TRUE(sources.error().message.starts_with(c.says)) << sources.error().message;
-  }
+  });
 }
 
 Result<std::unique_ptr<Backend>> fromArgs(std::vector<std::string> args) {

@@ -24,6 +24,7 @@ TEST(Policy, ReadsEveryRequirement) {
                                           {"requirements", {{"minGPUs", 8}, {"requireP2PAllPairs", true},
                                                             {"minLink", "NVLink"}, {"minBandwidthGBps", 300.5},
                                                             {"requireMemlockUnlimited", true},
+                                                            {"requireNVLinkDomain", true},
                                                             {"maxReportAge", "5m"}}},
                                           {"taintOnFailure", {{"effect", "NoExecute"}}}}));
   ASSERT_TRUE(p) << p.error().message;
@@ -33,6 +34,7 @@ TEST(Policy, ReadsEveryRequirement) {
   EXPECT_EQ(p->requirements.minLink, LinkClass::NVLink);
   EXPECT_EQ(p->requirements.minBandwidthGBps, 300.5);
   EXPECT_TRUE(p->requirements.requireMemlockUnlimited);
+  EXPECT_TRUE(p->requirements.requireNVLinkDomain);
   EXPECT_EQ(p->requirements.maxReportAgeSeconds, 300);
   EXPECT_EQ(p->requirements.taintEffect, "NoExecute");
 }
@@ -58,6 +60,8 @@ TEST(Policy, BadFieldsAreNamed) {
       {"age", {{"requirements", {{"maxReportAge", "10 minutes"}}}}, "spec.requirements.maxReportAge"},
       {"zero age", {{"requirements", {{"maxReportAge", "0s"}}}}, "spec.requirements.maxReportAge"},
       {"bool", {{"requirements", {{"requireP2PAllPairs", "yes"}}}}, "requireP2PAllPairs: expected true or false"},
+      {"MNNVL bool", {{"requirements", {{"requireNVLinkDomain", 1}}}},
+       "spec.requirements.requireNVLinkDomain: expected true or false"},
       {"unknown", {{"requirements", {{"minGPU", 8}}}}, "spec.requirements.minGPU: unknown requirement"},
       {"operator", {{"nodeSelector", {{"matchExpressions", {{{"key", "a"}, {"operator", "Has"}}}}}}},
        "spec.nodeSelector.matchExpressions[0].operator"},
@@ -126,7 +130,8 @@ TEST(Policy, EverySelectingPolicyHolds) {
                                               {"requirements", {{"minGPUs", 8}, {"minLink", "PXB"},
                                                                 {"maxReportAge", "2m"}}},
                                               {"taintOnFailure", {{"effect", "PreferNoSchedule"}}}}));
-  auto strict = *policyFromJson(policy("links", {{"requirements", {{"minLink", "NVLink"}, {"minGPUs", 4}}},
+  auto strict = *policyFromJson(policy("links", {{"requirements", {{"minLink", "NVLink"}, {"minGPUs", 4},
+                                                                  {"requireNVLinkDomain", true}}},
                                                  {"taintOnFailure", {{"effect", "NoSchedule"}}}}));
   auto e = effectiveRequirements({h100, all, strict}, {{"gpu", "h100"}});
   EXPECT_EQ(e.policies, (std::vector<std::string>{"default", "h100", "links"}));
@@ -134,10 +139,12 @@ TEST(Policy, EverySelectingPolicyHolds) {
   EXPECT_EQ(e.requirements.minLink, LinkClass::NVLink);
   EXPECT_EQ(e.requirements.maxReportAgeSeconds, 120);
   EXPECT_TRUE(e.requirements.requireP2PAllPairs);
+  EXPECT_TRUE(e.requirements.requireNVLinkDomain);
   EXPECT_EQ(e.requirements.taintEffect, "NoSchedule");
   auto other = effectiveRequirements({h100, all}, {{"gpu", "l40s"}});
   EXPECT_EQ(other.policies, (std::vector<std::string>{"default"}));
   EXPECT_FALSE(other.requirements.minGPUs);
+  EXPECT_FALSE(other.requirements.requireNVLinkDomain);
   EXPECT_FALSE(other.requirements.taintEffect);
 }
 

@@ -185,5 +185,137 @@ TEST(Topology, ABadMemlockProbeNamesTheField) {
   }
 }
 
+// ---- multi-node NVLink ---------------------------------------------------------
+
+constexpr const char* kCluster = "9277d399-0674-44a9-b64e-d85bb19ce2b0";
+
+// n GPUs in clique 32766 of kCluster, completed and healthy (every health field "false").
+Topology fabricNode(int n = 4) {
+  Topology t;
+  for (int i = 0; i < n; ++i) {
+    GpuInfo gpu;
+    gpu.index = i;
+    gpu.fabric = GpuFabric{kCluster, 32766, "Completed", "Success", 0xAA};
+    t.gpus.push_back(gpu);
+  }
+  return t;
+}
+
+TEST(NvlinkDomain, TheFabricRoundTripsAndIsLeftOutWhereThereIsNone) {
+  Topology t = fabricNode(2);
+  t.gpus[1].fabric.reset();
+  auto j = toJson(t);
+  EXPECT_EQ(j["gpus"][0]["fabric"], nlohmann::json::parse(R"({"clusterUuid": "9277d399-0674-44a9-b64e-d85bb19ce2b0",
+            "cliqueId": 32766, "state": "Completed", "status": "Success", "healthMask": 170})"));
+  EXPECT_FALSE(j["gpus"][1].contains("fabric"));
+  auto back = topologyFromJson(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->gpus[0].fabric, t.gpus[0].fabric);
+  EXPECT_FALSE(back->gpus[1].fabric);
+  j["gpus"][0]["fabric"]["healthMask"] = nullptr;
+  EXPECT_FALSE(topologyFromJson(j)->gpus[0].fabric->healthMask);
+}
+
+TEST(NvlinkDomain, ABadFabricNamesTheField) {
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* error;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"clusterUuid", "9277d399", "spec.gpus[0].fabric.clusterUuid: expected a UUID"},
+           {"cliqueId", -1, "spec.gpus[0].fabric.cliqueId: expected an integer from 0 to 4294967295"},
+           {"cliqueId", 1ULL << 32, "spec.gpus[0].fabric.cliqueId: expected an integer"},
+           {"state", "Done", "spec.gpus[0].fabric.state: expected NotStarted, InProgress, Completed or Unknown"},
+           {"status", "", "spec.gpus[0].fabric.status: expected NVML's status"},
+           {"healthMask", "ok", "spec.gpus[0].fabric.healthMask: expected an integer from 0 to 4294967295, or null"}}) {
+    nlohmann::json spec = toJson(fabricNode(1));
+    spec["gpus"][0]["fabric"][c.key] = c.value;
+    auto t = topologyFromJson(spec);
+    ASSERT_FALSE(t) << c.key;
+    EXPECT_NE(t.error().message.find(c.error), std::string::npos) << t.error().message;
+  }
+  nlohmann::json spec = toJson(fabricNode(1));
+  spec["gpus"][0]["fabric"] = "yes";
+  ASSERT_FALSE(topologyFromJson(spec));
+  EXPECT_EQ(topologyFromJson(spec).error().message, "spec.gpus[0].fabric: expected an object");
+}
+
+TEST(NvlinkDomain, ANodeWithoutFabricOrWithAnAllZeroUuidHasNone) {
+  EXPECT_FALSE(nvlinkDomainOf(Topology{}));
+  Topology t = fabricNode();
+  for (auto& gpu : t.gpus) gpu.fabric.reset();
+  EXPECT_FALSE(nvlinkDomainOf(t));
+  t = fabricNode();
+  for (auto& gpu : t.gpus) gpu.fabric->clusterUuid = "00000000-0000-0000-0000-000000000000";
+  EXPECT_FALSE(nvlinkDomainOf(t));
+}
+
+TEST(NvlinkDomain, GpusInOtherDomainsOrWithoutOneAreMixed) {
+  Topology t = fabricNode();
+  t.gpus[2].fabric->cliqueId = 7;
+  t.gpus[3].fabric->cliqueId = 7;
+  auto d = nvlinkDomainOf(t);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->id, std::string(kCluster) + ".32766");  // a tie: the first GPU's
+  EXPECT_EQ(d->problem, NvlinkDomain::Problem::kMixed);
+  EXPECT_EQ(d->sentence(), "NVLink domain 9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: 2 of 4 GPUs here, fabric "
+                           "completed, healthy; GPU2 and GPU3 are in NVLink domain "
+                           "9277d399-0674-44a9-b64e-d85bb19ce2b0.7");
+  t = fabricNode();
+  t.gpus[0].fabric.reset();
+  t.gpus[1].fabric->clusterUuid = "00000000-0000-0000-0000-000000000000";
+  d = nvlinkDomainOf(t);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->gpus, 2);
+  EXPECT_EQ(d->problemWords, "GPU0 reports no fabric; GPU1 is in no multi-node NVLink domain (an all-zero cluster "
+                             "UUID)");
+}
+
+TEST(NvlinkDomain, RegistrationNotDoneComesBeforeHealth) {
+  Topology t = fabricNode();
+  t.gpus[1].fabric->state = "NotStarted";
+  t.gpus[2].fabric->state = "InProgress";
+  t.gpus[3].fabric->healthMask = (0xAAu & ~0x30u) | 0x10u;  // route unhealthy
+  auto d = nvlinkDomainOf(t);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->problem, NvlinkDomain::Problem::kNotStarted);
+  EXPECT_EQ(d->state, "not started");
+  EXPECT_EQ(d->sentence(), "NVLink domain 9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: 4 GPUs here, fabric not "
+                           "started, unhealthy (GPU3: route unhealthy)");
+  // In progress with the UUID not known yet: still the domain of the others, not a mixed node.
+  t = fabricNode();
+  t.gpus[0].fabric->state = "InProgress";
+  t.gpus[0].fabric->clusterUuid = "00000000-0000-0000-0000-000000000000";
+  d = nvlinkDomainOf(t);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->problem, NvlinkDomain::Problem::kInProgress);
+}
+
+TEST(NvlinkDomain, EachHealthFaultInWords) {
+  EXPECT_TRUE(fabricFaults(0).empty());      // nothing supported
+  EXPECT_TRUE(fabricFaults(0x1AA).empty());  // every field false, configuration: none
+  EXPECT_EQ(fabricFaults(0x55), (std::vector<std::string>{"degraded bandwidth", "route recovery in progress",
+                                                          "route unhealthy", "access timeout recovery in progress"}));
+  EXPECT_EQ(fabricFaults(0x2AA), (std::vector<std::string>{"incorrect configuration (incorrect system GUID)"}));
+  EXPECT_EQ(fabricFaults(0x5AA), (std::vector<std::string>{"incorrect configuration (too few NVLinks)"}));
+  EXPECT_EQ(fabricFaults(0x9AA), (std::vector<std::string>{"incorrect configuration (code 9)"}));
+}
+
+TEST(NvlinkDomain, TheProbeTableSaysTheDomain) {
+  Topology t = fabricNode(2);
+  t.pairs.push_back(GpuPair{0, 1, "NV18", 18, "SYS", {"OK", "OK", "OK"}, true, std::nullopt});
+  std::string table = renderTopologyTable(t);
+  EXPECT_NE(table.find("verdict: 2 GPUs, 1/1 pairs over NVLink, P2P between all pairs\nNVLink domain "
+                       "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: 2 GPUs here, fabric completed, healthy\n"),
+            std::string::npos)
+      << table;
+  t.gpus[1].fabric->state = "InProgress";
+  EXPECT_NE(renderTopologyTable(t).find("fabric in progress, healthy\n  the fabric registration of GPU1 is in progress"),
+            std::string::npos);
+  for (auto& gpu : t.gpus) gpu.fabric.reset();
+  EXPECT_EQ(renderTopologyTable(t).find("NVLink domain"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace podshaper

@@ -95,6 +95,27 @@ TEST(NodePatch, LabelsOnlyWhenTheyDiffer) {
   EXPECT_TRUE(nodePatch(nodeWith({{"kubernetes.io/hostname", "gpu-0"}}), nullptr).is_null());
 }
 
+TEST(NodePatch, TheNVLinkDomainLabelComesAndGoesWithTheDomain) {
+  Node facts = gpuNode(4);
+  Verdict in = judge(TopologyBuilder(4).fabric().spec(), &facts, {defaultPolicy()}, kNow);
+  json node = nodeWith({{"kubernetes.io/hostname", "gpu-0"}});
+  json patch = nodePatch(node, &in);
+  EXPECT_EQ(patch["metadata"]["labels"]["podshaper.io/nvlink-domain"], "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766");
+  for (const auto& [k, value] : nodeLabels(in)) node["metadata"]["labels"][k] = value;
+  EXPECT_TRUE(nodePatch(node, &in).is_null());
+
+  // The GPUs report no fabric any more (or a GPU went to another clique): the label goes.
+  Verdict out = judge(TopologyBuilder(4).spec(), &facts, {defaultPolicy()}, kNow);
+  patch = nodePatch(node, &out);
+  ASSERT_TRUE(patch["metadata"]["labels"].contains("podshaper.io/nvlink-domain"));
+  EXPECT_TRUE(patch["metadata"]["labels"]["podshaper.io/nvlink-domain"].is_null());
+  Verdict mixed = judge(TopologyBuilder(4).fabric().gpuFabric(3, [](GpuFabric& f) { f.cliqueId = 1; }).spec(), &facts,
+                        {defaultPolicy()}, kNow);
+  EXPECT_TRUE(nodePatch(node, &mixed)["metadata"]["labels"]["podshaper.io/nvlink-domain"].is_null());
+  // The report gone: with the others.
+  EXPECT_TRUE(nodePatch(node, nullptr)["metadata"]["labels"]["podshaper.io/nvlink-domain"].is_null());
+}
+
 TEST(NodePatch, TaintOnFailureComesAndGoes) {
   Node facts = gpuNode(8);
   Policy tainting = defaultPolicy();

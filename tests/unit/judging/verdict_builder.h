@@ -72,6 +72,18 @@ class TopologyBuilder {
     t_.host.memlockProbe = MemlockProbe{requested, granted, std::move(message)};
     return *this;
   }
+  // Every GPU in clique `clique` of a multi-node NVLink fabric, completed and healthy; then
+  // one GPU's changed: .fabric().gpuFabric(1, [](GpuFabric& f) { f.state = "InProgress"; })
+  TopologyBuilder& fabric(uint32_t clique = 32766) {
+    for (auto& g : t_.gpus) g.fabric = GpuFabric{kFabricCluster, clique, "Completed", "Success", 0xAA};
+    return *this;
+  }
+  template <class Change>
+  TopologyBuilder& gpuFabric(int gpu, Change change) {
+    change(*t_.gpus[gpu].fabric);
+    return *this;
+  }
+  static constexpr const char* kFabricCluster = "9277d399-0674-44a9-b64e-d85bb19ce2b0";
   json spec(long long observedAt = kNow - 30) const { return reportSpec(t_, formatTime(observedAt)); }
 
  private:

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "judging/report_status.h"
@@ -312,6 +313,113 @@ TEST(Verdict, NodeFromANode) {
   EXPECT_EQ(*f.label("a"), "b");
   EXPECT_EQ(f.allocatableGpus, 8u);
   EXPECT_FALSE(nodeFromJson({{"metadata", {{"name", "cpu"}}}}).allocatableGpus);
+}
+
+// ---- multi-node NVLink ---------------------------------------------------------
+
+constexpr const char* kDomain = "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766";
+
+TEST(Verdict, ANodeInACompletedHealthyNVLinkDomainIsLabelledWithIt) {
+  Node node = gpuNode(4);
+  Verdict v = judge(TopologyBuilder(4).fabric().spec(), &node, {defaultPolicy()}, kNow);
+  EXPECT_TRUE(v.validated);
+  EXPECT_EQ(v.nvlinkDomain, kDomain);
+  ASSERT_EQ(v.conditions.size(), 6u);
+  const Condition* c = v.condition("NVLinkDomain");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, "True");
+  EXPECT_EQ(c->reason, "Completed");
+  EXPECT_EQ(c->message, "NVLink domain 9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: 4 GPUs here, fabric completed, "
+                        "healthy. Pods placed on nodes labelled podshaper.io/nvlink-domain="
+                        "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766 reach each other's GPUs over NVLink.");
+  EXPECT_EQ(nodeLabels(v)["podshaper.io/nvlink-domain"], kDomain);
+}
+
+TEST(Verdict, ANodeWithoutFabricHasNoDomainConditionNorLabel) {
+  Node node = gpuNode(8);
+  Verdict v = judge(TopologyBuilder(8).spec(), &node, {defaultPolicy()}, kNow);
+  EXPECT_EQ(v.conditions.size(), 5u);
+  EXPECT_EQ(v.condition("NVLinkDomain"), nullptr);
+  EXPECT_FALSE(v.nvlinkDomain);
+  EXPECT_FALSE(nodeLabels(v).contains("podshaper.io/nvlink-domain"));
+}
+
+TEST(Verdict, AFabricNotCompletedOrUnhealthyIsNotValidatedWhateverThePolicies) {
+  struct Case {
+    std::function<void(GpuFabric&)> change;
+    std::string reason, message, validated;
+  };
+  const std::vector<Case> cases = {
+      {[](GpuFabric& f) { f.state = "InProgress"; }, "FabricInProgress",
+       "NVLink domain 9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: 4 GPUs here, fabric in progress, healthy: the "
+       "fabric registration of GPU1 is in progress; NCCL uses multi-node NVLink only once every GPU's registration "
+       "completed. The node is validated again once the fabric manager has registered every GPU.",
+       "NVLink domain 9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: the fabric registration of GPU1 is in progress"},
+      {[](GpuFabric& f) { f.state = "NotStarted"; }, "FabricNotStarted", "fabric not started", "has not started"},
+      {[](GpuFabric& f) { f.status = "Timeout"; }, "FabricFailed",
+       "fabric failed, healthy: the fabric registration of GPU1 completed with an error (NVML status Timeout)",
+       "completed with an error"},
+      {[](GpuFabric& f) { f.healthMask = 0xA9; }, "FabricUnhealthy",
+       "4 GPUs here, fabric completed, unhealthy (GPU1: degraded bandwidth). NVML's fabric health mask names these "
+       "faults",
+       "NVLink domain 9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: GPU1: degraded bandwidth"},
+      {[](GpuFabric& f) { f.cliqueId = 7; }, "FabricMixed",
+       "3 of 4 GPUs here, fabric completed, healthy; GPU1 is in NVLink domain "
+       "9277d399-0674-44a9-b64e-d85bb19ce2b0.7. Pods placed by one domain label would not all reach each other",
+       "GPU1 is in NVLink domain"},
+  };
+  Node node = gpuNode(4);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.reason);
+    Verdict v = judge(TopologyBuilder(4).fabric().gpuFabric(1, c.change).spec(), &node, {Policy{.name = "lax"}}, kNow);
+    EXPECT_FALSE(v.validated);
+    const Condition* domain = v.condition("NVLinkDomain");
+    ASSERT_NE(domain, nullptr);
+    EXPECT_EQ(domain->status, "False");
+    EXPECT_EQ(domain->reason, c.reason);
+    EXPECT_NE(domain->message.find(c.message), std::string::npos) << domain->message;
+    EXPECT_EQ(v.condition("Validated")->reason, c.reason);
+    EXPECT_NE(v.condition("Validated")->message.find(c.validated), std::string::npos)
+        << v.condition("Validated")->message;
+    // The domain is a fact of the GPUs even while it cannot be used; GPUs in two are in none.
+    EXPECT_EQ(v.nvlinkDomain.has_value(), c.reason != "FabricMixed");
+  }
+}
+
+TEST(Verdict, APolicyMayRequireAnNVLinkDomain) {
+  Policy mnnvl = defaultPolicy();
+  mnnvl.requirements.requireNVLinkDomain = true;
+  Node node = gpuNode(4);
+  EXPECT_TRUE(judge(TopologyBuilder(4).fabric().spec(), &node, {mnnvl}, kNow).validated);
+  struct Case {
+    std::function<void(TopologyBuilder&)> make;
+    std::string why;
+  };
+  for (const Case& c : std::vector<Case>{
+           {[](TopologyBuilder&) {}, "its GPUs are in no multi-node NVLink domain (they report no NVLink fabric)"},
+           {[](TopologyBuilder& b) {
+              b.fabric();
+              for (int i = 0; i < 4; ++i) b.gpuFabric(i, [](GpuFabric& f) { f.clusterUuid = std::string(8, '0') + "-0000-0000-0000-000000000000"; });
+            },
+            "(their fabric's cluster UUID is all zeros: NVLink within the node only)"},
+           {[](TopologyBuilder& b) {
+              b.fabric();
+              for (int i = 0; i < 4; ++i) {
+                b.gpuFabric(i, [](GpuFabric& f) {
+                  f.clusterUuid = "00000000-0000-0000-0000-000000000000";
+                  f.state = "InProgress";
+                });
+              }
+            },
+            "(their fabric registration has not completed)"}}) {
+    TopologyBuilder b(4);
+    c.make(b);
+    Verdict v = judge(b.spec(), &node, {mnnvl}, kNow);
+    EXPECT_FALSE(v.validated);
+    EXPECT_EQ(v.condition("Validated")->reason, "NoNVLinkDomain");
+    EXPECT_NE(v.condition("Validated")->message.find(c.why), std::string::npos) << v.condition("Validated")->message;
+    EXPECT_EQ(v.condition("NVLinkDomain"), nullptr);
+  }
 }
 
 }  // namespace
