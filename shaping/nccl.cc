@@ -238,7 +238,8 @@ NcclReserve planNcclReserve(const NcclReserveInputs& in) {
                                  : std::string("P2P between all GPU pairs is not known to hold on the nodes the pod may "
                                                "land on")) +
              ", so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and receive buffers "
-             "in /dev/shm: config ncclShmPerCommunicator.shm"});
+             "in /dev/shm (sized as if its cuMem host memory were refused, as a RuntimeDefault seccomp profile "
+             "refuses it): config ncclShmPerCommunicator.shm"});
   }
   if (in.ranks > 1 && p2p && !in.env.cuMemOff.empty()) {
     options.push_back({NcclTransport::kP2P, std::max(in.costs.p2p, in.costs.net),

@@ -11,6 +11,9 @@ mlock_2mib, mlock_64mib      mlock() of 2 and 64 MiB: ok, or the errno
 ipc_ns           this process's IPC namespace (compare with the host's)
 pet_nproc        PET_NPROC_PER_NODE
 uid
+seccomp          the process's seccomp mode (/proc/self/status): none, strict or filter
+get_mempolicy    the get_mempolicy(2) syscall: ok, or the errno (NCCL's cuMem host memory
+                 needs it; refused, NCCL puts that memory in /dev/shm instead)
 """
 import ctypes
 import errno
@@ -76,3 +79,12 @@ for mib in (2, 64):
 out("ipc_ns", os.readlink("/proc/self/ns/ipc"))
 out("pet_nproc", os.environ.get("PET_NPROC_PER_NODE", "unset"))
 out("uid", os.getuid())
+
+mode = next(l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:"))
+out("seccomp", {"0": "none", "1": "strict", "2": "filter"}.get(mode, mode))
+SYS_get_mempolicy = 239  # x86-64
+libc.syscall.restype = ctypes.c_long
+if libc.syscall(SYS_get_mempolicy, None, None, ctypes.c_ulong(0), None, ctypes.c_ulong(0)) == 0:
+    out("get_mempolicy", "ok")
+else:
+    out("get_mempolicy", errno.errorcode.get(ctypes.get_errno(), "?"))

@@ -265,7 +265,7 @@ done
 kc -n ml delete pod dataloader-shaped --wait=false >/dev/null 2>&1 || true
 check "kubectl delete -k manifests/ --ignore-not-found (the overlay)" quiet kc delete -k "$overlay" --ignore-not-found --timeout 120s
 kc label nodes --all podshaper.io/topology-validated- podshaper.io/gpu-count- \
-  podshaper.io/interconnect- podshaper.io/p2p- podshaper.io/memlock- >/dev/null
+  podshaper.io/interconnect- podshaper.io/p2p- podshaper.io/memlock- podshaper.io/nvlink-domain- >/dev/null
 kc taint nodes --all podshaper.io/topology-not-validated- >/dev/null 2>&1 || true
 for n in $(kc get nodes -o name); do
   kc patch "$n" --subresource=status --type=strategic \

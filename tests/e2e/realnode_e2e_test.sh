@@ -106,6 +106,20 @@ check "unshaped: mlock of 64 MiB fails (ENOMEM)" test "$(value inspect-unshaped 
 check "unshaped: its IPC namespace is its own" test "$(value inspect-unshaped ipc_ns)" != "$(readlink /proc/self/ns/ipc)"
 check "unshaped: no PET_NPROC_PER_NODE" test "$(value inspect-unshaped pet_nproc)" = unset
 
+# Where NCCL's cuMem host memory goes (docs/webhook.md "Seccomp and NCCL's host memory"):
+# the node's runc applies containerd's RuntimeDefault profile, which refuses get_mempolicy
+# without CAP_SYS_NICE; with no profile a container runs Unconfined and may call it.
+check "inspect-seccomp ran to its end on $node" until_ok 240 ran_on inspect-seccomp
+for c in runtime-default runtime-default-sys-nice; do
+  kc -n ml logs inspect-seccomp -c "$c" >"$tmp/seccomp-$c.log" 2>&1 || true
+done
+check "no seccompProfile: Unconfined, get_mempolicy works" \
+  test "$(value inspect-shaped seccomp) $(value inspect-shaped get_mempolicy)" = "none ok"
+check "RuntimeDefault: a seccomp filter, get_mempolicy refused (EPERM)" \
+  test "$(value seccomp-runtime-default seccomp) $(value seccomp-runtime-default get_mempolicy)" = "filter EPERM"
+check "RuntimeDefault with CAP_SYS_NICE: get_mempolicy works" \
+  test "$(value seccomp-runtime-default-sys-nice seccomp) $(value seccomp-runtime-default-sys-nice get_mempolicy)" = "filter ok"
+
 # --- 3. the seed's failure, for real: a DataLoader (2 workers x prefetch 4, 32x3x224x224 float32)
 check "unshaped DataLoader: the pod failed" test "$(phase dataloader-unshaped)" = Failed
 code=$(kc -n ml get pod dataloader-unshaped -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')

@@ -236,7 +236,8 @@ func planNcclReserve(in ncclReserveInputs) ncclReserve {
 		}
 		options = append(options, option{"SHM", in.costs.shm, why +
 			", so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and receive " +
-			"buffers in /dev/shm: config ncclShmPerCommunicator.shm"})
+			"buffers in /dev/shm (sized as if its cuMem host memory were refused, as a RuntimeDefault seccomp profile " +
+			"refuses it): config ncclShmPerCommunicator.shm"})
 	}
 	if in.ranks > 1 && p2p {
 		options = append(options, option{"P2P", in.costs.p2p,

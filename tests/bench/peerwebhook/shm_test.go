@@ -45,7 +45,8 @@ func TestSeedShm(t *testing.T) {
 		"19267584 B (32x3x224x224 float32) + 1Mi for the DataLoader's semaphores) = 5249171456 B; " +
 		"+20% headroom = 6299005748 B → 6008Mi; + NCCL reserve 8 ranks × 4 communicators (config defaults.ncclCommunicators) × " +
 		"71108Ki per rank per communicator = 2223Mi (SHM: P2P between all GPU pairs is not known to hold on the nodes the pod may land on, " +
-		"so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and receive buffers in /dev/shm: " +
+		"so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and receive buffers in /dev/shm " +
+		"(sized as if its cuMem host memory were refused, as a RuntimeDefault seccomp profile refuses it): " +
 		"config ncclShmPerCommunicator.shm); /dev/shm = 8231Mi"
 	if plan, _ := planShm(in); plan.formula != want {
 		t.Errorf("formula\n got %s\nwant %s", plan.formula, want)
@@ -178,7 +179,8 @@ func TestPlanNcclReserve(t *testing.T) {
 		{ncclReserveInputs{8, 4, from, oneNode, false, costs, ""}, "SHM", 72814592,
 			`SHM on one node (PET_NNODES=1 in container "trainer"): P2P between all GPU pairs is not known to hold on ` +
 				`the nodes the pod may land on, so NCCL may use its SHM transport between the pod's ranks, with its proxy pool and ` +
-				`receive buffers in /dev/shm: config ncclShmPerCommunicator.shm`},
+				`receive buffers in /dev/shm (sized as if its cuMem host memory were refused, as a RuntimeDefault seccomp ` +
+				`profile refuses it): config ncclShmPerCommunicator.shm`},
 		{ncclReserveInputs{8, 4, from, oneNode, true, costs, ""}, "P2P", 0,
 			`P2P on one node (PET_NNODES=1 in container "trainer"): the pod's ranks read each other's GPUs directly ` +
 				`(target nodes validated with P2P between all GPU pairs), and NCCL's P2P over cuMem keeps nothing in ` +
