@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "api/names.h"
+#include "base/json_util.h"
 #include "base/quantity.h"
 
 namespace podshaper {
@@ -54,6 +56,34 @@ std::string memlockAskedWords(const std::vector<NodeRequirement>& memlockRequire
   std::string out;
   for (const auto& o : options) out += (out.empty() ? "" : " or ") + o;
   return out;
+}
+
+nlohmann::json nvlinkGroupTerm(const std::string& group) {
+  return {{"labelSelector", {{"matchExpressions", nlohmann::json::array({labelIs(names::kNvlinkGroupLabel, group).toJson()})}}},
+          {"topologyKey", names::kNvlinkDomain}};
+}
+
+std::optional<std::string> requiredNvlinkGroup(const nlohmann::json& podSpec) {
+  const nlohmann::json& terms = member(member(member(podSpec, "affinity"), "podAffinity"),
+                                       "requiredDuringSchedulingIgnoredDuringExecution");
+  for (const nlohmann::json& term : terms) {
+    if (!hasText(member(term, "topologyKey"), names::kNvlinkDomain) || !member(term, "namespaces").is_null() ||
+        !member(term, "namespaceSelector").is_null()) {
+      continue;
+    }
+    // The selector's requirements, matchLabels' and matchExpressions' together: the group's alone.
+    std::vector<NodeRequirement> selects;
+    const nlohmann::json& selector = member(term, "labelSelector");
+    if (const nlohmann::json& labels = member(selector, "matchLabels"); labels.is_object()) {
+      for (const auto& [k, v] : labels.items()) selects.push_back(labelIs(k, v.is_string() ? v.get<std::string>() : v.dump()));
+    }
+    for (const nlohmann::json& e : member(selector, "matchExpressions")) selects.push_back(requirementFromJson(e));
+    if (selects.size() == 1 && selects[0].key == names::kNvlinkGroupLabel && selects[0].op == MatchOp::kIn &&
+        selects[0].values.size() == 1) {
+      return selects[0].values[0];
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace podshaper

@@ -74,4 +74,13 @@ std::string memlockLabel(const MemlockLimit& granted);
 // least 4Mi" (the Gt bound read back as bytes + 1).
 std::string memlockAskedWords(const std::vector<NodeRequirement>& memlockRequirements);
 
+// The podAffinity term that keeps a job's pods in one NVLink domain: the pods of the pod's
+// own namespace (no namespaceSelector) labelled podshaper.io/nvlink-group=<group>, topologyKey
+// podshaper.io/nvlink-domain. The webhook writes it (shaping/nvlink.h); the operator explains
+// a pod that its required form keeps Pending (judging/pending.h).
+nlohmann::json nvlinkGroupTerm(const std::string& group);
+// The group of the pod's required podAffinity term of that form; nullopt where it has none
+// (a term that selects more than the group is not read as one).
+std::optional<std::string> requiredNvlinkGroup(const nlohmann::json& podSpec);
+
 }  // namespace podshaper

@@ -32,21 +32,34 @@ NodeFacts nodeFactsOf(const json& node, const json* report, StringPool& pool) {
   return f;
 }
 
-void addExclusivePods(std::vector<NodeFacts>& nodes, const std::vector<json>& shapedPods) {
-  std::map<std::string, std::vector<std::string>> exclusive;
+void addBoundPods(std::vector<NodeFacts>& nodes, const std::vector<json>& shapedPods) {
+  struct Bound {
+    std::vector<std::string> exclusive, groups;
+  };
+  std::map<std::string, Bound> bound;
   for (const json& pod : shapedPods) {
     const json& meta = member(pod, "metadata");
-    if (stringMember(member(meta, "labels"), names::kPlacementLabel) != names::kNodeExclusive) continue;
     const std::string node = stringMember(member(pod, "spec"), "nodeName");
     const std::string phase = stringMember(member(pod, "status"), "phase");
     if (node.empty() || phase == "Succeeded" || phase == "Failed") continue;
-    exclusive[node].push_back(stringMember(meta, "namespace") + "/" + stringMember(meta, "name"));
+    const json& labels = member(meta, "labels");
+    const std::string ns = stringMember(meta, "namespace");
+    if (stringMember(labels, names::kPlacementLabel) == names::kNodeExclusive) {
+      bound[node].exclusive.push_back(ns + "/" + stringMember(meta, "name"));
+    }
+    // Any pod of the group, node-exclusive or not: the podAffinity's selector is the label alone.
+    if (const std::string group = stringMember(labels, names::kNvlinkGroupLabel); !group.empty()) {
+      bound[node].groups.push_back(ns + "/" + group);
+    }
   }
   for (NodeFacts& f : nodes) {
-    auto it = exclusive.find(f.node.name);
-    if (it == exclusive.end()) continue;
-    f.exclusivePods = std::move(it->second);
+    auto it = bound.find(f.node.name);
+    if (it == bound.end()) continue;
+    f.exclusivePods = std::move(it->second.exclusive);
     std::sort(f.exclusivePods.begin(), f.exclusivePods.end());
+    f.nvlinkGroups = std::move(it->second.groups);
+    std::sort(f.nvlinkGroups.begin(), f.nvlinkGroups.end());
+    f.nvlinkGroups.erase(std::unique(f.nvlinkGroups.begin(), f.nvlinkGroups.end()), f.nvlinkGroups.end());
   }
 }
 

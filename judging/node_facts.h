@@ -11,7 +11,7 @@
 #include "base/string_pool.h"
 
 // What the operator knows of one GPU node: its Node (api/node.h) with its report's verdict
-// and the node-exclusive pods bound to it; read from its Node and its report when either
+// and the shaped pods bound to it; read from its Node and its report when either
 // changes (the operator keeps them, operator/node_table.h), and read by the pending pods'
 // explanations (judging/pending.h) and the TopologyPolicies' status
 // (judging/policy_status.h). Pure.
@@ -27,14 +27,18 @@ struct NodeFacts {
   // or is absent.
   std::string notValidatedReason;
   std::vector<std::string> exclusivePods;  // "namespace/name" of the node-exclusive pods bound to it, not finished
+  // "namespace/group" of the podshaper.io/nvlink-group of the pods bound to it, not
+  // finished: whose job a podAffinity on podshaper.io/nvlink-domain finds here.
+  std::vector<std::string> nvlinkGroups;
 };
 
 // The facts of a Node (as the operator's cache keeps it) and its report (null: none),
-// without exclusivePods; the labels' strings from `pool`.
+// without the pods bound to it; the labels' strings from `pool`.
 NodeFacts nodeFactsOf(const nlohmann::json& node, const nlohmann::json* report, StringPool& pool);
 
-// Fills exclusivePods of `nodes` from `shapedPods` (the pods podshaper shaped): the
-// node-exclusive ones bound to each node and not finished, sorted.
-void addExclusivePods(std::vector<NodeFacts>& nodes, const std::vector<nlohmann::json>& shapedPods);
+// Fills exclusivePods and nvlinkGroups of `nodes` from `shapedPods` (the pods podshaper
+// shaped): those bound to each node and not finished (the scheduler forgets finished pods),
+// sorted, each group once.
+void addBoundPods(std::vector<NodeFacts>& nodes, const std::vector<nlohmann::json>& shapedPods);
 
 }  // namespace podshaper

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "api/names.h"
@@ -22,6 +23,7 @@ const char* toString(PendingCause cause) {
     case PendingCause::kCordoned: return "cordoned";
     case PendingCause::kTaint: return "taint";
     case PendingCause::kNodeExclusive: return "node-exclusive";
+    case PendingCause::kNvlinkDomain: return "nvlink-domain";
     case PendingCause::kScheduler: return "scheduler";
   }
   return "scheduler";
@@ -57,14 +59,46 @@ bool matches(const NodeRequirement& r, const NodeFacts& n) {
 
 // What a pod asks of a node, one "slot" per kind of requirement, in the order a user
 // reads them: podshaper's labels (GPU count, validated, memlock, P2P), then the pod's own
-// selectors, then what no selector says (cordons, taints, the node-exclusive rule). A
-// slot's kind is the cause it names when nodes fail it (never kScheduler): the causes are
-// declared in reading order.
+// selectors, then what no selector says (cordons, taints, the node-exclusive rule, the
+// job's NVLink domain). A slot's kind is the cause it names when nodes fail it (never
+// kScheduler): the causes are declared in reading order.
 struct Slot {
   PendingCause kind;
-  std::string key;                   // the label, for selector slots
+  std::string key;                   // the label, for selector slots; the job's group, for kNvlinkDomain
   std::vector<NodeRequirement> variants;  // the slot's requirements across nodeSelectorTerms
+  // kNvlinkDomain: the domains where the job's pods run (a node must be in one); none bound
+  // yet: any domain will do, only a node in none fails.
+  std::vector<std::string> domains;
 };
+
+// The pod's job and where its pods run, for a pod whose required podAffinity keeps its job
+// in one NVLink domain (api/node_labels.h nvlinkGroupTerm).
+struct NvlinkAsk {
+  std::string group;                 // its podshaper.io/nvlink-group
+  std::string boundAs;               // "namespace/group", as NodeFacts::nvlinkGroups has it
+  std::vector<std::string> domains;  // sorted
+};
+
+std::optional<NvlinkAsk> nvlinkAskOf(const json& pod, const std::vector<NodeFacts>& nodes) {
+  auto group = requiredNvlinkGroup(member(pod, "spec"));
+  if (!group) return std::nullopt;
+  NvlinkAsk ask{*group, stringMember(member(pod, "metadata"), "namespace") + "/" + *group, {}};
+  std::set<std::string> domains;
+  for (const NodeFacts& n : nodes) {
+    // As the scheduler counts them: the group's pods on nodes that have a domain.
+    const std::string* domain = n.node.label(names::kNvlinkDomain);
+    if (domain != nullptr && std::binary_search(n.nvlinkGroups.begin(), n.nvlinkGroups.end(), ask.boundAs)) {
+      domains.insert(*domain);
+    }
+  }
+  ask.domains.assign(domains.begin(), domains.end());
+  return ask;
+}
+
+// "NVLink domain a", "NVLink domains a, b".
+std::string domainsWords(const std::vector<std::string>& domains) {
+  return (domains.size() == 1 ? "NVLink domain " : "NVLink domains ") + someOf(domains);
+}
 
 // The cause a requirement on `key` names when nodes fail it.
 PendingCause kindOf(const std::string& key) {
@@ -98,6 +132,9 @@ std::string needWords(const Slot& s) {
     case PendingCause::kCordoned: return "is not cordoned";
     case PendingCause::kTaint: return "carries no taint the pod does not tolerate";
     case PendingCause::kNodeExclusive: return "runs no other node-exclusive pod";
+    case PendingCause::kNvlinkDomain:
+      return "is in " + domainsWords(s.domains) + " with its job's other pods (" + std::string(names::kNvlinkGroupLabel) +
+             "=" + s.key + ")";
     case PendingCause::kScheduler: break;  // not a slot
   }
   return {};
@@ -120,6 +157,14 @@ std::pair<std::string, std::string> failWords(const Slot& s) {
     case PendingCause::kCordoned: return {"is cordoned", "are cordoned"};
     case PendingCause::kTaint: return {"carries a taint the pod does not tolerate", "carry a taint the pod does not tolerate"};
     case PendingCause::kNodeExclusive: return {"already runs a node-exclusive pod", "already run a node-exclusive pod"};
+    case PendingCause::kNvlinkDomain: {
+      if (s.domains.empty()) {
+        const std::string why = " in no NVLink domain, which the pod's podAffinity needs";
+        return {"is" + why, "are" + why};
+      }
+      const std::string where = " in " + domainsWords(s.domains) + ", where the job's other pods run";
+      return {"is not" + where, "are not" + where};
+    }
     case PendingCause::kScheduler: break;  // not a slot
   }
   return {};
@@ -177,6 +222,9 @@ std::string detailOf(const Slot& s, const NodeFacts& n, const json& tolerations)
       return t->key + (t->value.empty() ? "" : "=" + t->value) + ":" + t->effect;
     }
     case PendingCause::kNodeExclusive: return joined(n.exclusivePods);
+    case PendingCause::kNvlinkDomain:
+      if (auto d = labelOf(n, std::string(names::kNvlinkDomain))) return "NVLink domain " + *d;
+      return "no " + std::string(names::kNvlinkDomain);
     case PendingCause::kScheduler: break;  // not a slot
   }
   return {};
@@ -194,19 +242,21 @@ std::string slotKey(const NodeRequirement& r) {
   return (r.field ? "field:" : "") + r.key + (kindOf(r.key) == PendingCause::kSelector ? "|" + std::string(toString(r.op)) : "");
 }
 
-Slots slotsOf(const std::vector<std::vector<NodeRequirement>>& terms, bool nodeExclusive) {
+Slots slotsOf(const std::vector<std::vector<NodeRequirement>>& terms, bool nodeExclusive,
+              const std::optional<NvlinkAsk>& nvlink) {
   Slots out;
   std::map<std::string, std::size_t> byKey;
   for (const auto& term : terms) {
     for (const auto& r : term) {
       auto [it, added] = byKey.emplace(slotKey(r), out.slots.size());
-      if (added) out.slots.push_back({r.field ? PendingCause::kSelector : kindOf(r.key), r.key, {}});
+      if (added) out.slots.push_back({r.field ? PendingCause::kSelector : kindOf(r.key), r.key, {}, {}});
       out.slots[it->second].variants.push_back(r);
     }
   }
-  out.slots.push_back({PendingCause::kCordoned, {}, {}});
-  out.slots.push_back({PendingCause::kTaint, {}, {}});
-  if (nodeExclusive) out.slots.push_back({PendingCause::kNodeExclusive, {}, {}});
+  out.slots.push_back({PendingCause::kCordoned, {}, {}, {}});
+  out.slots.push_back({PendingCause::kTaint, {}, {}, {}});
+  if (nodeExclusive) out.slots.push_back({PendingCause::kNodeExclusive, {}, {}, {}});
+  if (nvlink) out.slots.push_back({PendingCause::kNvlinkDomain, nvlink->group, {}, nvlink->domains});
   std::vector<std::size_t> order(out.slots.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -259,6 +309,14 @@ std::size_t firstFailure(const Slots& s, const std::vector<std::vector<NodeRequi
       case PendingCause::kNodeExclusive:
         if (!n.exclusivePods.empty()) return i;
         break;
+      case PendingCause::kNvlinkDomain: {
+        // The scheduler's inter-pod affinity: the node must have the topology label, and where
+        // the group has pods, the value of one of theirs.
+        const std::string* domain = n.node.label(names::kNvlinkDomain);
+        const auto& in = s.slots[i].domains;
+        if (domain == nullptr || (!in.empty() && !std::binary_search(in.begin(), in.end(), *domain))) return i;
+        break;
+      }
       default:
         break;
     }
@@ -319,14 +377,16 @@ struct NodeTally {
   std::vector<std::string> fit;
   std::vector<std::map<std::string, std::vector<std::string>>> failing;
   std::vector<std::size_t> failCount;
+  std::vector<std::size_t> firstFailed;  // per node, in the nodes' order (kPass: none)
 };
 
 NodeTally tallyNodes(const Slots& s, const std::vector<std::vector<NodeRequirement>>& terms,
                      const std::vector<NodeFacts>& nodes, const json& tolerations) {
   NodeTally t{{}, std::vector<std::map<std::string, std::vector<std::string>>>(s.slots.size()),
-              std::vector<std::size_t>(s.slots.size(), 0)};
+              std::vector<std::size_t>(s.slots.size(), 0), {}};
   for (const NodeFacts& n : nodes) {
     const std::size_t i = firstFailure(s, terms, n, tolerations);
+    t.firstFailed.push_back(i);
     if (i == kPass) {
       t.fit.push_back(n.node.name);
       continue;
@@ -343,6 +403,7 @@ std::string needsSentence(const Slots& s) {
   std::vector<std::string> needs;
   for (const Slot& slot : s.slots) {
     if (slot.kind == PendingCause::kCordoned || slot.kind == PendingCause::kTaint) continue;
+    if (slot.kind == PendingCause::kNvlinkDomain && slot.domains.empty()) continue;  // any domain will do
     needs.push_back(needWords(slot));
   }
   if (needs.empty()) return "";
@@ -396,8 +457,71 @@ std::vector<std::string> failureGroups(const Slots& s, const NodeTally& t) {
   return groups;
 }
 
+// Where the job's pods run and where they could, for a pod that must join them: "The job's
+// pods (podshaper.io/nvlink-group=job.llama) run in NVLink domain a, whose 9 nodes are all
+// taken (8 by this job, 1 by train/other-0); NVLink domain b has 9 free nodes: …". Free: a
+// node that fails nothing else (no node of the job's domains is, where this is said).
+std::string nvlinkAdvice(const Slots& s, std::size_t slot, const NodeTally& t, const std::vector<NodeFacts>& nodes,
+                         const std::string& boundAs) {
+  const std::vector<std::string>& ours = s.slots[slot].domains;
+  std::size_t inOurs = 0, byJob = 0, byOthers = 0;
+  std::vector<std::string> otherPods;
+  std::map<std::string, std::size_t> freeElsewhere;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const NodeFacts& n = nodes[i];
+    const std::string* domain = n.node.label(names::kNvlinkDomain);
+    if (domain == nullptr) continue;
+    if (!std::binary_search(ours.begin(), ours.end(), *domain)) {
+      if (t.firstFailed[i] == slot) ++freeElsewhere[*domain];
+      continue;
+    }
+    ++inOurs;
+    if (t.firstFailed[i] == kPass || s.slots[t.firstFailed[i]].kind != PendingCause::kNodeExclusive) continue;
+    if (std::binary_search(n.nvlinkGroups.begin(), n.nvlinkGroups.end(), boundAs)) {
+      ++byJob;
+    } else {
+      ++byOthers;
+      otherPods.insert(otherPods.end(), n.exclusivePods.begin(), n.exclusivePods.end());
+    }
+  }
+  std::vector<std::string> by;
+  if (byJob > 0) by.push_back(std::to_string(byJob) + " by this job");
+  if (byOthers > 0) by.push_back(std::to_string(byOthers) + " by " + someOf(otherPods));
+  const std::string takenBy = " (" + joined(by) + ")";
+  const std::size_t taken = byJob + byOthers;
+  const std::string where = domainsWords(ours);
+  std::string out = " The job's pods (" + std::string(names::kNvlinkGroupLabel) + "=" + s.slots[slot].key + ") run in " +
+                    where + ", ";
+  if (inOurs == 1) {
+    out += taken == 1 ? "whose 1 node is taken" + takenBy : "whose 1 node fails a requirement above";
+  } else if (taken == inOurs) {
+    out += "whose " + counted(inOurs, "node") + " are all taken" + takenBy;
+  } else if (taken == 0) {
+    out += "whose " + counted(inOurs, "node") + " all fail a requirement above";
+  } else {
+    out += "of whose " + counted(inOurs, "node") + " " + std::to_string(taken) + (taken == 1 ? " is" : " are") +
+           " taken" + takenBy + " and " + std::to_string(inOurs - taken) + (inOurs - taken == 1 ? " fails" : " fail") +
+           " a requirement above";
+  }
+  if (freeElsewhere.empty()) return out + "; no other NVLink domain has a free node. It starts when a node in " + where + " frees.";
+  std::vector<std::pair<std::string, std::size_t>> others(freeElsewhere.begin(), freeElsewhere.end());
+  std::stable_sort(others.begin(), others.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  out += "; ";
+  if (others.size() == 1) {
+    out += "NVLink domain " + others.front().first + " has " + counted(others.front().second, "free node");
+  } else {
+    out += "NVLink domains " + someOf(others, 3, [](const auto& d) {
+             return d.first + " (" + counted(d.second, "free node") + ")";
+           }) + " have room";
+  }
+  return out + ": the job needs gang scheduling to start in one domain with room for all its pods (Kueue's "
+               "topology-aware scheduling, the Workload API); without it, this pod starts when a node in " + where +
+               " frees, or delete the job and create it again for its first pod to pick a domain anew.";
+}
+
 // What the user can do, or what the scheduler says where podshaper's requirements are met.
-std::string whatToDo(const json& pod, const Slots& s, const NodeTally& t, const std::vector<NodeFacts>& nodes) {
+std::string whatToDo(const json& pod, const Slots& s, const NodeTally& t, const std::vector<NodeFacts>& nodes,
+                     const std::optional<NvlinkAsk>& nvlink) {
   if (!t.fit.empty()) {
     const std::string said = schedulerSays(pod);
     return " " + counted(t.fit.size(), "node") + " meet" + (t.fit.size() == 1 ? "s" : "") + " all of it (" +
@@ -422,9 +546,16 @@ std::string whatToDo(const json& pod, const Slots& s, const NodeTally& t, const 
   }
   // For each kind of failure that has an answer (most need an admin).
   std::string out;
+  // Nodes outside the job's NVLink domain: where the job runs says more than the pods named.
+  bool outsideDomain = false;
+  for (std::size_t i = 0; i < s.slots.size(); ++i) {
+    outsideDomain |= s.slots[i].kind == PendingCause::kNvlinkDomain && !s.slots[i].domains.empty() && t.failCount[i] > 0;
+  }
   for (std::size_t i = 0; i < s.slots.size(); ++i) {
     if (t.failCount[i] == 0) continue;
-    if (s.slots[i].kind == PendingCause::kNodeExclusive) {
+    if (s.slots[i].kind == PendingCause::kNvlinkDomain && outsideDomain) {
+      out += nvlinkAdvice(s, i, t, nodes, nvlink->boundAs);
+    } else if (s.slots[i].kind == PendingCause::kNodeExclusive && !outsideDomain) {
       out += " It starts when a node-exclusive pod named here ends.";
     } else if (s.slots[i].kind == PendingCause::kValidated) {
       // The largest group's first node: judged and failing, or never reported.
@@ -463,7 +594,8 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
   const bool nodeExclusive =
       stringMember(member(member(pod, "metadata"), "labels"), names::kPlacementLabel) == names::kNodeExclusive;
   const auto terms = podNodeTerms(spec);
-  const Slots s = slotsOf(terms, nodeExclusive);
+  const auto nvlink = nvlinkAskOf(pod, nodes);
+  const Slots s = slotsOf(terms, nodeExclusive, nvlink);
   const NodeTally t = tallyNodes(s, terms, nodes, member(spec, "tolerations"));
 
   out.answer =
@@ -474,7 +606,7 @@ PendingJudgement judgePending(const json& pod, const std::vector<NodeFacts>& nod
   } else if (auto groups = failureGroups(s, t); !groups.empty()) {
     out.answer += " Of " + counted(nodes.size(), "node") + ", " + joined(groups, "; ") + ".";
   }
-  out.answer += whatToDo(pod, s, t, nodes);
+  out.answer += whatToDo(pod, s, t, nodes, nvlink);
   // What stops the nodes that come closest: the last requirement any node fails.
   std::size_t closest = kPass;
   for (std::size_t i = 0; i < s.slots.size(); ++i) {

@@ -22,16 +22,20 @@ inline constexpr const char* kNotPlaceable = "NotPlaceable";
 
 // What stops a pending pod, in reading order: podshaper's node labels (GPU count,
 // validated, memlock, P2P), the pod's own selectors, cordons, taints, the node-exclusive
-// rule; kScheduler where podshaper's requirements are met.
-enum class PendingCause { kGpuCount, kValidated, kMemlock, kP2P, kSelector, kCordoned, kTaint, kNodeExclusive, kScheduler };
+// rule, the job's NVLink domain (its required podAffinity on podshaper.io/nvlink-domain);
+// kScheduler where podshaper's requirements are met.
+enum class PendingCause {
+  kGpuCount, kValidated, kMemlock, kP2P, kSelector, kCordoned, kTaint, kNodeExclusive, kNvlinkDomain, kScheduler
+};
 // "gpu-count", "validated", "memlock", "p2p", "selector", "cordoned", "taint",
-// "node-exclusive", "scheduler": the metrics' label, not to be changed.
+// "node-exclusive", "nvlink-domain", "scheduler": the metrics' label, not to be changed.
 const char* toString(PendingCause cause);
 // Every cause, in reading order: the metrics' series start from these.
 inline constexpr std::array kPendingCauses = {
     PendingCause::kGpuCount, PendingCause::kValidated,     PendingCause::kMemlock,
     PendingCause::kP2P,      PendingCause::kSelector,      PendingCause::kCordoned,
-    PendingCause::kTaint,    PendingCause::kNodeExclusive, PendingCause::kScheduler};
+    PendingCause::kTaint,    PendingCause::kNodeExclusive, PendingCause::kNvlinkDomain,
+    PendingCause::kScheduler};
 
 
 struct PendingJudgement {
@@ -55,8 +59,8 @@ struct PendingJudgement {
 bool waitsToBeExplained(const nlohmann::json& pod, long long now, long long graceSeconds);
 
 // A pod that no node has taken for longer than `graceSeconds`: which of its requirements
-// (podshaper's node labels first, then its own selectors, taints, cordons and the
-// node-exclusive rule) how many nodes fail, with examples.
+// (podshaper's node labels first, then its own selectors, taints, cordons, the
+// node-exclusive rule and its job's NVLink domain) how many nodes fail, with examples.
 PendingJudgement judgePending(const nlohmann::json& pod, const std::vector<NodeFacts>& nodes, long long now,
                               long long graceSeconds);
 

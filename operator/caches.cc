@@ -47,6 +47,12 @@ void compactPod(json& pod) {
   if (const json& na = member(member(spec, "affinity"), "nodeAffinity"); !na.is_null()) {
     kept["spec"]["affinity"]["nodeAffinity"] = na;
   }
+  // The required podAffinity terms on the NVLink domain: which job's domain the pod must join.
+  for (const json& term : member(member(member(spec, "affinity"), "podAffinity"), "requiredDuringSchedulingIgnoredDuringExecution")) {
+    if (hasText(member(term, "topologyKey"), names::kNvlinkDomain)) {
+      kept["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].push_back(term);
+    }
+  }
   // Each container's /dev/shm mount and its volume: a ShmExhausted Event names the
   // /dev/shm the container had (podshaper's, or one of the user's with its size).
   for (const char* list : {"containers", "initContainers"}) {

@@ -30,7 +30,7 @@ class NodeTable {
 
   // Names whose Node or report changed or went. Cheap; from any thread (the informers').
   void changed(const std::vector<std::string>& names);
-  // Every Node's facts, sorted by name (exclusivePods empty). The same vector while nothing
+  // Every Node's facts, sorted by name (without the pods bound to them). The same vector while nothing
   // changed; a snapshot keeps what it held when it was taken.
   std::shared_ptr<const std::vector<NodeFacts>> snapshot();
   // Nodes and reports read so far (for tests: only what changed is read).

@@ -26,7 +26,7 @@ std::shared_ptr<const std::vector<NodeFacts>> PodController::nodeFactsNow() {
   if (nodeFacts_ && now - nodeFactsAt_ < std::chrono::seconds(1)) return nodeFacts_;
   nodeFactsAt_ = now;
   auto facts = std::make_shared<std::vector<NodeFacts>>(*nodeTable_.snapshot());
-  addExclusivePods(*facts, pods_.snapshot());
+  addBoundPods(*facts, pods_.snapshot());
   nodeFacts_ = std::move(facts);
   return nodeFacts_;
 }

@@ -30,7 +30,7 @@ class PodController {
   Runner& runner() { return runner_; }
 
  private:
-  // The facts of every node with the node-exclusive pods bound to it, for the pods that
+  // The facts of every node with the shaped pods bound to it, for the pods that
   // wait: gathered at most once a second, as each waiting pod asks for them (every
   // pendingGrace, then every 30 s).
   std::shared_ptr<const std::vector<NodeFacts>> nodeFactsNow();

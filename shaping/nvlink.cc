@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "api/names.h"
-#include "api/node_requirement.h"
+#include "api/node_labels.h"
 #include "api/shm_profile.h"
 #include "base/json_util.h"
 #include "base/text.h"
@@ -172,8 +172,7 @@ void keepInNvlinkDomain(JsonEdit& edit, const NvlinkPlan& plan) {
   }
   // Without a namespaceSelector the term sees the pods of the pod's own namespace, as a
   // workload's are.
-  json term = {{"labelSelector", {{"matchExpressions", json::array({labelIs(names::kNvlinkGroupLabel, *plan.group).toJson()})}}},
-               {"topologyKey", names::kNvlinkDomain}};
+  json term = nvlinkGroupTerm(*plan.group);
   json entry = plan.required ? std::move(term) : json{{"weight", 100}, {"podAffinityTerm", std::move(term)}};
   const char* list = plan.required ? "requiredDuringSchedulingIgnoredDuringExecution"
                                    : "preferredDuringSchedulingIgnoredDuringExecution";

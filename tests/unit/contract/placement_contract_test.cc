@@ -1,13 +1,15 @@
-// The webhook writes a shaped pod's node requirements; the operator explains, from the
-// same requirements, why such a pod waits. Both read api/node_labels.h. Here the webhook's
-// real output is fed to the operator's explanation, one requirement kind at a time, so that
-// a change to one side that the other does not follow fails.
+// The webhook writes a shaped pod's node requirements (and, on multi-node NVLink nodes, the
+// podAffinity that keeps its job in one NVLink domain); the operator explains, from the same
+// requirements, why such a pod waits. Both read api/node_labels.h. Here the webhook's real
+// output is fed to the operator's explanation, one requirement kind at a time, so that a
+// change to one side that the other does not follow fails.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "api/node_labels.h"
+#include "judging/node_facts.h"
 #include "judging/pending.h"
 #include "shaping/pod_shaper.h"
 #include "tests/unit/shaping/pod_builder.h"
@@ -138,6 +140,89 @@ TEST(PlacementContract, TheWebhookWaitsForTheNodesTheExplanationSaysFail) {
     EXPECT_EQ(webhookWaits, j.cause != PendingCause::kScheduler)
         << (change.empty() ? "as labelled" : change.front().second) << ": " << j.event->message;
   }
+}
+
+// Multi-node NVLink: 4-GPU trays in NVLink domains a and b, and Job llama's pod of 4 GPUs
+// across 8 nodes with its IMEX channel, as tests/golden/cases/mnnvl-job-8-pods-one-domain.
+constexpr const char* kDomainA = "8a3e5f2c-1b4d-4e6f-9a7b-2c3d4e5f6a7b.1";
+constexpr const char* kDomainB = "8a3e5f2c-1b4d-4e6f-9a7b-2c3d4e5f6a7b.2";
+
+std::vector<Node> twoRacks() {
+  std::vector<Node> nodes;
+  for (const char* domain : {kDomainA, kDomainB}) {
+    for (int i = 0; i < 9; ++i) {
+      Node n = testing::gpuNode(std::string(domain == kDomainA ? "a" : "b") + std::to_string(i), 4);
+      n.labels.set(names::kNvlinkDomain, domain);
+      nodes.push_back(std::move(n));
+    }
+  }
+  return nodes;
+}
+
+ShapeOutcome shapedLlamaPod(const std::string& name, const std::vector<Node>& nodes) {
+  ClusterView cluster = clusterViewOf({}, nodes);
+  const json channel = {
+      {"kind", "ResourceClaimTemplate"},
+      {"metadata", {{"name", "imex"}, {"namespace", "ml"}}},
+      {"spec", {{"spec", {{"devices", {{"requests", json::array({{{"name", "channel"},
+                                                                   {"exactly", {{"deviceClassName",
+                                                                                 "compute-domain-default-channel.nvidia.com"}}}}})}}}}}}}};
+  AdmissionContext ctx;
+  ctx.namespaceName = "ml";
+  ctx.cluster = &cluster;
+  ctx.claims = claimLookupOver({channel});
+  json pod = testing::TrainingPod()
+                 .withGpus(4)
+                 .at("/metadata/name", name)
+                 .at("/metadata/ownerReferences", json::array({{{"kind", "Job"}, {"name", "llama"}, {"controller", true}}}))
+                 .at("/spec/containers/0/env", json::array({{{"name", "PET_NNODES"}, {"value", "8"}}}))
+                 .at("/spec/resourceClaims", json::array({{{"name", "imex"}, {"resourceClaimTemplateName", "imex"}}}))
+                 .at("/spec/containers/0/resources/claims", json::array({{{"name", "imex"}}}));
+  return shapePod(pod, Config{}, ctx);
+}
+
+TEST(PlacementContract, TheJobsNvlinkDomainIsExplainedFromTheWebhooksTerm) {
+  const std::vector<Node> nodes = twoRacks();
+  // The job's first 8 pods, shaped by the webhook and bound in domain a; a8 runs another job's pod.
+  std::vector<json> bound;
+  for (int i = 0; i < 8; ++i) {
+    ShapeOutcome out = shapedLlamaPod("llama-" + std::to_string(i), nodes);
+    ASSERT_TRUE(out.allowed) << out.message;
+    out.pod["spec"]["nodeName"] = "a" + std::to_string(i);
+    out.pod["status"] = {{"phase", "Running"}};
+    bound.push_back(std::move(out.pod));
+  }
+  bound.push_back({{"metadata", {{"name", "other-0"}, {"namespace", "train"},
+                                 {"labels", {{"podshaper.io/placement", "node-exclusive"}}}}},
+                   {"spec", {{"nodeName", "a8"}}},
+                   {"status", {{"phase", "Running"}}}});
+  std::vector<NodeFacts> facts;
+  for (const Node& n : nodes) facts.push_back(factsOf(n));
+
+  const ShapeOutcome ninth = shapedLlamaPod("llama-8", nodes);
+  ASSERT_TRUE(ninth.allowed) << ninth.message;
+  // None bound yet: any domain will do, nothing is said of them.
+  PendingJudgement j = judgePending(waiting(ninth.pod), facts, kCreated + 60, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_EQ(j.cause, PendingCause::kScheduler) << j.event->message;
+  EXPECT_EQ(j.event->message.find("NVLink"), std::string::npos) << j.event->message;
+
+  addBoundPods(facts, bound);
+  j = judgePending(waiting(ninth.pod), facts, kCreated + 60, 30);
+  ASSERT_TRUE(j.event);
+  const std::string& m = j.event->message;
+  EXPECT_EQ(j.cause, PendingCause::kNvlinkDomain) << m;
+  EXPECT_NE(m.find("is in NVLink domain " + std::string(kDomainA) + " with its job's other pods "
+                   "(podshaper.io/nvlink-group=job.llama)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("9 are not in NVLink domain " + std::string(kDomainA) + ", where the job's other pods run"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("whose 9 nodes are all taken (8 by this job, 1 by train/other-0); NVLink domain " +
+                   std::string(kDomainB) + " has 9 free nodes: the job needs gang scheduling"),
+            std::string::npos)
+      << m;
 }
 
 }  // namespace

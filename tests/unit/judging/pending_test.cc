@@ -264,7 +264,7 @@ TEST(Pending, EachCauseIsTheMetricsLabelItWas) {
   std::vector<std::string> labels;
   for (PendingCause cause : kPendingCauses) labels.push_back(toString(cause));
   EXPECT_EQ(labels, (std::vector<std::string>{"gpu-count", "validated", "memlock", "p2p", "selector", "cordoned", "taint",
-                                              "node-exclusive", "scheduler"}));
+                                              "node-exclusive", "nvlink-domain", "scheduler"}));
 }
 
 TEST(Pending, ManyNodesAreCountedWithAFewExamples) {
@@ -276,14 +276,190 @@ TEST(Pending, ManyNodesAreCountedWithAFewExamples) {
       << j.event->message;
 }
 
+// Multi-node NVLink (docs/webhook.md): a pod of 4 GPUs whose required podAffinity keeps Job
+// llama in one NVLink domain, as the webhook writes it (api/node_labels.h nvlinkGroupTerm).
+constexpr const char* kDomainA = "c0ffee00-0000-4000-8000-000000000001.1";
+constexpr const char* kDomainB = "c0ffee00-0000-4000-8000-000000000001.2";
+
+json nvlinkPod(const std::string& group = "job.llama") {
+  json pod = pendingPod(4);
+  pod["metadata"]["labels"]["podshaper.io/nvlink-group"] = group;
+  pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {nvlinkGroupTerm(group)};
+  return pod;
+}
+
+// A 4-GPU tray of `domain` ("": none), running the node-exclusive pod `runs` ("": none) of
+// `group` ("": none; "namespace/group").
+NodeFacts tray(const std::string& name, const std::string& domain, const std::string& runs = "",
+               const std::string& group = "") {
+  NodeFacts f = node(name, 4);
+  if (!domain.empty()) f.node.labels.set("podshaper.io/nvlink-domain", domain);
+  if (!runs.empty()) f.exclusivePods = {runs};
+  if (!group.empty()) f.nvlinkGroups = {group};
+  return f;
+}
+
+// Domain A's 9 trays: 8 run Job llama's pods, 1 another job's; domain B's 9 are free.
+std::vector<NodeFacts> rackWithTheJobInA() {
+  std::vector<NodeFacts> nodes;
+  for (int i = 0; i < 8; ++i) {
+    nodes.push_back(tray("a" + std::to_string(i), kDomainA, "ml/llama-" + std::to_string(i), "ml/job.llama"));
+  }
+  nodes.push_back(tray("a8", kDomainA, "train/other-0", "train/job.other"));
+  for (int i = 0; i < 9; ++i) nodes.push_back(tray("b" + std::to_string(i), kDomainB));
+  return nodes;
+}
+
+TEST(PendingNvlink, APodKeptOutOfTheOtherDomainNamesTheJobsDomainAndTheFreeOnes) {
+  auto j = judgePending(nvlinkPod(), rackWithTheJobInA(), kLater, 30);
+  ASSERT_TRUE(j.event);
+  const std::string& m = j.event->message;
+  const std::string a = kDomainA, b = kDomainB;
+  EXPECT_NE(m.find(", runs no other node-exclusive pod and is in NVLink domain " + a + " with its job's other pods "
+                   "(podshaper.io/nvlink-group=job.llama)."),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("Of 18 nodes, 9 already run a node-exclusive pod (a0 runs ml/llama-0; a1 runs ml/llama-1; a2 runs "
+                   "ml/llama-2; …); 9 are not in NVLink domain " + a + ", where the job's other pods run (NVLink domain " +
+                   b + ": b0, b1, b2 and 6 more)."),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find(" The job's pods (podshaper.io/nvlink-group=job.llama) run in NVLink domain " + a +
+                   ", whose 9 nodes are all taken (8 by this job, 1 by train/other-0); NVLink domain " + b +
+                   " has 9 free nodes: the job needs gang scheduling to start in one domain with room for all its pods "
+                   "(Kueue's topology-aware scheduling, the Workload API); without it, this pod starts when a node in "
+                   "NVLink domain " + a + " frees, or delete the job and create it again for its first pod to pick a "
+                   "domain anew."),
+            std::string::npos)
+      << m;
+  // Where the job runs says it: not the node-exclusive pods' end.
+  EXPECT_EQ(m.find("It starts when a node-exclusive pod named here ends."), std::string::npos) << m;
+  EXPECT_EQ(j.cause, PendingCause::kNvlinkDomain);
+  EXPECT_STREQ(toString(j.cause), "nvlink-domain");
+}
+
+TEST(PendingNvlink, BeforeAnyPodOfTheJobIsBoundAnyDomainWillDo) {
+  std::vector<NodeFacts> nodes = {tray("a0", kDomainA, "ml/other", "ml/job.other"), tray("b0", kDomainB)};
+  auto j = judgePending(nvlinkPod(), nodes, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_EQ(j.event->message.find("NVLink"), std::string::npos) << j.event->message;
+  EXPECT_NE(j.event->message.find("1 node meets all of it (b0)"), std::string::npos) << j.event->message;
+  EXPECT_EQ(j.cause, PendingCause::kScheduler);
+  // The group's name in another namespace is another job.
+  nodes[0].nvlinkGroups = {"train/job.llama"};
+  EXPECT_EQ(judgePending(nvlinkPod(), nodes, kLater, 30).cause, PendingCause::kScheduler);
+  // A node in no domain fails the podAffinity even then, as the scheduler's topology key is missing.
+  nodes.push_back(tray("c0", ""));
+  nodes[1].node.unschedulable = true;
+  j = judgePending(nvlinkPod(), nodes, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("1 is in no NVLink domain, which the pod's podAffinity needs (no "
+                                  "podshaper.io/nvlink-domain: c0)."),
+            std::string::npos)
+      << j.event->message;
+  EXPECT_EQ(j.event->message.find("is in NVLink domain"), std::string::npos) << j.event->message;  // not asked
+  EXPECT_EQ(j.cause, PendingCause::kNvlinkDomain);
+}
+
+TEST(PendingNvlink, AFreeNodeInTheJobsDomainLeavesItToTheScheduler) {
+  std::vector<NodeFacts> nodes = rackWithTheJobInA();
+  nodes[8] = tray("a8", kDomainA);
+  auto j = judgePending(nvlinkPod(), nodes, kLater, 30);
+  ASSERT_TRUE(j.event);
+  EXPECT_NE(j.event->message.find("1 node meets all of it (a8)"), std::string::npos) << j.event->message;
+  EXPECT_EQ(j.event->message.find("The job's pods"), std::string::npos) << j.event->message;
+  EXPECT_EQ(j.cause, PendingCause::kScheduler);
+}
+
+TEST(PendingNvlink, TakenAndFailingNodesOfTheJobsDomainAndNoRoomElsewhere) {
+  NodeFacts bad = tray("a2", kDomainA);
+  bad.node.labels.set("podshaper.io/topology-validated", "false");
+  bad.notValidatedReason = "FabricUnhealthy";
+  std::vector<NodeFacts> nodes = {tray("a0", kDomainA, "ml/llama-0", "ml/job.llama"),
+                                  tray("a1", kDomainA, "ml/x-0", "ml/job.x"), bad,
+                                  tray("b0", kDomainB, "ml/y-0"), tray("c0", "")};
+  auto j = judgePending(nvlinkPod(), nodes, kLater, 30);
+  ASSERT_TRUE(j.event);
+  const std::string& m = j.event->message;
+  EXPECT_NE(m.find("run in NVLink domain " + std::string(kDomainA) + ", of whose 3 nodes 2 are taken (1 by this job, 1 by "
+                   "ml/x-0) and 1 fails a requirement above; no other NVLink domain has a free node. It starts when a "
+                   "node in NVLink domain " + std::string(kDomainA) + " frees."),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("1 is not in NVLink domain " + std::string(kDomainA) + ", where the job's other pods run (no "
+                   "podshaper.io/nvlink-domain: c0)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("kubectl describe gtr a2"), std::string::npos) << m;
+  EXPECT_EQ(j.cause, PendingCause::kNvlinkDomain);
+}
+
+TEST(PendingNvlink, ManyDomainsAreCountedWithAFewAndTheAnswerStaysShort) {
+  // The job's pods in two domains (placed before the term, or by hand), 12 other domains free.
+  std::vector<NodeFacts> nodes = {tray("a0", kDomainA, "ml/llama-0", "ml/job.llama"),
+                                  tray("b0", kDomainB, "ml/llama-1", "ml/job.llama")};
+  for (int d = 0; d < 12; ++d) {
+    for (int i = 0; i <= d; ++i) {
+      nodes.push_back(tray("d" + std::to_string(d) + "-" + std::to_string(i), "domain-" + std::to_string(100 + d)));
+    }
+  }
+  auto j = judgePending(nvlinkPod(), nodes, kLater, 30);
+  ASSERT_TRUE(j.event);
+  const std::string& m = j.event->message;
+  EXPECT_NE(m.find("run in NVLink domains " + std::string(kDomainA) + ", " + kDomainB + ", whose 2 nodes are all taken "
+                   "(2 by this job); NVLink domains domain-111 (12 free nodes), domain-110 (11 free nodes), domain-109 "
+                   "(10 free nodes) and 9 more have room: the job needs gang scheduling"),
+            std::string::npos)
+      << m;
+  EXPECT_LT(m.size(), 2000u) << m;
+}
+
+TEST(PendingNvlink, OnlyTheWebhooksTermIsRead) {
+  // A term that selects more than the group, or in other namespaces, or on another key, is
+  // not the job's domain: the other domain's node meets all podshaper asks.
+  std::vector<NodeFacts> nodes = {tray("a0", kDomainA, "ml/llama-0", "ml/job.llama"), tray("b0", kDomainB)};
+  json wider = nvlinkPod();
+  auto& term = wider["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+  term["labelSelector"]["matchLabels"] = {{"app", "llama"}};
+  json namespaces = nvlinkPod();
+  namespaces["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["namespaceSelector"] =
+      json::object();
+  json zone = nvlinkPod();
+  zone["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] =
+      "topology.kubernetes.io/zone";
+  json preferred = nvlinkPod();
+  preferred["spec"]["affinity"]["podAffinity"] = {
+      {"preferredDuringSchedulingIgnoredDuringExecution", {{{"weight", 100}, {"podAffinityTerm", nvlinkGroupTerm("job.llama")}}}}};
+  json twoValues = nvlinkPod();
+  twoValues["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]
+           ["matchExpressions"][0]["values"] = {"job.llama", "job.other"};
+  for (const json& pod : {wider, namespaces, zone, preferred, twoValues}) {
+    auto j = judgePending(pod, nodes, kLater, 30);
+    ASSERT_TRUE(j.event);
+    EXPECT_EQ(j.cause, PendingCause::kScheduler) << j.event->message;
+    EXPECT_EQ(j.event->message.find("NVLink"), std::string::npos) << j.event->message;
+  }
+  // matchLabels says the same as the webhook's expression.
+  json labels = nvlinkPod();
+  labels["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"] = {
+      {"matchLabels", {{"podshaper.io/nvlink-group", "job.llama"}}}};
+  EXPECT_EQ(judgePending(labels, nodes, kLater, 30).cause, PendingCause::kNvlinkDomain);
+  EXPECT_EQ(requiredNvlinkGroup(nvlinkPod()["spec"]), "job.llama");
+  EXPECT_EQ(requiredNvlinkGroup(json::object()), std::nullopt);
+  EXPECT_EQ(requiredNvlinkGroup(json{{"affinity", {{"podAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", "x"}}}}}}),
+            std::nullopt);  // malformed: no term
+}
+
 TEST(PendingNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
   json n1 = {{"metadata", {{"name", "n1"}, {"labels", {{"podshaper.io/topology-validated", "false"}}}}},
              {"spec", {{"unschedulable", true}, {"taints", {{{"key", "k"}, {"value", "v"}, {"effect", "NoSchedule"}}}}}},
              {"status", {{"allocatable", {{"nvidia.com/gpu", "8"}}}}}};
   json n2 = {{"metadata", {{"name", "n2"}, {"labels", {{"podshaper.io/topology-validated", "true"}}}}}};
   auto pod = [](const std::string& name, const std::string& nodeName, const std::string& phase,
-                const std::string& placement) {
-    return json{{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", {{"podshaper.io/placement", placement}}}}},
+                const std::string& placement, const std::string& group = "") {
+    json labels = {{"podshaper.io/placement", placement}};
+    if (!group.empty()) labels["podshaper.io/nvlink-group"] = group;
+    return json{{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", labels}}},
                 {"spec", {{"nodeName", nodeName}}},
                 {"status", {{"phase", phase}}}};
   };
@@ -293,8 +469,10 @@ TEST(PendingNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
                                                         {"reason", "AllChecksPassed"}}}}}}};
   StringPool pool;
   std::vector<NodeFacts> facts = {nodeFactsOf(n1, &failing, pool), nodeFactsOf(n2, &validated, pool)};
-  addExclusivePods(facts, {pod("b", "n2", "Running", "node-exclusive"), pod("a", "n2", "Pending", "node-exclusive"),
-                           pod("done", "n2", "Succeeded", "node-exclusive"), pod("s", "n2", "Running", "shared")});
+  addBoundPods(facts, {pod("b", "n2", "Running", "node-exclusive", "job.t"), pod("a", "n2", "Pending", "node-exclusive"),
+                       pod("done", "n2", "Succeeded", "node-exclusive", "job.done"),
+                       pod("s", "n2", "Running", "shared", "job.s"), pod("t", "n2", "Running", "shared", "job.t"),
+                       pod("w", "", "Pending", "node-exclusive", "job.w")});
   ASSERT_EQ(facts.size(), 2u);
   EXPECT_EQ(facts[0].node.name, "n1");
   EXPECT_TRUE(facts[0].node.unschedulable);
@@ -307,9 +485,12 @@ TEST(PendingNodeFacts, ExclusivePodsTaintsCordonsAndReasons) {
   EXPECT_EQ(facts[1].validated, "True");
   EXPECT_EQ(facts[1].validatedReason, "AllChecksPassed");
   EXPECT_TRUE(facts[0].exclusivePods.empty());
+  EXPECT_TRUE(facts[0].nvlinkGroups.empty());
   EXPECT_EQ(nodeFactsOf(n1, nullptr, pool).notValidatedReason, "no GPUTopologyReport");
   EXPECT_EQ(nodeFactsOf(json{{"metadata", {{"name", "n3"}}}}, &failing, pool).notValidatedReason, "");  // not judged
   EXPECT_EQ(facts[1].exclusivePods, (std::vector<std::string>{"ml/a", "ml/b"}));
+  // Every bound pod's group, node-exclusive or not, once; not a finished pod's, not an unbound one's.
+  EXPECT_EQ(facts[1].nvlinkGroups, (std::vector<std::string>{"ml/job.s", "ml/job.t"}));
   // The label's key is kept once for both nodes; its values differ.
   ASSERT_NE(facts[0].node.labels.find("podshaper.io/topology-validated"), nullptr);
   EXPECT_EQ(*facts[0].node.labels.find("podshaper.io/topology-validated"), "false");

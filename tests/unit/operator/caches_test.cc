@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/node_labels.h"
 #include "judging/memlock_held.h"
 #include "judging/node_facts.h"
 #include "judging/pending.h"
@@ -168,6 +169,51 @@ TEST(Caches, AKeptPodIsExplainedAsTheWholeOne) {
       }
     }
   }
+}
+
+// A pod of Job llama kept in one NVLink domain (the webhook's podAffinity term), besides
+// podAffinity terms of the user's that no reader reads.
+json fullMnnvlPod(bool scheduled) {
+  json pod = fullPod(scheduled, "podshaper-dshm");
+  pod["metadata"]["labels"]["podshaper.io/nvlink-group"] = "job.llama";
+  pod["spec"]["affinity"]["podAffinity"] = {
+      {"requiredDuringSchedulingIgnoredDuringExecution",
+       {nvlinkGroupTerm("job.llama"),
+        {{"labelSelector", {{"matchLabels", {{"app", "llama"}}}}}, {"topologyKey", "topology.kubernetes.io/zone"}}}},
+      {"preferredDuringSchedulingIgnoredDuringExecution",
+       {{{"weight", 1}, {"podAffinityTerm", {{"labelSelector", json::object()}, {"topologyKey", "kubernetes.io/hostname"}}}}}}};
+  return pod;
+}
+
+TEST(Caches, AKeptMnnvlPodIsExplainedAsTheWholeOne) {
+  // Domain a runs the job's pod (bound, as the cache keeps it), domain b is free.
+  std::vector<NodeFacts> nodes;
+  for (const char* name : {"gpu-0", "gpu-1"}) {
+    NodeFacts f;
+    f.node = nodeFromJson(nodeObject(8, "20", {{"podshaper.io/topology-validated", "true"}, {"pool", "a"}}));
+    f.node.name = name;
+    f.node.labels.set("podshaper.io/nvlink-domain", name == std::string("gpu-0") ? "a" : "b");
+    nodes.push_back(std::move(f));
+  }
+  const json bound = fullMnnvlPod(true);
+  std::vector<NodeFacts> whole = nodes, fromKept = nodes;
+  addBoundPods(whole, {bound});
+  addBoundPods(fromKept, {kept(bound, compactPod)});
+  EXPECT_EQ(whole[0].nvlinkGroups, std::vector<std::string>{"ml/job.llama"});
+  EXPECT_EQ(whole[0].nvlinkGroups, fromKept[0].nvlinkGroups);
+  EXPECT_EQ(whole[0].exclusivePods, fromKept[0].exclusivePods);
+
+  const json full = fullMnnvlPod(false);
+  const json pod = kept(full, compactPod);
+  const PendingJudgement a = judgePending(full, whole, kNow, 30), b = judgePending(pod, fromKept, kNow, 30);
+  ASSERT_TRUE(a.event);
+  EXPECT_EQ(a.cause, PendingCause::kNvlinkDomain) << a.answer;
+  EXPECT_EQ(a.answer, b.answer);
+  EXPECT_EQ(a.cause, b.cause);
+  // Only the term on the NVLink domain is kept of its podAffinity.
+  EXPECT_EQ(pod["spec"]["affinity"]["podAffinity"],
+            json({{"requiredDuringSchedulingIgnoredDuringExecution", {nvlinkGroupTerm("job.llama")}}}));
+  EXPECT_FALSE(kept(fullPod(false, "dshm"), compactPod)["spec"]["affinity"].contains("podAffinity"));
 }
 
 TEST(Caches, AKeptPodIsHeldForItsMemlockAsTheWholeOne) {
