@@ -162,7 +162,7 @@ std::pair<std::string, std::string> failWords(const Slot& s) {
         const std::string why = " in no NVLink domain, which the pod's podAffinity needs";
         return {"is" + why, "are" + why};
       }
-      const std::string where = " in " + domainsWords(s.domains) + ", where the job's other pods run";
+      const std::string where = s.domains.size() == 1 ? " in the job's NVLink domain" : " in the job's NVLink domains";
       return {"is not" + where, "are not" + where};
     }
     case PendingCause::kScheduler: break;  // not a slot
@@ -486,22 +486,22 @@ std::string nvlinkAdvice(const Slots& s, std::size_t slot, const NodeTally& t, c
   }
   std::vector<std::string> by;
   if (byJob > 0) by.push_back(std::to_string(byJob) + " by this job");
-  if (byOthers > 0) by.push_back(std::to_string(byOthers) + " by " + someOf(otherPods));
+  if (byOthers > 0) by.push_back(std::to_string(byOthers) + " by " + someOf(otherPods, 1));  // named above too
   const std::string takenBy = " (" + joined(by) + ")";
   const std::size_t taken = byJob + byOthers;
-  const std::string where = domainsWords(ours);
-  std::string out = " The job's pods (" + std::string(names::kNvlinkGroupLabel) + "=" + s.slots[slot].key + ") run in " +
-                    where + ", ";
+  // The domain was named in what the pod needs: here it is "the job's domain", so that the
+  // advice fits the Event's 1024 bytes after the requirements (a domain's name is 38 bytes).
+  const std::string where = ours.size() == 1 ? "the job's NVLink domain" : "the job's NVLink domains";
+  std::string out = " In " + where + ", ";
   if (inOurs == 1) {
-    out += taken == 1 ? "whose 1 node is taken" + takenBy : "whose 1 node fails a requirement above";
+    out += taken == 1 ? "its 1 node is taken" + takenBy : "its 1 node fails a requirement above";
   } else if (taken == inOurs) {
-    out += "whose " + counted(inOurs, "node") + " are all taken" + takenBy;
+    out += "all " + counted(inOurs, "node") + " are taken" + takenBy;
   } else if (taken == 0) {
-    out += "whose " + counted(inOurs, "node") + " all fail a requirement above";
+    out += "all " + counted(inOurs, "node") + " fail a requirement above";
   } else {
-    out += "of whose " + counted(inOurs, "node") + " " + std::to_string(taken) + (taken == 1 ? " is" : " are") +
-           " taken" + takenBy + " and " + std::to_string(inOurs - taken) + (inOurs - taken == 1 ? " fails" : " fail") +
-           " a requirement above";
+    out += std::to_string(taken) + " of " + counted(inOurs, "node") + (taken == 1 ? " is" : " are") + " taken" + takenBy +
+           " and " + std::to_string(inOurs - taken) + (inOurs - taken == 1 ? " fails" : " fail") + " a requirement above";
   }
   if (freeElsewhere.empty()) return out + "; no other NVLink domain has a free node. It starts when a node in " + where + " frees.";
   std::vector<std::pair<std::string, std::size_t>> others(freeElsewhere.begin(), freeElsewhere.end());
@@ -514,9 +514,9 @@ std::string nvlinkAdvice(const Slots& s, std::size_t slot, const NodeTally& t, c
              return d.first + " (" + counted(d.second, "free node") + ")";
            }) + " have room";
   }
-  return out + ": the job needs gang scheduling to start in one domain with room for all its pods (Kueue's "
-               "topology-aware scheduling, the Workload API); without it, this pod starts when a node in " + where +
-               " frees, or delete the job and create it again for its first pod to pick a domain anew.";
+  return out + ": gang scheduling (Kueue's topology-aware scheduling, the Workload API) starts a job where all its "
+               "pods fit; without it, this pod starts when a node in " + where + " frees, or create the job again "
+               "for its first pod to pick a domain anew.";
 }
 
 // What the user can do, or what the scheduler says where podshaper's requirements are met.
@@ -551,10 +551,12 @@ std::string whatToDo(const json& pod, const Slots& s, const NodeTally& t, const 
   for (std::size_t i = 0; i < s.slots.size(); ++i) {
     outsideDomain |= s.slots[i].kind == PendingCause::kNvlinkDomain && !s.slots[i].domains.empty() && t.failCount[i] > 0;
   }
+  // The job's domain first: with a long list of needs above it, what comes last may be cut.
+  std::string domainAdvice;
   for (std::size_t i = 0; i < s.slots.size(); ++i) {
     if (t.failCount[i] == 0) continue;
     if (s.slots[i].kind == PendingCause::kNvlinkDomain && outsideDomain) {
-      out += nvlinkAdvice(s, i, t, nodes, nvlink->boundAs);
+      domainAdvice = nvlinkAdvice(s, i, t, nodes, nvlink->boundAs);
     } else if (s.slots[i].kind == PendingCause::kNodeExclusive && !outsideDomain) {
       out += " It starts when a node-exclusive pod named here ends.";
     } else if (s.slots[i].kind == PendingCause::kValidated) {
@@ -568,7 +570,7 @@ std::string whatToDo(const json& pod, const Slots& s, const NodeTally& t, const 
                        " (podshaper's report of that node's GPUs) says why it is not validated.";
     }
   }
-  return out;
+  return domainAdvice + out;
 }
 
 }  // namespace

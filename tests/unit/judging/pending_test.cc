@@ -320,16 +320,13 @@ TEST(PendingNvlink, APodKeptOutOfTheOtherDomainNamesTheJobsDomainAndTheFreeOnes)
             std::string::npos)
       << m;
   EXPECT_NE(m.find("Of 18 nodes, 9 already run a node-exclusive pod (a0 runs ml/llama-0; a1 runs ml/llama-1; a2 runs "
-                   "ml/llama-2; …); 9 are not in NVLink domain " + a + ", where the job's other pods run (NVLink domain " +
-                   b + ": b0, b1, b2 and 6 more)."),
+                   "ml/llama-2; …); 9 are not in the job's NVLink domain (NVLink domain " + b + ": b0, b1, b2 and 6 more)."),
             std::string::npos)
       << m;
-  EXPECT_NE(m.find(" The job's pods (podshaper.io/nvlink-group=job.llama) run in NVLink domain " + a +
-                   ", whose 9 nodes are all taken (8 by this job, 1 by train/other-0); NVLink domain " + b +
-                   " has 9 free nodes: the job needs gang scheduling to start in one domain with room for all its pods "
-                   "(Kueue's topology-aware scheduling, the Workload API); without it, this pod starts when a node in "
-                   "NVLink domain " + a + " frees, or delete the job and create it again for its first pod to pick a "
-                   "domain anew."),
+  EXPECT_NE(m.find(" In the job's NVLink domain, all 9 nodes are taken (8 by this job, 1 by train/other-0); NVLink "
+                   "domain " + b + " has 9 free nodes: gang scheduling (Kueue's topology-aware scheduling, the Workload "
+                   "API) starts a job where all its pods fit; without it, this pod starts when a node in the job's "
+                   "NVLink domain frees, or create the job again for its first pod to pick a domain anew."),
             std::string::npos)
       << m;
   // Where the job runs says it: not the node-exclusive pods' end.
@@ -381,13 +378,12 @@ TEST(PendingNvlink, TakenAndFailingNodesOfTheJobsDomainAndNoRoomElsewhere) {
   auto j = judgePending(nvlinkPod(), nodes, kLater, 30);
   ASSERT_TRUE(j.event);
   const std::string& m = j.event->message;
-  EXPECT_NE(m.find("run in NVLink domain " + std::string(kDomainA) + ", of whose 3 nodes 2 are taken (1 by this job, 1 by "
-                   "ml/x-0) and 1 fails a requirement above; no other NVLink domain has a free node. It starts when a "
-                   "node in NVLink domain " + std::string(kDomainA) + " frees."),
+  EXPECT_NE(m.find("In the job's NVLink domain, 2 of 3 nodes are taken (1 by this job, 1 by ml/x-0) and 1 fails a "
+                   "requirement above; no other NVLink domain has a free node. It starts when a node in the job's "
+                   "NVLink domain frees."),
             std::string::npos)
       << m;
-  EXPECT_NE(m.find("1 is not in NVLink domain " + std::string(kDomainA) + ", where the job's other pods run (no "
-                   "podshaper.io/nvlink-domain: c0)"),
+  EXPECT_NE(m.find("1 is not in the job's NVLink domain (no podshaper.io/nvlink-domain: c0)"),
             std::string::npos)
       << m;
   EXPECT_NE(m.find("kubectl describe gtr a2"), std::string::npos) << m;
@@ -406,9 +402,9 @@ TEST(PendingNvlink, ManyDomainsAreCountedWithAFewAndTheAnswerStaysShort) {
   auto j = judgePending(nvlinkPod(), nodes, kLater, 30);
   ASSERT_TRUE(j.event);
   const std::string& m = j.event->message;
-  EXPECT_NE(m.find("run in NVLink domains " + std::string(kDomainA) + ", " + kDomainB + ", whose 2 nodes are all taken "
-                   "(2 by this job); NVLink domains domain-111 (12 free nodes), domain-110 (11 free nodes), domain-109 "
-                   "(10 free nodes) and 9 more have room: the job needs gang scheduling"),
+  EXPECT_NE(m.find("In the job's NVLink domains, all 2 nodes are taken (2 by this job); NVLink domains domain-111 (12 "
+                   "free nodes), domain-110 (11 free nodes), domain-109 (10 free nodes) and 9 more have room: gang "
+                   "scheduling"),
             std::string::npos)
       << m;
   EXPECT_LT(m.size(), 2000u) << m;
