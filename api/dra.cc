@@ -1,6 +1,7 @@
 #include "api/dra.h"
 
 #include <optional>
+#include <set>
 
 #include "base/json_util.h"
 
@@ -91,6 +92,52 @@ Result<std::vector<GpuRequest>> gpuRequests(const json& claimSpec, std::string_v
     }
   }
   return out;
+}
+
+bool isComputeDomain(const json& object) {
+  return stringMember(object, "kind") == "ComputeDomain" &&
+         stringMember(object, "apiVersion").starts_with("resource.nvidia.com/");
+}
+
+Result<json> channelTemplateOf(const json& computeDomain, std::string_view channelClass) {
+  const std::string name =
+      stringMember(member(member(member(computeDomain, "spec"), "channel"), "resourceClaimTemplate"), "name");
+  if (name.empty()) {
+    return makeError("spec.channel.resourceClaimTemplate.name is not set: NVIDIA's DRA driver makes the IMEX "
+                     "channel's ResourceClaimTemplate by that name, which pods name in "
+                     "spec.resourceClaims[].resourceClaimTemplateName; set it");
+  }
+  return json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "ResourceClaimTemplate"},
+              {"metadata", {{"name", name}, {"namespace", stringMember(member(computeDomain, "metadata"), "namespace")}}},
+              {"spec",
+               {{"spec",
+                 {{"devices",
+                   {{"requests", json::array({{{"name", "channel"},
+                                               {"exactly", {{"deviceClassName", std::string(channelClass)}}}}})}}}}}}}};
+}
+
+std::vector<json> withChannelTemplates(std::vector<json> claims, const std::vector<json>& computeDomains,
+                                       std::string_view channelClass, std::vector<std::string>& warnings) {
+  auto key = [](const json& object) {
+    const json& metadata = member(object, "metadata");
+    return stringMember(metadata, "namespace") + "/" + stringMember(metadata, "name");
+  };
+  std::set<std::string> templates;  // "namespace/name"
+  for (const json& c : claims) {
+    if (stringMember(c, "kind") == "ResourceClaimTemplate") templates.insert(key(c));
+  }
+  for (const json& domain : computeDomains) {
+    auto made = channelTemplateOf(domain, channelClass);
+    if (!made) {
+      warnings.push_back("ComputeDomain " + key(domain) + ": not read as its channel's ResourceClaimTemplate: " +
+                         made.error().message);
+      continue;
+    }
+    // Two ComputeDomains naming one template make the same one here: the first is kept.
+    if (templates.insert(key(*made)).second) claims.push_back(std::move(*made));
+  }
+  return claims;
 }
 
 }  // namespace podshaper

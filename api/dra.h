@@ -32,4 +32,21 @@ Result<std::vector<GpuRequest>> gpuRequests(const nlohmann::json& claimSpec, std
 // prioritized list's first choice, as GPUs are counted): a ComputeDomain's IMEX channel.
 bool requestsDeviceClass(const nlohmann::json& claimSpec, std::string_view deviceClass);
 
+// A ComputeDomain of NVIDIA's DRA driver (apiVersion resource.nvidia.com/..., kind ComputeDomain).
+bool isComputeDomain(const nlohmann::json& object);
+
+// The ResourceClaimTemplate the driver's controller makes for a ComputeDomain's IMEX
+// channel: named by its spec.channel.resourceClaimTemplate.name, in its namespace, with
+// one request "channel" of `channelClass`. Users' manifests name that template without
+// having it. An error names the field where it is not set: the driver makes no template.
+Result<nlohmann::json> channelTemplateOf(const nlohmann::json& computeDomain, std::string_view channelClass);
+
+// `claims` (ResourceClaims and ResourceClaimTemplates) and the channel template of each
+// of `computeDomains`, where `claims` has no template of that namespace and name (the one
+// given is the cluster's, or the user's own: it is read). `warnings` name each
+// ComputeDomain not read, and why.
+std::vector<nlohmann::json> withChannelTemplates(std::vector<nlohmann::json> claims,
+                                                 const std::vector<nlohmann::json>& computeDomains,
+                                                 std::string_view channelClass, std::vector<std::string>& warnings);
+
 }  // namespace podshaper

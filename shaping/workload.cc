@@ -1,5 +1,8 @@
 #include "shaping/workload.h"
 
+#include <set>
+#include <string>
+
 #include "api/pod_templates.h"
 #include "base/json_util.h"
 
@@ -8,11 +11,25 @@ namespace {
 
 using json = nlohmann::json;
 
-// The pod a controller makes from `podTemplate`: its metadata and spec, in the namespace.
-json podFrom(const json& podTemplate, const std::string& namespaceName) {
+// The controller reference the pods of `object` carry where `object` makes them itself (a
+// Job, not a Deployment, whose ReplicaSet does): the workload they are known by (their
+// ShmProfile, their NVLink group). Null for other kinds, and for an object with no name yet.
+json controllerRefOf(const json& object) {
+  static const std::set<std::string, std::less<>> kMakesItsPods = {
+      "batch/v1/Job", "apps/v1/StatefulSet", "apps/v1/ReplicaSet", "apps/v1/DaemonSet", "v1/ReplicationController"};
+  const std::string name = stringMember(member(object, "metadata"), "name");
+  const std::string apiVersion = stringMember(object, "apiVersion");
+  if (name.empty() || !kMakesItsPods.contains(apiVersion + "/" + stringMember(object, "kind"))) return nullptr;
+  return {{"apiVersion", apiVersion}, {"kind", object["kind"]}, {"name", name}, {"controller", true}};
+}
+
+// The pod a controller makes from `podTemplate`: its metadata and spec, in the namespace,
+// owned by `controllerRef` where it is not null.
+json podFrom(const json& podTemplate, const std::string& namespaceName, const json& controllerRef) {
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
   json metadata = member(podTemplate, "metadata").is_object() ? member(podTemplate, "metadata") : json::object();
   if (!metadata.contains("namespace")) metadata["namespace"] = namespaceName;
+  if (!controllerRef.is_null() && !metadata.contains("ownerReferences")) metadata["ownerReferences"] = json::array({controllerRef});
   pod["metadata"] = std::move(metadata);
   pod["spec"] = member(podTemplate, "spec");
   return pod;
@@ -40,7 +57,7 @@ WorkloadReview reviewWorkload(const json& object, const Config& config, const Ad
       continue;
     }
     bool isPod = at.pointer.empty();
-    json pod = isPod ? podTemplate : podFrom(podTemplate, context.namespaceName);
+    json pod = isPod ? podTemplate : podFrom(podTemplate, context.namespaceName, controllerRefOf(object));
     ShapeOutcome outcome = shapePod(pod, config, context);
     t.allowed = outcome.allowed;
     t.message = outcome.message;
@@ -53,6 +70,8 @@ WorkloadReview reviewWorkload(const json& object, const Config& config, const Ad
         json& shaped = review.object.at(at.pointer);
         json metadata = std::move(outcome.pod["metadata"]);
         if (!member(podTemplate, "metadata").contains("namespace")) metadata.erase("namespace");
+        // The controller writes its reference, not the template.
+        if (!member(podTemplate, "metadata").contains("ownerReferences")) metadata.erase("ownerReferences");
         shaped["metadata"] = std::move(metadata);
         shaped["spec"] = std::move(outcome.pod["spec"]);
       }

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "api/dra.h"
 #include "api/names.h"
 #include "base/base64.h"
 #include "base/json_util.h"
@@ -56,7 +57,7 @@ int reviewAdmission(const cli::Flags& flags, const Config& config, const Cluster
   ShmProfileLookup shmProfiles;
   if (cluster) {
     view = buildClusterView(cluster->namespaces, cluster->nodes);
-    claims = claimLookupOver(cluster->claims);
+    claims = cluster->claimLookup(config);
     shmProfiles = shmProfileLookupOver(cluster->shmProfiles);
   }
   auto decision = admit(input, config, view ? &*view : nullptr, kShaperVersion, claims, shmProfiles, nowSeconds());
@@ -85,9 +86,17 @@ bool ClusterObjects::take(const nlohmann::json& object) {
   if (kind == "Namespace") namespaces.push_back(object);
   else if (kind == "Node") nodes.push_back(object);
   else if (kind == "ResourceClaimTemplate" || kind == "ResourceClaim") claims.push_back(object);
+  else if (isComputeDomain(object)) computeDomains.push_back(object);
   else if (kind == names::kShmProfileKind) shmProfiles.push_back(object);
   else if (kind != "DeviceClass") return false;
   return true;
+}
+
+ClaimLookup ClusterObjects::claimLookup(const Config& config) const {
+  std::vector<std::string> warnings;
+  auto all = withChannelTemplates(claims, computeDomains, config.mnnvl.computeDomainChannelClass, warnings);
+  for (const auto& w : warnings) std::cerr << "Warning: " << w << "\n";
+  return claimLookupOver(all);
 }
 
 ShmProfileLookup shmProfileLookupOver(const std::vector<nlohmann::json>& profiles) {

@@ -9,6 +9,7 @@
 #include "cli/flags.h"
 #include "shaping/admission_context.h"
 #include "shaping/config.h"
+#include "shaping/pod_claims.h"
 
 namespace podshaper::webhook {
 
@@ -21,11 +22,14 @@ int runReview(int argc, char** argv);
 
 // What review knows of a cluster: from --cluster, and from the objects of -f's input.
 struct ClusterObjects {
-  std::vector<nlohmann::json> namespaces, nodes, claims, shmProfiles;
+  std::vector<nlohmann::json> namespaces, nodes, claims, shmProfiles, computeDomains;
   // Takes `object` when it is a Namespace, a Node, a ResourceClaim or ResourceClaimTemplate,
-  // a ShmProfile, or a DeviceClass (read and not used: podshaper knows GPUs by config
-  // gpuDeviceClass).
+  // a ComputeDomain (read as the channel template its driver makes), a ShmProfile, or a
+  // DeviceClass (read and not used: podshaper knows GPUs by config gpuDeviceClass).
   bool take(const nlohmann::json& object);
+  // The claims and templates pods are reviewed with: those given, and each ComputeDomain's
+  // channel template that none given stands for; a ComputeDomain not read is warned of on stderr.
+  ClaimLookup claimLookup(const Config& config) const;
 };
 
 // The ShmProfile of that namespace and name among `profiles`, whole (the last of them where

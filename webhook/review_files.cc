@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "api/dra.h"
 #include "api/names.h"
 #include "base/json_util.h"
 #include "cli/diff.h"
@@ -136,7 +137,8 @@ std::string offlineAdvice(const TemplateReview& t, bool nodesKnown) {
            "defaults.gpusPerNode in --config";
   }
   if (t.cause == DenialCause::kClaims && t.message.find("was not found") != std::string::npos) {
-    return "; review reads ResourceClaimTemplates and ResourceClaims from -f's input and --cluster: pass it there";
+    return "; review reads ResourceClaimTemplates and ResourceClaims (and a ComputeDomain, as the channel "
+           "template its driver makes) from -f's input and --cluster: pass it there";
   }
   return "";
 }
@@ -151,7 +153,7 @@ class Review {
       view_ = buildClusterView(cluster.namespaces, cluster.nodes);
       view_->nodesKnown = nodesKnown_;  // Namespaces alone: their labels, and the node size from config
     }
-    claims_ = claimLookupOver(cluster.claims);
+    claims_ = cluster.claimLookup(config);
     // As with Nodes: --cluster's list is the cluster's, so a profile it lacks is none; without
     // it and without any ShmProfile in the input, the profiles are unknown, and not read.
     if (clusterGiven || !cluster.shmProfiles.empty()) shmProfiles_ = shmProfileLookupOver(cluster.shmProfiles);
@@ -362,12 +364,12 @@ int reviewFiles(const cli::Flags& flags, const Config& config, ClusterObjects cl
           return reviewFailed("an AdmissionReview is read without -f, on stdin");
         }
         all.push_back(o);
-        // A claim or a ShmProfile that names no namespace is in the one its pods are (-n's), as
-        // kubectl would create it.
+        // A claim, a ComputeDomain or a ShmProfile that names no namespace is in the one its
+        // pods are (-n's), as kubectl would create it.
         json object = itemWithKind(*o, doc.value);
         const std::string kind = stringMember(object, "kind");
         if (stringMember(member(object, "metadata"), "namespace").empty() &&
-            (kind.starts_with("ResourceClaim") || kind == names::kShmProfileKind)) {
+            (kind.starts_with("ResourceClaim") || isComputeDomain(object) || kind == names::kShmProfileKind)) {
           object["metadata"]["namespace"] = namespaceOf(object, flags);
         }
         if (kind == names::kShmProfileKind && stringMember(member(object, "metadata"), "name").empty()) {

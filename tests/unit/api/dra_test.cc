@@ -82,5 +82,60 @@ TEST(Dra, AChannelClaimIsFoundAndCountsNoGpu) {
   EXPECT_FALSE(requestsDeviceClass({{"devices", {{"requests", "x"}}}}, channel));
 }
 
+// A ComputeDomain in users' manifests stands for the channel template its driver makes.
+json computeDomain(const std::string& ns, const std::string& templateName) {
+  json domain = json::parse(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+      "metadata": {"name": "imex-domain"}, "spec": {"numNodes": 2}})");
+  if (!ns.empty()) domain["metadata"]["namespace"] = ns;
+  if (!templateName.empty()) domain["spec"]["channel"]["resourceClaimTemplate"]["name"] = templateName;
+  return domain;
+}
+
+TEST(Dra, AComputeDomainIsReadAsItsChannelTemplate) {
+  EXPECT_TRUE(isComputeDomain(computeDomain("ml", "imex-channel")));
+  EXPECT_FALSE(isComputeDomain(json{{"apiVersion", "example.com/v1"}, {"kind", "ComputeDomain"}}));
+  EXPECT_FALSE(isComputeDomain(json{{"apiVersion", "resource.nvidia.com/v1beta1"}, {"kind", "ComputeDomainClique"}}));
+  auto made = channelTemplateOf(computeDomain("ml", "imex-channel"), "channel.example.com");
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_EQ((*made)["kind"], "ResourceClaimTemplate");
+  EXPECT_EQ((*made)["metadata"]["name"], "imex-channel");
+  EXPECT_EQ((*made)["metadata"]["namespace"], "ml");
+  const json& spec = (*made)["spec"]["spec"];
+  EXPECT_TRUE(requestsDeviceClass(spec, "channel.example.com"));  // the configured class
+  EXPECT_EQ(spec["devices"]["requests"].size(), 1u);
+  EXPECT_TRUE(gpuRequests(spec, "gpu.nvidia.com")->empty());
+}
+
+TEST(Dra, AComputeDomainWithoutTheTemplatesNameIsAnErrorNamingTheField) {
+  auto made = channelTemplateOf(computeDomain("ml", ""), "c");
+  ASSERT_FALSE(made);
+  EXPECT_NE(made.error().message.find("spec.channel.resourceClaimTemplate.name is not set"), std::string::npos);
+  std::vector<std::string> warnings;
+  auto claims = withChannelTemplates({}, {computeDomain("ml", "")}, "c", warnings);
+  EXPECT_TRUE(claims.empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].find("ComputeDomain ml/imex-domain: not read"), 0u) << warnings[0];
+  EXPECT_NE(warnings[0].find("spec.channel.resourceClaimTemplate.name"), std::string::npos);
+}
+
+TEST(Dra, ATemplateGivenWinsOverTheOneAComputeDomainWouldMake) {
+  json given = json::parse(R"({"kind": "ResourceClaimTemplate", "metadata": {"namespace": "ml", "name": "imex-channel"},
+      "spec": {"spec": {"devices": {"requests": [{"name": "mine", "exactly": {"deviceClassName": "own.example.com"}}]}}}})");
+  json claim = given;  // a ResourceClaim of that name is no template
+  claim["kind"] = "ResourceClaim";
+  std::vector<std::string> warnings;
+  auto claims = withChannelTemplates({given}, {computeDomain("ml", "imex-channel")}, "c", warnings);
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0], given);
+  // Another namespace's template, or a claim of that name, does not stand for it.
+  given["metadata"]["namespace"] = "other";
+  claims = withChannelTemplates({given, claim}, {computeDomain("ml", "imex-channel"), computeDomain("ml", "imex-channel")},
+                                "c", warnings);
+  ASSERT_EQ(claims.size(), 3u);  // two ComputeDomains naming one template make it once
+  EXPECT_EQ(claims[2]["metadata"]["namespace"], "ml");
+  EXPECT_TRUE(requestsDeviceClass(claims[2]["spec"]["spec"], "c"));
+  EXPECT_TRUE(warnings.empty());
+}
+
 }  // namespace
 }  // namespace podshaper

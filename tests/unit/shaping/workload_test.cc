@@ -36,15 +36,40 @@ TEST(ReviewWorkload, AJobsTemplateIsShapedAsItsPodsWouldBe) {
   EXPECT_TRUE(review.templates[0].allowed);
   EXPECT_FALSE(review.denied());
   const json& shaped = review.object["spec"]["template"];
-  // The same shaping as the pod itself, in its namespace.
-  ShapeOutcome direct = shapePod(TrainingPod().json(), Config(), inNamespace("ml"));
+  // The same shaping as the pod itself, in its namespace, made by the Job.
+  json pod = TrainingPod().json();
+  pod["metadata"]["ownerReferences"] = json::parse(R"([{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+      "controller": true}])");
+  ShapeOutcome direct = shapePod(pod, Config(), inNamespace("ml"));
   EXPECT_EQ(shaped["spec"], direct.pod["spec"]);
   EXPECT_EQ(shaped["metadata"]["annotations"], direct.pod["metadata"]["annotations"]);
   EXPECT_EQ(shaped["metadata"]["labels"]["podshaper.io/shaped"], "true");
   EXPECT_FALSE(shaped["metadata"].contains("namespace"));  // not added where it was not written
+  EXPECT_FALSE(shaped["metadata"].contains("ownerReferences"));  // the Job controller's to write
   // The Job's own fields are as written.
   EXPECT_EQ(review.object["metadata"], job["metadata"]);
   EXPECT_EQ(review.object["spec"]["completions"], 2);
+}
+
+// The pods a Job makes are known by it (their ShmProfile, their NVLink group), as the
+// webhook knows them by their controller reference; a Deployment's are made by a ReplicaSet
+// review cannot name, a Job with no name yet has none.
+TEST(ReviewWorkload, AJobsPodsAreKnownByTheJob) {
+  auto profileOf = [](const json& object) {
+    WorkloadReview review = reviewWorkload(object, Config(), inNamespace("ml"));
+    const json& annotations = review.object["spec"]["template"]["metadata"]["annotations"];
+    return annotations.value("podshaper.io/shm-profile", std::string());
+  };
+  json job = jobOf(TrainingPod().json());
+  EXPECT_EQ(profileOf(job).rfind("job.train;", 0), 0u) << profileOf(job);
+  json unnamed = job;
+  unnamed["metadata"].erase("name");
+  unnamed["metadata"]["generateName"] = "train-";
+  EXPECT_EQ(profileOf(unnamed), "");
+  json deployment = job;
+  deployment["apiVersion"] = "apps/v1";
+  deployment["kind"] = "Deployment";
+  EXPECT_EQ(profileOf(deployment), "");
 }
 
 TEST(ReviewWorkload, APodIsShapedWhole) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "api/dra.h"
+
 namespace podshaper::webhook {
 namespace {
 
@@ -40,6 +42,45 @@ TEST(ReviewClusterObjects, TheLastOfOneNameWinsAndOneWithoutANameIsNeverFound) {
   ASSERT_TRUE(lookup("ml", "job.train"));
   EXPECT_EQ((*lookup("ml", "job.train"))["spec"]["workload"], "from -f");
   EXPECT_FALSE(lookup("ml", ""));
+}
+
+json computeDomain(const std::string& templateName) {
+  json domain = {{"apiVersion", "resource.nvidia.com/v1beta1"},
+                 {"kind", "ComputeDomain"},
+                 {"metadata", {{"name", "domain"}, {"namespace", "ml"}}},
+                 {"spec", {{"numNodes", 2}}}};
+  if (!templateName.empty()) domain["spec"]["channel"]["resourceClaimTemplate"]["name"] = templateName;
+  return domain;
+}
+
+// A ComputeDomain in review's input stands for the channel template its driver makes.
+TEST(ReviewClusterObjects, AComputeDomainIsReadAsItsChannelTemplate) {
+  ClusterObjects cluster;
+  EXPECT_TRUE(cluster.take(computeDomain("imex-channel")));
+  ASSERT_EQ(cluster.computeDomains.size(), 1u);
+  Config config;
+  config.mnnvl.computeDomainChannelClass = "channel.example.com";
+  ClaimLookup lookup = cluster.claimLookup(config);
+  auto found = lookup("ml", ClaimRef{"channel", ClaimKind::kTemplate, "imex-channel"});
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_TRUE(*found);
+  EXPECT_TRUE(requestsDeviceClass(**found, "channel.example.com"));
+  EXPECT_FALSE(*lookup("other", ClaimRef{"channel", ClaimKind::kTemplate, "imex-channel"}));
+  EXPECT_FALSE(*lookup("ml", ClaimRef{"channel", ClaimKind::kClaim, "imex-channel"}));  // a template, not a claim
+}
+
+TEST(ReviewClusterObjects, ATemplateGivenWinsAndAComputeDomainWithoutItsNameMakesNone) {
+  ClusterObjects cluster;
+  json given = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaimTemplate"},
+                {"metadata", {{"name", "imex-channel"}, {"namespace", "ml"}}},
+                {"spec", {{"spec", {{"devices", {{"requests", json::array()}}}}}}}};
+  EXPECT_TRUE(cluster.take(computeDomain("imex-channel")));
+  EXPECT_TRUE(cluster.take(given));
+  EXPECT_TRUE(cluster.take(computeDomain("")));
+  auto found = cluster.claimLookup(Config())("ml", ClaimRef{"channel", ClaimKind::kTemplate, "imex-channel"});
+  ASSERT_TRUE(found && *found);
+  EXPECT_EQ(**found, given["spec"]["spec"]);
 }
 
 }  // namespace
