@@ -167,7 +167,7 @@ b = [l.split(": ", 2)[2] for l in open(sys.argv[2]) if l.startswith("Warning: ")
 assert a and a == b, (a, b)' "$tmp/in-cluster.err" "$tmp/offline.err"
 set +e; "$bin" review -f "$tmp/dra-pod.json" >/dev/null 2>"$tmp/err"; rc=$?; set -e
 check "-f with a DRA pod whose template is not in the input: denied, as the webhook would" test $rc -eq 1
-check "... saying to pass it" contains "$(cat "$tmp/err")" "review reads ResourceClaimTemplates and ResourceClaims from -f's input and --cluster: pass it there"
+check "... saying to pass it" contains "$(cat "$tmp/err")" "review reads ResourceClaimTemplates and ResourceClaims (and a ComputeDomain, as the channel template its driver makes) from -f's input and --cluster: pass it there"
 cat > "$tmp/one-gpu.yaml" <<'YAML'
 apiVersion: v1
 kind: Pod
