@@ -107,7 +107,6 @@ inline constexpr std::string_view kNcclMnnvlEnableEnv = "NCCL_MNNVL_ENABLE";
 inline constexpr std::string_view kWorkloadRefField = "workloadRef";
 inline constexpr std::string_view kSchedulingGroupField = "schedulingGroup";
 inline constexpr std::string_view kKueueRequiredTopology = "kueue.x-k8s.io/podset-required-topology";
-inline constexpr std::string_view kKueuePreferredTopology = "kueue.x-k8s.io/podset-preferred-topology";
 inline constexpr std::string_view kVolcanoGroupName = "scheduling.k8s.io/group-name";
 inline constexpr std::string_view kCoschedulingPodGroup = "scheduling.x-k8s.io/pod-group";
 inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";

@@ -167,14 +167,23 @@ Result<std::optional<Workload>> workloadOf(const json& pod) {
     }
     return std::optional(Workload{"", value, value});
   }
+  // A Job named as a CronJob's run is one run of the CronJob: its runs share a profile.
+  auto w = controllerWorkloadOf(pod);
+  if (w && w->kind == "Job") {
+    if (auto cronJob = cronJobOf(w->name)) return std::optional(controllerWorkload("CronJob", *cronJob));
+  }
+  return w;
+}
+
+std::optional<Workload> controllerWorkloadOf(const json& pod) {
   const json& labels = labelsOf(pod);
   if (auto jobSet = text(labels, "jobset.sigs.k8s.io/jobset-name")) {
     auto replicated = text(labels, "jobset.sigs.k8s.io/replicatedjob-name");
-    return std::optional(controllerWorkload("JobSet", *jobSet + (replicated ? "/" + *replicated : "")));
+    return controllerWorkload("JobSet", *jobSet + (replicated ? "/" + *replicated : ""));
   }
   if (auto lws = text(labels, "leaderworkerset.sigs.k8s.io/name")) {
     auto index = text(labels, "leaderworkerset.sigs.k8s.io/worker-index");
-    return std::optional(controllerWorkload("LeaderWorkerSet", *lws + (index == "0" ? "/leader" : "/worker")));
+    return controllerWorkload("LeaderWorkerSet", *lws + (index == "0" ? "/leader" : "/worker"));
   }
   if (auto cluster = text(labels, "ray.io/cluster")) {
     // KubeRay labels a RayJob's RayCluster ray.io/originated-from-*, not the cluster's pods
@@ -183,8 +192,7 @@ Result<std::optional<Workload>> workloadOf(const json& pod) {
     auto group = text(labels, "ray.io/group");
     auto rayJob = text(labels, "ray.io/originated-from-crd") == "RayJob" ? text(labels, "ray.io/originated-from-cr-name")
                                                                          : std::nullopt;
-    return std::optional(
-        controllerWorkload(rayJob ? "RayJob" : "RayCluster", (rayJob ? *rayJob : *cluster) + (group ? "/" + *group : "")));
+    return controllerWorkload(rayJob ? "RayJob" : "RayCluster", (rayJob ? *rayJob : *cluster) + (group ? "/" + *group : ""));
   }
   const json* owner = controllerOf(pod);
   if (auto job = text(labels, "training.kubeflow.org/job-name")) {
@@ -197,21 +205,18 @@ Result<std::optional<Workload>> workloadOf(const json& pod) {
                              : text(labels, "training.kubeflow.org/operator-name") == "mpi-operator"
                                  ? std::string("MPIJob")
                                  : std::string("KubeflowJob");
-    return std::optional(controllerWorkload(kind, *job + (type ? "/" + *type : "")));
+    return controllerWorkload(kind, *job + (type ? "/" + *type : ""));
   }
-  if (owner == nullptr) return std::optional<Workload>();
+  if (owner == nullptr) return std::nullopt;
   const std::string kind = member(*owner, "kind").get<std::string>();
   const std::string name = member(*owner, "name").get<std::string>();
-  if (kind == "Job") {
-    if (auto cronJob = cronJobOf(name)) return std::optional(controllerWorkload("CronJob", *cronJob));
-  }
   if (kind == "ReplicaSet") {
     if (auto hash = text(labels, "pod-template-hash"); hash && name.size() > hash->size() + 1 &&
                                                        name.ends_with("-" + *hash)) {
-      return std::optional(controllerWorkload("Deployment", name.substr(0, name.size() - hash->size() - 1)));
+      return controllerWorkload("Deployment", name.substr(0, name.size() - hash->size() - 1));
     }
   }
-  return std::optional(controllerWorkload(kind, name));
+  return controllerWorkload(kind, name);
 }
 
 std::string declaredInputs(const json& pod) {

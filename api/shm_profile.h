@@ -42,6 +42,9 @@ std::string withinLength(std::string name, std::size_t max);
 // nullopt: a pod no controller made and no annotation names (a bare pod has no next run).
 // An error: the annotation is not a name a ShmProfile can have.
 Result<std::optional<Workload>> workloadOf(const nlohmann::json& pod);
+// The pod's workload as its controller and its labels say, without the annotation and
+// without taking a Job for its CronJob: one run of a job, not the runs that share a profile.
+std::optional<Workload> controllerWorkloadOf(const nlohmann::json& pod);
 
 // The declared inputs of a pod's /dev/shm (its DataLoader and NCCL annotations, not its
 // ranks), as a short hash: runs of other inputs are not used to size it.

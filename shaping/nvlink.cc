@@ -27,31 +27,36 @@ std::string domainsWords(const NodeClass& nodeClass) {
 }
 
 // The pod's group, its value and in words: the user's podshaper.io/nvlink-group, a
-// LeaderWorkerSet's group (each group is one NCCL world), else its workload as its
-// ShmProfile names it, with a Kubeflow job's replica types together (master and workers
-// are one world). nullopt: a pod of no workload.
+// LeaderWorkerSet's group (each group is one NCCL world), else its controller's job (a Job
+// by its own name, not its CronJob's nor podshaper.io/workload's, which name the runs that
+// share a profile: two runs at once are two worlds), with a Kubeflow job's replica types
+// together (master and workers are one world). nullopt: a pod of no controller.
 struct Group {
   std::string value, words;
 };
+// The user's podshaper.io/nvlink-group (or the one podshaper wrote before, on re-invocation).
+std::optional<std::string> ownGroupOf(const json& pod) {
+  const json& own = member(labelsOf(pod), names::kNvlinkGroupLabel);
+  if (!own.is_string() || own.get_ref<const std::string&>().empty()) return std::nullopt;
+  return own.get<std::string>();
+}
+
 std::optional<Group> groupOf(const json& pod) {
   const json& labels = labelsOf(pod);
-  if (const json& own = member(labels, names::kNvlinkGroupLabel); own.is_string() && !own.get_ref<const std::string&>().empty()) {
-    return Group{own.get<std::string>(), std::string(names::kNvlinkGroupLabel) + " " + inQuotes(own.get<std::string>())};
-  }
+  if (auto own = ownGroupOf(pod)) return Group{*own, std::string(names::kNvlinkGroupLabel) + " " + inQuotes(*own)};
   if (const json& key = member(labels, names::kLwsGroupKeyLabel); key.is_string() && !key.get_ref<const std::string&>().empty()) {
     return Group{withinLength(profileName("leaderworkerset", key.get<std::string>()), kMaxLabelValue),
                  "LeaderWorkerSet group " + inQuotes(key.get<std::string>())};
   }
-  auto workload = workloadOf(pod);
-  if (!workload || !*workload) return std::nullopt;
-  const Workload& w = **workload;
+  auto workload = controllerWorkloadOf(pod);
+  if (!workload) return std::nullopt;
+  const Workload& w = *workload;
   std::string name = w.name;
-  const bool roleIsReplicaType = !w.kind.empty() && w.kind != "JobSet" && w.kind != "RayCluster" &&
-                                 w.kind != "RayJob" && w.kind != "LeaderWorkerSet";
+  const bool roleIsReplicaType =
+      w.kind != "JobSet" && w.kind != "RayCluster" && w.kind != "RayJob" && w.kind != "LeaderWorkerSet";
   if (const std::size_t slash = name.find('/'); roleIsReplicaType && slash != std::string::npos) name.resize(slash);
-  const std::string profile = w.kind.empty() ? w.profile : profileName(w.kind, name);
-  Workload job{w.kind, name, profile};
-  return Group{withinLength(profile, kMaxLabelValue), job.words()};
+  Workload job{w.kind, name, profileName(w.kind, name)};
+  return Group{withinLength(job.profile, kMaxLabelValue), job.words()};
 }
 
 // The gang scheduling the pod is under, in words; nullopt: none recognised.
@@ -60,8 +65,9 @@ std::optional<std::string> gangOf(const json& pod) {
   for (std::string_view field : {names::kWorkloadRefField, names::kSchedulingGroupField}) {
     if (member(spec, field).is_object()) return "the Workload API (spec." + std::string(field) + ")";
   }
-  for (std::string_view key : {names::kKueueRequiredTopology, names::kKueuePreferredTopology}) {
-    if (annotation(pod, key)) return "Kueue's topology-aware scheduling (" + std::string(key) + ")";
+  // Kueue admits the pod set in one domain where the topology is required; preferred may split it.
+  if (annotation(pod, names::kKueueRequiredTopology)) {
+    return "Kueue's topology-aware scheduling (" + std::string(names::kKueueRequiredTopology) + ")";
   }
   if (annotation(pod, names::kVolcanoGroupName)) return "Volcano (" + std::string(names::kVolcanoGroupName) + ")";
   if (member(labelsOf(pod), names::kCoschedulingPodGroup).is_string()) {
@@ -98,7 +104,8 @@ std::string channelFix(const std::string& channelClass) {
          "ResourceClaimTemplate (a request of deviceClassName " + channelClass + "), and give the pod "
          "spec.resourceClaims: [{name: imex-channel, resourceClaimTemplateName: imex-channel}] and each GPU "
          "container resources.claims: [{name: imex-channel}]; or set " + std::string(names::kNcclMnnvlEnableEnv) +
-         "=0 in its GPU containers for NCCL to use the network between nodes";
+         "=0 in its GPU containers for NCCL to use the network between nodes; or, for a one-node job, set " +
+         std::string(names::kNnodesEnv) + "=1 (or torchrun --standalone)";
 }
 
 }  // namespace
@@ -119,18 +126,26 @@ Result<NvlinkPlan, Denial> planNvlink(const json& pod, const PodInputs& in, cons
                              ", and whether it claims an IMEX channel (device class " + channelClass +
                              ") was not checked: its resource claims were not read");
     } else if (auto missing = missingChannel(pod, in, claims, channelClass)) {
-      std::string message = "the pod's nodes are in " + domains + " and its ranks may span nodes (" + in.span.source +
-                            "), but " + *missing + ": " + channelFix(channelClass);
-      if (settings.missingChannel == MissingChannelAction::kDeny) {
-        return makeDenial(DenialCause::kNvlinkChannel, std::move(message));
-      }
-      out.warnings.push_back(std::move(message) + " (config mnnvl.missingChannel: warn)");
       channelMissing = true;
+      if (in.span.kind != JobSpan::kManyNodes) {
+        // NCCL checks the fabric only where the ranks span nodes, which the pod does not say.
+        out.warnings.push_back("the pod's nodes are in " + domains + " and " + *missing +
+                               ": if its job spans nodes, " + channelFix(channelClass) + ". Its span is not known (" +
+                               in.span.source + ")");
+      } else {
+        std::string message = "the pod's nodes are in " + domains + " and its ranks span nodes (" + in.span.source +
+                              "), but " + *missing + ": " + channelFix(channelClass);
+        if (settings.missingChannel == MissingChannelAction::kDeny) {
+          return makeDenial(DenialCause::kNvlinkChannel, std::move(message));
+        }
+        out.warnings.push_back(std::move(message) + " (config mnnvl.missingChannel: warn)");
+      }
     }
   }
 
-  // One pod per node: the job's pods are kept in one domain. A one-node job has no other pod.
-  if (!in.nodeExclusive || oneNode) return out;
+  // One pod per node: the job's pods are kept in one domain. A one-node job has no other pod,
+  // and a pod that runs no NCCL has no world to keep together.
+  if (!in.nodeExclusive || oneNode || in.ncclCommunicators == 0) return out;
   std::size_t largest = 0;
   for (const auto& [domain, nodes] : nodeClass.nvlinkDomains) largest = std::max(largest, nodes);
   if (in.span.nodes && *in.span.nodes > largest) {
@@ -140,13 +155,36 @@ Result<NvlinkPlan, Denial> planNvlink(const json& pod, const PodInputs& in, cons
                            "between domains (the NET reserve)");
     return out;
   }
+  // Only pods known to be one NCCL world across nodes are held together: the replicas of a
+  // Deployment, each its own world, would all be held to the domain of the first.
+  if (in.span.kind != JobSpan::kManyNodes && !ownGroupOf(pod)) {
+    out.warnings.push_back("the pod's job is not kept in one of the " + domains + " because it does not say it "
+                           "spans nodes (" + in.span.source + "), and its ranks may reach each other over the network "
+                           "(the NET reserve): set " + std::string(names::kNnodesEnv) + " or torchrun --nnodes, or "
+                           "label the job's pods " + std::string(names::kNvlinkGroupLabel) + " with one value");
+    return out;
+  }
   auto group = groupOf(pod);
   if (!group) {
-    out.warnings.push_back("the pod belongs to no workload (no controller, no " + std::string(names::kWorkload) +
-                           "): nothing keeps its job in one of the " + domains + ", and its ranks may reach each "
-                           "other over the network (the NET reserve); label the job's pods " +
-                           std::string(names::kNvlinkGroupLabel) + " with one value to keep them together");
+    out.warnings.push_back("the pod belongs to no workload (no controller): nothing keeps its job in one of the " +
+                           domains + ", and its ranks may reach each other over the network (the NET reserve); "
+                           "label the job's pods " + std::string(names::kNvlinkGroupLabel) +
+                           " with one value to keep them together");
     return out;
+  }
+  // The scheduler counts a pod of the group only if it matches every required term, and the
+  // first pod only if it matches its own: the group term with another would hold the pod to
+  // the other term's pods, or leave it unschedulable.
+  if (settings.placement == NvlinkPlacement::kRequired) {
+    const json own = nvlinkGroupTerm(group->value);
+    const json& terms = member(member(member(member(pod, "spec"), "affinity"), "podAffinity"),
+                               "requiredDuringSchedulingIgnoredDuringExecution");
+    if (terms.is_array() && std::any_of(terms.begin(), terms.end(), [&](const json& t) { return t != own; })) {
+      out.warnings.push_back("the pod has required podAffinity terms of its own, which every pod of the group "
+                             "would have to match as well: " + group->words + " is not kept in one of the " +
+                             domains + ", and its ranks may reach each other over the network (the NET reserve)");
+      return out;
+    }
   }
   out.group = group->value;
   out.required = settings.placement == NvlinkPlacement::kRequired;

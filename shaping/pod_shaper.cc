@@ -288,7 +288,8 @@ ShapeOutcome shape(json& pod, const Config& config, const AdmissionContext& ctx)
   const auto& nodeRequirements = (ctx.nodeRequirements != nullptr ? *ctx.nodeRequirements : made)
                                      .of({config.node.memlock,
                                           in.nodeExclusive ? std::optional(nodeClass.gpus) : std::nullopt,
-                                          shm.plan.ncclTransport == NcclTransport::kP2P});
+                                          // P2P between the pod's own ranks; one rank's is over the fabric
+                                          ranks > 1 && shm.plan.ncclTransport == NcclTransport::kP2P});
   const std::string shmText = formatBytes(static_cast<int64_t>(shm.volume.bytes));
   // From here on the pod is changed where it lies, each change written down as the patch.
   const std::size_t annotationsBefore = annotationsBytes(pod);

@@ -147,7 +147,6 @@ TEST(NvlinkDomains, GangSchedulingIsRecognised) {
       {"/spec/workloadRef", {{"name", "llama"}, {"podGroup", "workers"}}},
       {"/spec/schedulingGroup", {{"podGroupName", "llama-0"}}},
       {"/metadata/annotations/kueue.x-k8s.io~1podset-required-topology", "podshaper.io/nvlink-domain"},
-      {"/metadata/annotations/kueue.x-k8s.io~1podset-preferred-topology", "podshaper.io/nvlink-domain"},
       {"/metadata/annotations/scheduling.k8s.io~1group-name", "llama"},
       {"/metadata/labels/scheduling.x-k8s.io~1pod-group", "llama"}};
   for (const auto& [at, value] : gangs) {
@@ -156,6 +155,11 @@ TEST(NvlinkDomains, GangSchedulingIsRecognised) {
     EXPECT_FALSE(hasWarning(out, "no gang scheduling")) << at;
     EXPECT_TRUE(podAffinity(out).contains("requiredDuringSchedulingIgnoredDuringExecution")) << at;
   }
+  // Kueue's preferred topology may split the pod set over domains: no gang.
+  auto preferred = shape(jobPod().annotate("kueue.x-k8s.io/podset-preferred-topology", "podshaper.io/nvlink-domain"),
+                         cluster);
+  ASSERT_TRUE(preferred.allowed) << preferred.message;
+  EXPECT_TRUE(hasWarning(preferred, "no gang scheduling recognised"));
 }
 
 TEST(NvlinkDomains, PreferredPlacementKeepsTheNetReserve) {
@@ -175,7 +179,7 @@ TEST(NvlinkDomains, APodWithoutAnImexChannelIsDeniedOrWarned) {
   auto denied = shape(jobPod("8", false), cluster);
   ASSERT_FALSE(denied.allowed);
   EXPECT_EQ(toString(denied.cause), "nvlink-channel");
-  for (const char* part : {"its ranks may span nodes (PET_NNODES=8 in container \"trainer\")",
+  for (const char* part : {"its ranks span nodes (PET_NNODES=8 in container \"trainer\")",
                            "it claims no IMEX channel (no resource claim of device class "
                            "compute-domain-default-channel.nvidia.com)",
                            "MNNVL ... is available but not working", "/dev/nvidia-caps-imex-channels",
@@ -245,9 +249,78 @@ TEST(NvlinkDomains, AJobLargerThanEveryDomainIsNotHeldToOne) {
   // 9 fits one of them: required, and the reserve says it is one of the two.
   auto fits = shape(jobPod("9"), cluster);
   EXPECT_NE(formulaOf(fits).find("all kept within one of the NVLink domains"), std::string::npos) << formulaOf(fits);
-  // Unknown size: held to one domain.
-  auto unknown = shape(jobPod().without("/spec/containers/0/env"), cluster);
-  EXPECT_TRUE(podAffinity(unknown).contains("requiredDuringSchedulingIgnoredDuringExecution"));
+}
+
+TEST(NvlinkDomains, APodOfUnknownSpanIsNotHeldNorDenied) {
+  ClusterView cluster = rack({{kDomainA, 9}, {kDomainB, 9}});
+  // A vLLM TP=4 Deployment's replica: each its own world, which may be one node.
+  TrainingPod replica = jobPod("8", false).without("/spec/containers/0/env");
+  replica.at("/metadata/ownerReferences/0", {{"kind", "ReplicaSet"}, {"name", "vllm-6d4cf56db6"}, {"controller", true}});
+  auto out = shape(replica, cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_FALSE(out.pod["spec"]["affinity"].contains("podAffinity"));
+  EXPECT_FALSE(out.pod["metadata"]["labels"].contains(kGroupLabel));
+  EXPECT_TRUE(hasWarning(out, "the pod's job is not kept in one of the NVLink domains " + std::string(kDomainA) +
+                                  " (9 nodes), " + kDomainB + " (9 nodes) because it does not say it spans nodes (no "
+                                  "torchrun --nnodes or PET_NNODES in container \"trainer\")"))
+      << json(out.warnings).dump();
+  EXPECT_TRUE(hasWarning(out, "set PET_NNODES or torchrun --nnodes, or label the job's pods podshaper.io/nvlink-group"));
+  EXPECT_TRUE(hasWarning(out, "it claims no IMEX channel (no resource claim of device class "
+                              "compute-domain-default-channel.nvidia.com): if its job spans nodes, NCCL would fail"));
+  EXPECT_TRUE(hasWarning(out, "or, for a one-node job, set PET_NNODES=1 (or torchrun --standalone)"));
+  EXPECT_NE(formulaOf(out).find("(NET: the job may span nodes"), std::string::npos) << formulaOf(out);
+  // The denial of a pod that spans nodes says the one-node way out too.
+  auto denied = shape(jobPod("8", false), cluster);
+  ASSERT_FALSE(denied.allowed);
+  EXPECT_NE(denied.message.find("or, for a one-node job, set PET_NNODES=1 (or torchrun --standalone)"),
+            std::string::npos)
+      << denied.message;
+  // The user's group label holds it to one domain all the same.
+  auto labelled = shape(jobPod().without("/spec/containers/0/env").at("/metadata/labels/podshaper.io~1nvlink-group", "tp"),
+                        cluster);
+  ASSERT_TRUE(labelled.allowed) << labelled.message;
+  EXPECT_EQ(podAffinity(labelled), json({{"requiredDuringSchedulingIgnoredDuringExecution", {groupTerm("tp")}}}));
+  EXPECT_NE(formulaOf(labelled).find("all kept within one of the NVLink domains"), std::string::npos)
+      << formulaOf(labelled);
+  // A pod that runs no NCCL is no world to hold together.
+  auto noNccl = shape(jobPod().annotate("podshaper.io/nccl-communicators", "0"), cluster);
+  ASSERT_TRUE(noNccl.allowed) << noNccl.message;
+  EXPECT_FALSE(noNccl.pod["spec"]["affinity"].contains("podAffinity"));
+}
+
+TEST(NvlinkDomains, ARequiredTermOfTheUsersIsNotAndedWithTheGroups) {
+  ClusterView cluster = rack({{kDomainA, 18}});
+  const json theirs = {{"labelSelector", {{"matchLabels", {{"app", "cache"}}}}}, {"topologyKey", "kubernetes.io/hostname"}};
+  auto out = shape(jobPod().at("/spec/affinity/podAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+                               json::array({theirs})),
+                   cluster);
+  ASSERT_TRUE(out.allowed) << out.message;
+  EXPECT_EQ(podAffinity(out), json({{"requiredDuringSchedulingIgnoredDuringExecution", {theirs}}}));
+  EXPECT_FALSE(out.pod["metadata"]["labels"].contains(kGroupLabel));
+  EXPECT_TRUE(hasWarning(out, "the pod has required podAffinity terms of its own, which every pod of the group would "
+                              "have to match as well: Job llama is not kept in one of the NVLink domain"))
+      << json(out.warnings).dump();
+  EXPECT_NE(formulaOf(out).find("(NET: the job spans nodes"), std::string::npos) << formulaOf(out);
+  // Its own term, from an earlier invocation, is no other term.
+  auto again = shape(jobPod()
+                         .at("/metadata/labels/podshaper.io~1nvlink-group", "job.llama")
+                         .at("/spec/affinity/podAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+                             json::array({groupTerm("job.llama")})),
+                     cluster);
+  ASSERT_TRUE(again.allowed) << again.message;
+  EXPECT_EQ(podAffinity(again), json({{"requiredDuringSchedulingIgnoredDuringExecution", {groupTerm("job.llama")}}}));
+  EXPECT_NE(formulaOf(again).find("all kept within NVLink domain"), std::string::npos) << formulaOf(again);
+}
+
+TEST(NvlinkDomains, OneRankPerPodNeedsNoP2PNode) {
+  ClusterView cluster = rack({{kDomainA, 18}});
+  auto one = shape(jobPod().annotate("podshaper.io/ranks-per-pod", "1"), cluster);
+  ASSERT_TRUE(one.allowed) << one.message;
+  EXPECT_NE(formulaOf(one).find("over the NVLink fabric"), std::string::npos) << formulaOf(one);
+  EXPECT_EQ(one.pod["spec"].dump().find("podshaper.io/p2p"), std::string::npos) << one.pod["spec"].dump();
+  // Four ranks on the node read each other's GPUs: the node has P2P between all pairs.
+  auto four = shape(jobPod(), cluster);
+  EXPECT_NE(four.pod["spec"].dump().find("podshaper.io/p2p"), std::string::npos) << four.pod["spec"].dump();
 }
 
 TEST(NvlinkDomains, TheGroupIsTheJob) {
@@ -273,6 +346,13 @@ TEST(NvlinkDomains, TheGroupIsTheJob) {
   };
   EXPECT_EQ(groupOf(kubeflow("master")), "pytorchjob.bert");
   EXPECT_EQ(groupOf(kubeflow("worker")), "pytorchjob.bert");
+  // Two runs of a job at once are two worlds: a Job is its own group, whatever its name looks
+  // like and whichever profile it shares (podshaper.io/workload).
+  auto run = [&](const std::string& name) {
+    return jobPod().at("/metadata/ownerReferences/0/name", name).annotate("podshaper.io/workload", "train");
+  };
+  EXPECT_EQ(groupOf(run("train-20251122")), "job.train-20251122");
+  EXPECT_EQ(groupOf(run("train-20251123")), "job.train-20251123");
   // A user's label is kept, and names the group.
   EXPECT_EQ(groupOf(jobPod().at("/metadata/labels/podshaper.io~1nvlink-group", "mine")), "mine");
   // A long name is cut to a label value's 63 bytes, with its hash.
