@@ -344,6 +344,20 @@ TEST(Verdict, ANodeWithoutFabricHasNoDomainConditionNorLabel) {
   EXPECT_FALSE(nodeLabels(v).contains("podshaper.io/nvlink-domain"));
 }
 
+// The node not validated for its fabric: the NVLinkDomain condition False with the reason and
+// words containing message, Validated False with the same reason, words containing validated.
+void expectNotValidatedBy(const Verdict& v, const std::string& reason, const std::string& message,
+                          const std::string& validated) {
+  EXPECT_FALSE(v.validated);
+  const Condition* domain = v.condition("NVLinkDomain");
+  ASSERT_NE(domain, nullptr);
+  EXPECT_EQ(domain->status, "False");
+  EXPECT_EQ(domain->reason, reason);
+  EXPECT_NE(domain->message.find(message), std::string::npos) << domain->message;
+  EXPECT_EQ(v.condition("Validated")->reason, reason);
+  EXPECT_NE(v.condition("Validated")->message.find(validated), std::string::npos) << v.condition("Validated")->message;
+}
+
 TEST(Verdict, AFabricNotCompletedOrUnhealthyIsNotValidatedWhateverThePolicies) {
   struct Case {
     std::function<void(GpuFabric&)> change;
@@ -372,15 +386,7 @@ TEST(Verdict, AFabricNotCompletedOrUnhealthyIsNotValidatedWhateverThePolicies) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.reason);
     Verdict v = judge(TopologyBuilder(4).fabric().gpuFabric(1, c.change).spec(), &node, {Policy{.name = "lax"}}, kNow);
-    EXPECT_FALSE(v.validated);
-    const Condition* domain = v.condition("NVLinkDomain");
-    ASSERT_NE(domain, nullptr);
-    EXPECT_EQ(domain->status, "False");
-    EXPECT_EQ(domain->reason, c.reason);
-    EXPECT_NE(domain->message.find(c.message), std::string::npos) << domain->message;
-    EXPECT_EQ(v.condition("Validated")->reason, c.reason);
-    EXPECT_NE(v.condition("Validated")->message.find(c.validated), std::string::npos)
-        << v.condition("Validated")->message;
+    expectNotValidatedBy(v, c.reason, c.message, c.validated);
     // The domain is a fact of the GPUs even while it cannot be used; GPUs in two are in none.
     EXPECT_EQ(v.nvlinkDomain.has_value(), c.reason != "FabricMixed");
   }
@@ -421,15 +427,7 @@ TEST(Verdict, AFabricRegisteringWithAllZeroUuidsIsNotValidated) {
     mnnvl.requirements.requireNVLinkDomain = true;
     for (const Policy& policy : {lax, mnnvl}) {
       Verdict v = judge(b.spec(), &node, {policy}, kNow);
-      EXPECT_FALSE(v.validated);
-      const Condition* domain = v.condition("NVLinkDomain");
-      ASSERT_NE(domain, nullptr);
-      EXPECT_EQ(domain->status, "False");
-      EXPECT_EQ(domain->reason, c.reason);
-      EXPECT_NE(domain->message.find(c.message), std::string::npos) << domain->message;
-      EXPECT_EQ(v.condition("Validated")->reason, c.reason);
-      EXPECT_NE(v.condition("Validated")->message.find(c.validated), std::string::npos)
-          << v.condition("Validated")->message;
+      expectNotValidatedBy(v, c.reason, c.message, c.validated);
       EXPECT_FALSE(v.nvlinkDomain);
       EXPECT_FALSE(nodeLabels(v).contains("podshaper.io/nvlink-domain"));
     }
