@@ -1,4 +1,5 @@
 // The node's multi-node NVLink domain, from its GPUs' fabric info (api/topology.h).
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,11 +60,19 @@ std::vector<std::string> fabricFaults(uint32_t healthMask) {
   return faults;
 }
 
+std::string NvlinkDomain::name() const {
+  return id.empty() ? "NVLink domain unknown (all-zero cluster UUID)" : "NVLink domain " + id;
+}
+
 std::string NvlinkDomain::sentence() const {
-  std::string out = "NVLink domain " + id + ": ";
-  if (gpus == nodeGpus) out += counted(static_cast<uint64_t>(gpus), "GPU");
-  else appendAll(out, gpus, " of ", counted(static_cast<uint64_t>(nodeGpus), "GPU"));
-  out += " here, fabric " + state + ", ";
+  std::string out = name() + ":";
+  if (!id.empty()) {  // no GPUs are counted in a domain not known
+    out += " ";
+    if (gpus == nodeGpus) out += counted(static_cast<uint64_t>(gpus), "GPU");
+    else appendAll(out, gpus, " of ", counted(static_cast<uint64_t>(nodeGpus), "GPU"));
+    out += " here,";
+  }
+  out += " fabric " + state + ", ";
   if (!healthKnown) out += "health not reported";
   else if (healthy) out += "healthy";
   else out += "unhealthy (" + faults + ")";
@@ -90,25 +99,24 @@ std::optional<NvlinkDomain> nvlinkDomainOf(const Topology& t) {
     if (!members.contains(id)) ids.push_back(id);
     members[id].push_back(gpu.index);
   }
-  if (ids.empty()) return std::nullopt;
-  std::string id = ids.front();
-  for (const std::string& other : ids) {
-    if (members[other].size() > members[id].size()) id = other;
-  }
-
   NvlinkDomain d;
-  d.id = id;
-  d.gpus = static_cast<int>(members[id].size());
   d.nodeGpus = static_cast<int>(t.gpus.size());
   std::vector<std::string> outside;
-  for (const std::string& other : ids) {
-    if (other != id) outside.push_back(gpusAre(members[other], " is", " are") + " in NVLink domain " + other);
-  }
-  if (!noFabric.empty()) outside.push_back(gpuList(noFabric) + (noFabric.size() == 1 ? " reports" : " report") +
-                                           " no fabric");
-  if (!zeroCompleted.empty()) {
-    outside.push_back(gpusAre(zeroCompleted, " is", " are") +
-                      " in no multi-node NVLink domain (an all-zero cluster UUID)");
+  if (!ids.empty()) {
+    d.id = ids.front();
+    for (const std::string& other : ids) {
+      if (members[other].size() > members[d.id].size()) d.id = other;
+    }
+    d.gpus = static_cast<int>(members[d.id].size());
+    for (const std::string& other : ids) {
+      if (other != d.id) outside.push_back(gpusAre(members[other], " is", " are") + " in NVLink domain " + other);
+    }
+    if (!noFabric.empty()) outside.push_back(gpuList(noFabric) + (noFabric.size() == 1 ? " reports" : " report") +
+                                             " no fabric");
+    if (!zeroCompleted.empty()) {
+      outside.push_back(gpusAre(zeroCompleted, " is", " are") +
+                        " in no multi-node NVLink domain (an all-zero cluster UUID)");
+    }
   }
 
   // What the GPUs with fabric info say of their registration and health.
@@ -121,15 +129,21 @@ std::optional<NvlinkDomain> nvlinkDomainOf(const Topology& t) {
     else if (f.state != "Completed") inProgress.push_back(gpu.index);  // InProgress, or a state NVML added since
     else if (f.status != "Success") {
       failed.push_back(gpu.index);
-      failedStatus.push_back(f.status);
+      if (std::find(failedStatus.begin(), failedStatus.end(), f.status) == failedStatus.end()) {
+        failedStatus.push_back(f.status);  // each status once
+      }
     }
-    if (f.healthMask) {
+    if (f.healthMask && *f.healthMask != 0) {  // every field 0: nothing supported, nothing said
       d.healthKnown = true;
       auto named = fabricFaults(*f.healthMask);
       if (!named.empty()) faults.push_back("GPU" + std::to_string(gpu.index) + ": " + joined(named));
     }
   }
   d.completed = notStarted.empty() && inProgress.empty() && failed.empty();
+  // A GPU still registering has an all-zero UUID until it completes (NVML's usual answer):
+  // no domain known yet, but not one to validate as without a fabric. Completed with success
+  // and all zeros is NVLink within the node: no domain.
+  if (ids.empty() && d.completed) return std::nullopt;
   d.healthy = faults.empty();
   d.faults = joined(faults, "; ");
   d.state = !notStarted.empty() ? "not started" : !inProgress.empty() ? "in progress" : !failed.empty() ? "failed"

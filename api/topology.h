@@ -112,24 +112,30 @@ struct NvlinkDomain {
   // not started or in progress, one completed with an error, a health fault.
   enum class Problem { kNone, kMixed, kNotStarted, kInProgress, kFailed, kUnhealthy };
 
-  std::string id;           // "<clusterUuid>.<cliqueId>", GFD's nvidia.com/gpu.clique value
-  int gpus = 0;             // the node's GPUs in it
+  // "<clusterUuid>.<cliqueId>", GFD's nvidia.com/gpu.clique value; empty while the GPUs'
+  // cluster UUID is all zeros and their registration has not completed or failed
+  std::string id;
+  int gpus = 0;             // the node's GPUs in it; 0 with no id
   int nodeGpus = 0;         // the node's GPUs
   bool completed = false;   // every GPU's registration completed with success
   std::string state;        // "completed", or the least advanced GPU's: "not started", "in progress", "failed"
   bool healthy = false;     // no GPU's health mask names a fault
-  bool healthKnown = false;  // some GPU's driver gave a health mask
+  bool healthKnown = false;  // some GPU's driver gave a health mask with a field other than 0 (not supported)
   std::string faults;        // "GPU1: degraded bandwidth; GPU3: route unhealthy"; empty when healthy
   Problem problem = Problem::kNone;
   std::string problemWords;  // empty with kNone: "GPU2 and GPU3 are in NVLink domain ..."
 
+  // "NVLink domain 9277d399-....32766", or "NVLink domain unknown (all-zero cluster UUID)"
+  std::string name() const;
   // "NVLink domain 9277d399-....32766: 4 GPUs here, fabric completed, healthy"
   std::string sentence() const;
 };
 
 // The domain of the GPUs' fabric, or nothing on a node none of whose GPUs is in one (no fabric
-// info, or only all-zero cluster UUIDs: NVSwitch boards without multi-node NVLink). Where GPUs
-// disagree, the domain of the most of them (the first GPU's on a tie) and the problem.
+// info, or only all-zero cluster UUIDs registered with success: NVSwitch boards without
+// multi-node NVLink). GPUs registering or failed with all-zero UUIDs give a domain without
+// id and that problem. Where GPUs disagree, the domain of the most of them (the first GPU's
+// on a tie) and the problem.
 std::optional<NvlinkDomain> nvlinkDomainOf(const Topology& topology);
 
 }  // namespace podshaper

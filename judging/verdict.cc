@@ -368,9 +368,9 @@ class Judge {
     return c;
   }
 
-  // The node's multi-node NVLink domain, a condition only where its GPUs are in one: a fabric
-  // not completed, failed or unhealthy, or GPUs in different domains, is not validated
-  // whatever the policies ask, as NCCL would not use it.
+  // The node's multi-node NVLink domain, a condition only where its GPUs are in one or are
+  // registering with a fabric: a fabric not completed, failed or unhealthy, or GPUs in
+  // different domains, is not validated whatever the policies ask, as NCCL would not use it.
   std::optional<Condition> nvlinkDomain(const std::optional<NvlinkDomain>& d, std::vector<Failure>& failures) const {
     if (!d) {
       if (r_.requireNVLinkDomain) {
@@ -413,20 +413,16 @@ class Judge {
                                      ? std::string()
                                      : ": " + d->problemWords) +
                 ". " + advice + ".";
-    failures.push_back({c.reason, "NVLink domain " + d->id + ": " + d->problemWords});
+    failures.push_back({c.reason, d->name() + ": " + d->problemWords});
     return c;
   }
 
-  // Why a node has no NVLink domain, in words.
+  // Why a node has no NVLink domain, in words (a registration not completed gives a domain
+  // without id: nvlinkDomainOf).
   std::string noDomainWhy() const {
-    bool registering = false, zero = false;
     for (const GpuInfo& gpu : t_.gpus) {
-      if (!gpu.fabric) continue;
-      if (gpu.fabric->state != "Completed") registering = true;
-      else zero = true;
+      if (gpu.fabric) return "their fabric's cluster UUID is all zeros: NVLink within the node only";
     }
-    if (registering) return "their fabric registration has not completed";
-    if (zero) return "their fabric's cluster UUID is all zeros: NVLink within the node only";
     return "they report no NVLink fabric";
   }
 
@@ -530,7 +526,7 @@ Verdict judge(const json& spec, const Node* node, const std::vector<Policy>& pol
   Condition fresh = j.fresh(spec, failures, v.staleAt);
   const std::optional<NvlinkDomain> domain = nvlinkDomainOf(*topology);
   std::optional<Condition> nvlink = j.nvlinkDomain(domain, failures);
-  if (domain && domain->problem != NvlinkDomain::Problem::kMixed) v.nvlinkDomain = domain->id;
+  if (domain && !domain->id.empty() && domain->problem != NvlinkDomain::Problem::kMixed) v.nvlinkDomain = domain->id;
   j.requirements(failures);
 
   Condition validated{conditions::kValidated, "True", "RequirementsMet", ""};

@@ -256,6 +256,32 @@ TEST(Mnnvl, TheOperatorLabelsEachRackNodeWithItsDomainAndJudgesItsFabric) {
   EXPECT_EQ(unhealthy["unhealthy-04"].first, "RequirementsMet");
 }
 
+// The "in-progress" rack's nodes 16 and 17 already have their UUID; a node just rebooted has
+// all zeros until registered (NVML's usual answer): judged by its registration all the same.
+TEST(Mnnvl, ANodeRegisteringWithAnAllZeroUuidIsNotValidatedAndUnlabelled) {
+  json rec = mnnvlFixture("gb200-node.json");
+  for (json& gpu : rec["nvml"]["gpus"]) {
+    gpu["fabric"]["clusterUuid"] = "00000000-0000-0000-0000-000000000000";
+    gpu["fabric"]["cliqueId"] = 0;
+    gpu["fabric"]["state"] = 2;
+    gpu["fabric"]["healthMask"] = 0;  // nothing supported yet
+  }
+  Topology topo = probe(rec);
+  ASSERT_TRUE(topo.gpus[0].fabric.has_value());
+  EXPECT_EQ(topo.gpus[0].fabric->state, "InProgress");
+  auto d = nvlinkDomainOf(topo);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->id, "");
+  EXPECT_EQ(d->sentence(), "NVLink domain unknown (all-zero cluster UUID): fabric in progress, health not reported");
+  Node node{.name = "rebooted", .uid = "uid", .allocatableGpus = 4};
+  const long long now = 1795305600;
+  Verdict v = judge(reportSpec(topo, formatTime(now - 30)), &node, {Policy{.name = "lax"}}, now);
+  EXPECT_EQ(v.condition(conditions::kValidated)->reason, "FabricInProgress");
+  ASSERT_NE(v.condition(conditions::kNVLinkDomain), nullptr);
+  EXPECT_EQ(v.condition(conditions::kNVLinkDomain)->status, "False");
+  EXPECT_FALSE(nodeLabels(v).contains(std::string(names::kNvlinkDomain)));
+}
+
 TEST(Mnnvl, TheMachinesRecordedHereFailAPolicyRequiringADomain) {
   Policy mnnvl{.name = "mnnvl"};
   mnnvl.requirements.requireNVLinkDomain = true;

@@ -292,6 +292,87 @@ TEST(NvlinkDomain, RegistrationNotDoneComesBeforeHealth) {
   EXPECT_EQ(d->problem, NvlinkDomain::Problem::kInProgress);
 }
 
+// NVML's usual answer until registration completes: an all-zero UUID. No domain id yet, but
+// the registration is the problem, not "no fabric".
+TEST(NvlinkDomain, GpusRegisteringWithAnAllZeroUuidAreADomainNotKnownYet) {
+  struct Case {
+    std::string state, status;
+    NvlinkDomain::Problem problem;
+    std::string sentence, words;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"NotStarted", "Success", NvlinkDomain::Problem::kNotStarted,
+            "NVLink domain unknown (all-zero cluster UUID): fabric not started, healthy",
+            "the fabric registration of GPU0, GPU1, GPU2 and GPU3 has not started; NCCL uses multi-node NVLink only "
+            "once every GPU's registration completed"},
+           {"InProgress", "Success", NvlinkDomain::Problem::kInProgress,
+            "NVLink domain unknown (all-zero cluster UUID): fabric in progress, healthy",
+            "the fabric registration of GPU0, GPU1, GPU2 and GPU3 is in progress; NCCL uses multi-node NVLink only "
+            "once every GPU's registration completed"},
+           {"Completed", "Timeout", NvlinkDomain::Problem::kFailed,
+            "NVLink domain unknown (all-zero cluster UUID): fabric failed, healthy",
+            "the fabric registration of GPU0, GPU1, GPU2 and GPU3 completed with an error (NVML status Timeout)"}}) {
+    SCOPED_TRACE(c.state + " " + c.status);
+    Topology t = fabricNode();
+    for (auto& gpu : t.gpus) {
+      gpu.fabric->clusterUuid = "00000000-0000-0000-0000-000000000000";
+      gpu.fabric->cliqueId = 0;
+      gpu.fabric->state = c.state;
+      gpu.fabric->status = c.status;
+    }
+    auto d = nvlinkDomainOf(t);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->id, "");
+    EXPECT_EQ(d->gpus, 0);
+    EXPECT_FALSE(d->completed);
+    EXPECT_EQ(d->problem, c.problem);
+    EXPECT_EQ(d->sentence(), c.sentence);
+    EXPECT_EQ(d->problemWords, c.words);
+  }
+  // One GPU registering, the others completed with zeros or without fabric: the registration.
+  Topology t = fabricNode();
+  for (auto& gpu : t.gpus) gpu.fabric->clusterUuid = "00000000-0000-0000-0000-000000000000";
+  t.gpus[3].fabric.reset();
+  t.gpus[2].fabric->state = "InProgress";
+  auto d = nvlinkDomainOf(t);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->id, "");
+  EXPECT_EQ(d->problem, NvlinkDomain::Problem::kInProgress);
+  EXPECT_EQ(d->problemWords, "the fabric registration of GPU2 is in progress; NCCL uses multi-node NVLink only once "
+                             "every GPU's registration completed");
+  // Completed with success and all zeros is NVLink within the node, whatever the health says.
+  t.gpus[2].fabric->state = "Completed";
+  t.gpus[2].fabric->healthMask = 0xA9;
+  EXPECT_FALSE(nvlinkDomainOf(t));
+}
+
+TEST(NvlinkDomain, AHealthMaskOfZerosIsHealthNotReported) {
+  Topology t = fabricNode();
+  for (auto& gpu : t.gpus) gpu.fabric->healthMask = 0;  // every field 0: not supported
+  auto d = nvlinkDomainOf(t);
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(d->healthKnown);
+  EXPECT_EQ(d->problem, NvlinkDomain::Problem::kNone);
+  EXPECT_EQ(d->sentence(), "NVLink domain 9277d399-0674-44a9-b64e-d85bb19ce2b0.32766: 4 GPUs here, fabric completed, "
+                           "health not reported");
+  // Every field 2 ("false"), the configuration 0 or 1: reported, and healthy.
+  for (uint32_t mask : {0xAAu, 0x1AAu}) {
+    for (auto& gpu : t.gpus) gpu.fabric->healthMask = mask;
+    d = nvlinkDomainOf(t);
+    ASSERT_TRUE(d);
+    EXPECT_TRUE(d->healthKnown) << mask;
+    EXPECT_NE(d->sentence().find("fabric completed, healthy"), std::string::npos) << d->sentence();
+  }
+  // One GPU's mask of zeros beside another's fault: the fault is said.
+  t.gpus[0].fabric->healthMask = 0;
+  t.gpus[1].fabric->healthMask = 0xA9;
+  d = nvlinkDomainOf(t);
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->healthKnown);
+  EXPECT_EQ(d->problem, NvlinkDomain::Problem::kUnhealthy);
+  EXPECT_EQ(d->faults, "GPU1: degraded bandwidth");
+}
+
 TEST(NvlinkDomain, EachHealthFaultInWords) {
   EXPECT_TRUE(fabricFaults(0).empty());      // nothing supported
   EXPECT_TRUE(fabricFaults(0x1AA).empty());  // every field false, configuration: none
@@ -313,6 +394,15 @@ TEST(NvlinkDomain, TheProbeTableSaysTheDomain) {
   t.gpus[1].fabric->state = "InProgress";
   EXPECT_NE(renderTopologyTable(t).find("fabric in progress, healthy\n  the fabric registration of GPU1 is in progress"),
             std::string::npos);
+  // Registering with all-zero UUIDs, health masks of zeros: said, not left out.
+  for (auto& gpu : t.gpus) {
+    gpu.fabric->clusterUuid = "00000000-0000-0000-0000-000000000000";
+    gpu.fabric->healthMask = 0;
+  }
+  EXPECT_NE(renderTopologyTable(t).find("NVLink domain unknown (all-zero cluster UUID): fabric in progress, health "
+                                        "not reported\n  the fabric registration of GPU1 is in progress"),
+            std::string::npos)
+      << renderTopologyTable(t);
   for (auto& gpu : t.gpus) gpu.fabric.reset();
   EXPECT_EQ(renderTopologyTable(t).find("NVLink domain"), std::string::npos);
 }

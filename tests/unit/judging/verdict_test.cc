@@ -344,6 +344,20 @@ TEST(Verdict, ANodeWithoutFabricHasNoDomainConditionNorLabel) {
   EXPECT_FALSE(nodeLabels(v).contains("podshaper.io/nvlink-domain"));
 }
 
+// The node not validated for its fabric: the NVLinkDomain condition False with the reason and
+// words containing message, Validated False with the same reason, words containing validated.
+void expectNotValidatedBy(const Verdict& v, const std::string& reason, const std::string& message,
+                          const std::string& validated) {
+  EXPECT_FALSE(v.validated);
+  const Condition* domain = v.condition("NVLinkDomain");
+  ASSERT_NE(domain, nullptr);
+  EXPECT_EQ(domain->status, "False");
+  EXPECT_EQ(domain->reason, reason);
+  EXPECT_NE(domain->message.find(message), std::string::npos) << domain->message;
+  EXPECT_EQ(v.condition("Validated")->reason, reason);
+  EXPECT_NE(v.condition("Validated")->message.find(validated), std::string::npos) << v.condition("Validated")->message;
+}
+
 TEST(Verdict, AFabricNotCompletedOrUnhealthyIsNotValidatedWhateverThePolicies) {
   struct Case {
     std::function<void(GpuFabric&)> change;
@@ -372,18 +386,66 @@ TEST(Verdict, AFabricNotCompletedOrUnhealthyIsNotValidatedWhateverThePolicies) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.reason);
     Verdict v = judge(TopologyBuilder(4).fabric().gpuFabric(1, c.change).spec(), &node, {Policy{.name = "lax"}}, kNow);
-    EXPECT_FALSE(v.validated);
-    const Condition* domain = v.condition("NVLinkDomain");
-    ASSERT_NE(domain, nullptr);
-    EXPECT_EQ(domain->status, "False");
-    EXPECT_EQ(domain->reason, c.reason);
-    EXPECT_NE(domain->message.find(c.message), std::string::npos) << domain->message;
-    EXPECT_EQ(v.condition("Validated")->reason, c.reason);
-    EXPECT_NE(v.condition("Validated")->message.find(c.validated), std::string::npos)
-        << v.condition("Validated")->message;
+    expectNotValidatedBy(v, c.reason, c.message, c.validated);
     // The domain is a fact of the GPUs even while it cannot be used; GPUs in two are in none.
     EXPECT_EQ(v.nvlinkDomain.has_value(), c.reason != "FabricMixed");
   }
+}
+
+// A GB200 node just rebooted: its GPUs registering, their cluster UUID all zeros until done.
+// Not validated with the reason, whatever the policies ask, and no label: no domain is known.
+TEST(Verdict, AFabricRegisteringWithAllZeroUuidsIsNotValidated) {
+  struct Case {
+    std::string state, status, reason, message, validated;
+  };
+  const std::vector<Case> cases = {
+      {"InProgress", "Success", "FabricInProgress",
+       "NVLink domain unknown (all-zero cluster UUID): fabric in progress, healthy: the fabric registration of GPU0, "
+       "GPU1, GPU2 and GPU3 is in progress; NCCL uses multi-node NVLink only once every GPU's registration "
+       "completed. The node is validated again once the fabric manager has registered every GPU.",
+       ": NVLink domain unknown (all-zero cluster UUID): the fabric registration of GPU0, "
+       "GPU1, GPU2 and GPU3 is in progress"},
+      {"NotStarted", "Success", "FabricNotStarted", "fabric not started, healthy: the fabric registration of GPU0, "
+       "GPU1, GPU2 and GPU3 has not started", "has not started"},
+      {"Completed", "Timeout", "FabricFailed", "fabric failed, healthy: the fabric registration of GPU0, GPU1, GPU2 "
+       "and GPU3 completed with an error (NVML status Timeout)", "completed with an error"},
+  };
+  Node node = gpuNode(4);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.reason);
+    TopologyBuilder b(4);
+    b.fabric();
+    for (int i = 0; i < 4; ++i) {
+      b.gpuFabric(i, [&](GpuFabric& f) {
+        f.clusterUuid = "00000000-0000-0000-0000-000000000000";
+        f.cliqueId = 0;
+        f.state = c.state;
+        f.status = c.status;
+      });
+    }
+    Policy lax{.name = "lax"}, mnnvl = defaultPolicy();
+    mnnvl.requirements.requireNVLinkDomain = true;
+    for (const Policy& policy : {lax, mnnvl}) {
+      Verdict v = judge(b.spec(), &node, {policy}, kNow);
+      expectNotValidatedBy(v, c.reason, c.message, c.validated);
+      EXPECT_FALSE(v.nvlinkDomain);
+      EXPECT_FALSE(nodeLabels(v).contains("podshaper.io/nvlink-domain"));
+    }
+  }
+}
+
+TEST(Verdict, AHealthMaskOfZerosIsNotCalledHealthy) {
+  Node node = gpuNode(4);
+  TopologyBuilder b(4);
+  b.fabric();
+  for (int i = 0; i < 4; ++i) b.gpuFabric(i, [](GpuFabric& f) { f.healthMask = 0; });
+  Verdict v = judge(b.spec(), &node, {defaultPolicy()}, kNow);
+  EXPECT_TRUE(v.validated);
+  const Condition* domain = v.condition("NVLinkDomain");
+  ASSERT_NE(domain, nullptr);
+  EXPECT_EQ(domain->reason, "Completed");
+  EXPECT_NE(domain->message.find("4 GPUs here, fabric completed, health not reported. "), std::string::npos)
+      << domain->message;
 }
 
 TEST(Verdict, APolicyMayRequireAnNVLinkDomain) {
@@ -401,17 +463,7 @@ TEST(Verdict, APolicyMayRequireAnNVLinkDomain) {
               b.fabric();
               for (int i = 0; i < 4; ++i) b.gpuFabric(i, [](GpuFabric& f) { f.clusterUuid = std::string(8, '0') + "-0000-0000-0000-000000000000"; });
             },
-            "(their fabric's cluster UUID is all zeros: NVLink within the node only)"},
-           {[](TopologyBuilder& b) {
-              b.fabric();
-              for (int i = 0; i < 4; ++i) {
-                b.gpuFabric(i, [](GpuFabric& f) {
-                  f.clusterUuid = "00000000-0000-0000-0000-000000000000";
-                  f.state = "InProgress";
-                });
-              }
-            },
-            "(their fabric registration has not completed)"}}) {
+            "(their fabric's cluster UUID is all zeros: NVLink within the node only)"}}) {
     TopologyBuilder b(4);
     c.make(b);
     Verdict v = judge(b.spec(), &node, {mnnvl}, kNow);
