@@ -17,8 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-const json& labelsOf(const json& pod) { return member(member(pod, "metadata"), "labels"); }
-
 std::optional<std::string> text(const json& object, std::string_view key) {
   const json& v = member(object, key);
   if (!v.is_string() || v.get_ref<const std::string&>().empty()) return std::nullopt;

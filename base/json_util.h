@@ -113,6 +113,11 @@ inline std::string stringMember(const nlohmann::json& object, std::string_view k
   return m.is_string() ? m.get<std::string>() : std::string();
 }
 
+// The object's metadata.labels (null when it has none).
+inline const nlohmann::json& labelsOf(const nlohmann::json& object) {
+  return member(member(object, "metadata"), "labels");
+}
+
 // The object's annotation, when it has it as a string.
 inline std::optional<std::string> annotation(const nlohmann::json& object, std::string_view key) {
   const nlohmann::json& value = member(member(member(object, "metadata"), "annotations"), key);

@@ -16,7 +16,6 @@ using json = nlohmann::json;
 // A label value is at most 63 bytes.
 constexpr std::size_t kMaxLabelValue = 63;
 
-const json& labelsOf(const json& pod) { return member(member(pod, "metadata"), "labels"); }
 
 // "NVLink domain d (18 nodes)", "NVLink domains d1 (9 nodes), d2 (9 nodes)": the domains of
 // the nodes that could take the pod.
