@@ -86,7 +86,7 @@ mirror=${mirror%/}
 # root file systems laid out here by the same images/rootfs.sh.
 from_build() { # BINDIR
   local bindir=$1 b ctx out t=$(now)
-  docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed)"
+  bash "$root/scripts/docker-up.sh" || die "no Docker engine answers (docker info failed)"
   docker buildx version >/dev/null 2>&1 || export DOCKER_BUILDKIT=0
   for b in webhook operator agent shm; do
     [[ -x $bindir/podshaper-$b ]] || die "$bindir/podshaper-$b is missing: run make build"
@@ -124,7 +124,7 @@ if [[ $mode == stamp ]]; then
   exit 0
 fi
 
-docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed)"
+bash "$root/scripts/docker-up.sh" || die "no Docker engine answers (docker info failed)"
 mkdir -p "$cache"
 
 # debootstrap --variant=minbase into a scratch folder, point its apt at the host's

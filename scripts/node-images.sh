@@ -103,7 +103,7 @@ declare -A how
 for n in "${names[@]}"; do how[$n]="cached"; done
 
 if ((${#todo[@]})); then
-  docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed); needed to build ${todo[*]}"
+  bash scripts/docker-up.sh || die "no Docker engine answers (docker info failed); needed to build ${todo[*]}"
   log=$cache/build.log
   : >"$log"
   t=$(now)
