@@ -112,9 +112,24 @@ std::string channelFix(const std::string& channelClass) {
 Result<NvlinkPlan, Denial> planNvlink(const json& pod, const PodInputs& in, const NodeClass& nodeClass,
                                       const PodClaimGpus& claims, const MnnvlSettings& settings) {
   NvlinkPlan out;
-  if (!nodeClass.mnnvl()) return out;
-  const std::string domains = domainsWords(nodeClass);
   const bool oneNode = in.span.kind == JobSpan::kOneNode;
+  if (!nodeClass.mnnvl()) {
+    // Some of its nodes in a domain, some in none (a fabric still registering, or nodes of
+    // another kind alike in size): shaped as for nodes without a fabric, which is said.
+    if (!nodeClass.nvlinkDomains.empty() && !oneNode && in.ncclCommunicators > 0) {
+      std::size_t inDomains = 0;
+      for (const auto& [domain, nodes] : nodeClass.nvlinkDomains) inDomains += nodes;
+      out.warnings.push_back(
+          counted(inDomains, "node") + " that could take the pod " + (inDomains == 1 ? "is" : "are") + " in " +
+          domainsWords(nodeClass) + " and " + counted(nodeClass.withoutNvlinkDomain, "node") + " in none (a " +
+          "fabric still registering, or nodes without one): it is shaped as for nodes without a fabric, not kept "
+          "in one domain, with the NET reserve; where it lands in a domain NCCL needs an IMEX channel (a claim of "
+          "device class " + settings.computeDomainChannelClass + ") or " + std::string(names::kNcclMnnvlEnableEnv) +
+          "=0 in its GPU containers");
+    }
+    return out;
+  }
+  const std::string domains = domainsWords(nodeClass);
 
   // NCCL checks the fabric where its ranks span nodes, MNNVL is on and cuMem with it.
   bool channelMissing = false;
