@@ -4,6 +4,9 @@
 // the GPU nodes an admission is placed on.
 #include <time.h>
 
+#include <cstdint>
+#include <utility>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -26,21 +29,23 @@ inline std::string readFile(const std::string& path) {
   return text.str();
 }
 
-// Four validated nodes of 8 H100s with P2P between all and unlimited memlock, and the
-// namespace of the bench's pods ("ml").
+// A node the operator validated: `gpus` GPUs with P2P between all, unlimited memlock.
+inline Node validatedNode(std::string name, uint64_t gpus, int64_t memoryBytes) {
+  Node n;
+  n.name = std::move(name);
+  n.allocatableGpus = gpus;
+  n.memoryBytes = memoryBytes;
+  n.labels = {{std::string(names::kTopologyValidated), "true"},
+              {std::string(names::kGpuCount), std::to_string(gpus)},
+              {std::string(names::kP2P), std::string(names::kP2PAll)},
+              {std::string(names::kMemlock), std::string(names::kMemlockUnlimited)}};
+  return n;
+}
+
+// Four validated nodes of 8 H100s, and the namespace of the bench's pods ("ml").
 inline ClusterView gpuCluster() {
   ClusterView view;
-  for (int i = 0; i < 4; ++i) {
-    Node n;
-    n.name = "h100-" + std::to_string(i);
-    n.allocatableGpus = 8;
-    n.memoryBytes = 2LL << 40;
-    n.labels = {{std::string(names::kTopologyValidated), "true"},
-                {std::string(names::kGpuCount), "8"},
-                {std::string(names::kP2P), std::string(names::kP2PAll)},
-                {std::string(names::kMemlock), std::string(names::kMemlockUnlimited)}};
-    view.nodes.push_back(n);
-  }
+  for (int i = 0; i < 4; ++i) view.nodes.push_back(validatedNode("h100-" + std::to_string(i), 8, 2LL << 40));
   view.namespaceLabels = {{"ml", {}}};
   return view;
 }

@@ -15,8 +15,7 @@ std::vector<NodeKind> nodeKinds(const std::vector<Node>& nodes) {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& node = nodes[i];
     std::vector<std::pair<std::string_view, std::string>> placed;
-    for (std::string_view key :
-         {names::kTopologyValidated, names::kMemlock, names::kGpuCount, names::kP2P, names::kNvlinkDomain}) {
+    for (std::string_view key : {names::kTopologyValidated, names::kMemlock, names::kGpuCount, names::kP2P}) {
       if (const std::string* value = node.label(key)) placed.emplace_back(key, *value);
     }
     Key key{std::move(placed), node.allocatableGpus, node.memoryBytes};
@@ -30,6 +29,17 @@ std::vector<NodeKind> nodeKinds(const std::vector<Node>& nodes) {
       kinds.push_back(std::move(kind));
     }
     kinds[at->second].members.push_back(i);
+  }
+  for (NodeKind& kind : kinds) {
+    std::map<std::string, std::size_t> domains;
+    for (std::size_t i : kind.members) {
+      if (const std::string* domain = nodes[i].label(names::kNvlinkDomain)) {
+        ++domains[*domain];
+      } else {
+        ++kind.withoutNvlinkDomain;
+      }
+    }
+    if (!domains.empty()) kind.nvlinkDomains = std::make_shared<const std::map<std::string, std::size_t>>(std::move(domains));
   }
   return kinds;
 }

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,11 @@ namespace podshaper {
 struct NodeKind {
   Node node;
   std::vector<std::size_t> members;
+  // Its members' podshaper.io/nvlink-domain: domain -> nodes (null where none has one), and
+  // how many have none. Kinds are not split by domain, so that an admission reads as few
+  // kinds on 12,500 nodes in 700 NVLink domains as on 4 nodes.
+  std::shared_ptr<const std::map<std::string, std::size_t>> nvlinkDomains;
+  std::size_t withoutNvlinkDomain = 0;
 };
 std::vector<NodeKind> nodeKinds(const std::vector<Node>& nodes);
 

@@ -88,6 +88,11 @@ std::string sizesInWords(const std::vector<NodeKind>& kinds) {
 
 }  // namespace
 
+const std::map<std::string, std::size_t>& NodeClass::nvlinkDomains() const {
+  static const std::map<std::string, std::size_t> kNone;
+  return nvlinkDomainCounts ? *nvlinkDomainCounts : kNone;
+}
+
 NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64_t> requestedGpus, bool nodeExclusive,
                            const NodeSettings& settings, const ClusterView* cluster) {
   NodeClass nc;
@@ -173,11 +178,15 @@ NodeClass resolveNodeClass(std::optional<uint64_t> podGpus, std::optional<uint64
   bool allP2P = true;
   auto fits = [&](uint64_t g) { return nodeExclusive ? g == nc.gpus : g >= podGpus.value_or(nc.gpus); };
   auto countDomain = [&](const NodeKind& kind) {
-    if (const std::string* domain = labelOf(kind.node, names::kNvlinkDomain)) {
-      nc.nvlinkDomains[*domain] += kind.members.size();
-    } else {
-      nc.withoutNvlinkDomain += kind.members.size();
+    nc.withoutNvlinkDomain += kind.withoutNvlinkDomain;
+    if (!kind.nvlinkDomains) return;
+    if (!nc.nvlinkDomainCounts) {
+      nc.nvlinkDomainCounts = kind.nvlinkDomains;
+      return;
     }
+    auto sum = std::make_shared<std::map<std::string, std::size_t>>(*nc.nvlinkDomainCounts);
+    for (const auto& [domain, nodes] : *kind.nvlinkDomains) (*sum)[domain] += nodes;
+    nc.nvlinkDomainCounts = std::move(sum);
   };
   for (const auto& kind : kinds) {
     auto g = nodeGpus(kind.node, byLabels, placeable);

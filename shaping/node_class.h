@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,11 +30,14 @@ struct NodeClass {
   // view or GPU nodes. A pod asking more can run nowhere.
   std::optional<uint64_t> largestNode;
   // The multi-node NVLink domains of the nodes that could take the pod (their
-  // podshaper.io/nvlink-domain: domain -> nodes), and how many of them have none.
-  std::map<std::string, std::size_t> nvlinkDomains;
+  // podshaper.io/nvlink-domain: domain -> nodes), and how many of them have none. The
+  // counts are the cluster view's kind's where one kind holds those nodes (no copy of
+  // 700 domains each admission), else their sum.
+  std::shared_ptr<const std::map<std::string, std::size_t>> nvlinkDomainCounts;
   std::size_t withoutNvlinkDomain = 0;
+  const std::map<std::string, std::size_t>& nvlinkDomains() const;
   // Every node that could take the pod is in an NVLink domain (docs/webhook.md "Multi-node NVLink").
-  bool mnnvl() const { return !nvlinkDomains.empty() && withoutNvlinkDomain == 0; }
+  bool mnnvl() const { return !nvlinkDomains().empty() && withoutNvlinkDomain == 0; }
   std::vector<std::string> warnings;
 };
 

@@ -20,7 +20,7 @@ constexpr std::size_t kMaxLabelValue = 63;
 // "NVLink domain d (18 nodes)", "NVLink domains d1 (9 nodes), d2 (9 nodes)": the domains of
 // the nodes that could take the pod.
 std::string domainsWords(const NodeClass& nodeClass) {
-  const auto& domains = nodeClass.nvlinkDomains;
+  const auto& domains = nodeClass.nvlinkDomains();
   return std::string(domains.size() == 1 ? "NVLink domain " : "NVLink domains ") +
          someOf(domains, 3, [](const auto& d) { return d.first + " (" + counted(d.second, "node") + ")"; });
 }
@@ -116,9 +116,9 @@ Result<NvlinkPlan, Denial> planNvlink(const json& pod, const PodInputs& in, cons
   if (!nodeClass.mnnvl()) {
     // Some of its nodes in a domain, some in none (a fabric still registering, or nodes of
     // another kind alike in size): shaped as for nodes without a fabric, which is said.
-    if (!nodeClass.nvlinkDomains.empty() && !oneNode && in.ncclCommunicators > 0) {
+    if (!nodeClass.nvlinkDomains().empty() && !oneNode && in.ncclCommunicators > 0) {
       std::size_t inDomains = 0;
-      for (const auto& [domain, nodes] : nodeClass.nvlinkDomains) inDomains += nodes;
+      for (const auto& [domain, nodes] : nodeClass.nvlinkDomains()) inDomains += nodes;
       out.warnings.push_back(
           counted(inDomains, "node") + " that could take the pod " + (inDomains == 1 ? "is" : "are") + " in " +
           domainsWords(nodeClass) + " and " + counted(nodeClass.withoutNvlinkDomain, "node") + " in none (a " +
@@ -161,7 +161,7 @@ Result<NvlinkPlan, Denial> planNvlink(const json& pod, const PodInputs& in, cons
   // and a pod that runs no NCCL has no world to keep together.
   if (!in.nodeExclusive || oneNode || in.ncclCommunicators == 0) return out;
   std::size_t largest = 0;
-  for (const auto& [domain, nodes] : nodeClass.nvlinkDomains) largest = std::max(largest, nodes);
+  for (const auto& [domain, nodes] : nodeClass.nvlinkDomains()) largest = std::max(largest, nodes);
   if (in.span.nodes && *in.span.nodes > largest) {
     out.warnings.push_back("the job spans " + counted(*in.span.nodes, "node") + " (" + in.span.source +
                            "), more than any NVLink domain of its nodes holds (" + domains +
@@ -212,7 +212,7 @@ Result<NvlinkPlan, Denial> planNvlink(const json& pod, const PodInputs& in, cons
         "leaves them Pending (" + domains + ")");
   }
   if (!channelMissing) {
-    out.keptWithin = nodeClass.nvlinkDomains.size() == 1 ? domains : "one of the " + domains;
+    out.keptWithin = nodeClass.nvlinkDomains().size() == 1 ? domains : "one of the " + domains;
   }
   return out;
 }

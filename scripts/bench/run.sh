@@ -30,6 +30,9 @@ done
 echo "== the webhook's ShmProfile watch (bench/shm_profile_cost)" >&2
 "$PODSHAPER_BIN/shm_profile_cost" --min-seconds $([[ $quick == yes ]] && echo 0.1 || echo 2) \
   $([[ $quick == yes ]] && echo --profiles 1000) >&2
+echo "== multi-node NVLink at scale: 12,528 nodes in domains of 18 (bench/nvlink_cost)" >&2
+"$PODSHAPER_BIN/nvlink_cost" --min-seconds $([[ $quick == yes ]] && echo 0.1 || echo 2) >&2 ||
+  echo "bench: an admission on NVLink domains was not shaped as expected, or cost over its ceiling" >&2
 echo "== webhook against the peer" >&2
 if [[ $quick == yes ]]; then
   bash "$root/scripts/bench/webhook.sh" --duration 3 --soak 20

@@ -85,19 +85,43 @@ json groupTerm(const std::string& group) {
           {"topologyKey", "podshaper.io/nvlink-domain"}};
 }
 
-TEST(NvlinkDomains, NodeKindsKeepDomainsApart) {
-  std::vector<Node> nodes = {trayIn("a0", kDomainA), trayIn("a1", kDomainA), trayIn("b0", kDomainB), trayIn("c", "")};
+TEST(NvlinkDomains, NodeKindsCountTheirNodesDomains) {
+  // Nodes alike but for their domain are one kind, which counts them by domain: an admission
+  // reads as few kinds on 700 domains as on one.
+  std::vector<Node> nodes = {trayIn("a0", kDomainA), trayIn("a1", kDomainA), trayIn("b0", kDomainB), trayIn("c", ""),
+                             gpuNode("h100", 8)};
   auto kinds = nodeKinds(nodes);
-  ASSERT_EQ(kinds.size(), 3u);
-  EXPECT_EQ(kinds[0].members, (std::vector<std::size_t>{0, 1}));
-  EXPECT_EQ(*kinds[1].node.label("podshaper.io/nvlink-domain"), kDomainB);
+  ASSERT_EQ(kinds.size(), 2u);
+  EXPECT_EQ(kinds[0].members, (std::vector<std::size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(kinds[0].node.label("podshaper.io/nvlink-domain"), nullptr);
+  ASSERT_NE(kinds[0].nvlinkDomains, nullptr);
+  EXPECT_EQ(*kinds[0].nvlinkDomains, (std::map<std::string, std::size_t>{{kDomainA, 2}, {kDomainB, 1}}));
+  EXPECT_EQ(kinds[0].withoutNvlinkDomain, 1u);
+  EXPECT_EQ(kinds[1].nvlinkDomains, nullptr);
+  EXPECT_EQ(kinds[1].withoutNvlinkDomain, 1u);
+}
+
+TEST(NvlinkDomains, KindsOfOneSizeAddTheirDomains) {
+  // Two kinds of 4 GPUs (memory differs) in domains that overlap: the class counts their sum.
+  std::vector<Node> nodes = {trayIn("a0", kDomainA), trayIn("a1", kDomainA), trayIn("b0", kDomainB)};
+  nodes[1].memoryBytes = *nodes[0].memoryBytes / 2;
+  nodes[2].memoryBytes = *nodes[0].memoryBytes / 2;
+  ClusterView view = clusterViewOf({}, nodes);
+  ASSERT_EQ(view.kinds.size(), 2u);
+  NodeClass nc = resolveNodeClass(4, std::nullopt, true, NodeSettings{}, &view);
+  EXPECT_EQ(nc.nvlinkDomains(), (std::map<std::string, std::size_t>{{kDomainA, 2}, {kDomainB, 1}}));
+  EXPECT_TRUE(nc.mnnvl());
+  // One kind: its counts are shared, not copied.
+  ClusterView one = rack({{kDomainA, 3}});
+  NodeClass shared = resolveNodeClass(4, std::nullopt, true, NodeSettings{}, &one);
+  EXPECT_EQ(shared.nvlinkDomainCounts, one.kinds[0].nvlinkDomains);
 }
 
 TEST(NvlinkDomains, TheNodeClassCountsItsNodesDomains) {
   NodeSettings settings;
   ClusterView two = rack({{kDomainA, 9}, {kDomainB, 7}});
   NodeClass nc = resolveNodeClass(4, std::nullopt, true, settings, &two);
-  EXPECT_EQ(nc.nvlinkDomains, (std::map<std::string, std::size_t>{{kDomainA, 9}, {kDomainB, 7}}));
+  EXPECT_EQ(nc.nvlinkDomains(), (std::map<std::string, std::size_t>{{kDomainA, 9}, {kDomainB, 7}}));
   EXPECT_EQ(nc.withoutNvlinkDomain, 0u);
   EXPECT_TRUE(nc.mnnvl());
   // One node without a domain among the targets: not an MNNVL class.
