@@ -5,11 +5,10 @@
 #include <time.h>
 
 #include <cstdint>
-#include <utility>
-
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "api/names.h"
 #include "shaping/cluster_view.h"
