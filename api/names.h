@@ -100,6 +100,10 @@ inline constexpr std::string_view kNcclP2PDisableEnv = "NCCL_P2P_DISABLE";
 inline constexpr std::string_view kNcclCuMemEnableEnv = "NCCL_CUMEM_ENABLE";
 // 0: NCCL does not use the multi-node NVLink fabric (nor check for its IMEX channel).
 inline constexpr std::string_view kNcclMnnvlEnableEnv = "NCCL_MNNVL_ENABLE";
+// IMEX channels given without DRA: NVIDIA's container toolkit injects those this variable
+// names (a number, a list, or all); or the host's channel devices mounted as a hostPath.
+inline constexpr std::string_view kImexChannelsEnv = "NVIDIA_IMEX_CHANNELS";
+inline constexpr std::string_view kImexChannelsHostPath = "/dev/nvidia-caps-imex-channels";
 
 // Gang scheduling a pod may be under, which places a job's pods together or not at all:
 // the Workload API (Kubernetes 1.35 spec.workloadRef; spec.schedulingGroup from 1.36),

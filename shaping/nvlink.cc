@@ -75,23 +75,57 @@ std::optional<std::string> gangOf(const json& pod) {
   return std::nullopt;
 }
 
+// The container is given an IMEX channel without DRA: NVIDIA_IMEX_CHANNELS for the container
+// toolkit (not empty, none or void), or a hostPath of the host's channel devices mounted.
+bool imexWithoutDra(const json& pod, const json& container) {
+  const json& env = member(container, "env");
+  if (env.is_array()) {
+    for (const json& e : env) {
+      if (stringMember(e, "name") != names::kImexChannelsEnv) continue;
+      const std::string& value = stringMember(e, "value");
+      if (!value.empty() && value != "none" && value != "void") return true;
+    }
+  }
+  const json& mounts = member(container, "volumeMounts");
+  if (!mounts.is_array()) return false;
+  const json& volumes = member(member(pod, "spec"), "volumes");
+  if (!volumes.is_array()) return false;
+  const std::string_view dir = names::kImexChannelsHostPath;
+  return std::any_of(mounts.begin(), mounts.end(), [&](const json& mount) {
+    return std::any_of(volumes.begin(), volumes.end(), [&](const json& volume) {
+      if (stringMember(volume, "name") != stringMember(mount, "name")) return false;
+      const std::string text = stringMember(member(volume, "hostPath"), "path");
+      std::string_view path = text;
+      while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+      return path == dir || (path.starts_with(dir) && path[dir.size()] == '/');
+    });
+  });
+}
+
 // What the pod lacks of an IMEX channel, in words; nullopt where each GPU container uses a
-// claim of the channel class.
+// claim of the channel class, or is given a channel without DRA.
 std::optional<std::string> missingChannel(const json& pod, const PodInputs& in, const PodClaimGpus& claims,
                                           const std::string& channelClass) {
-  if (claims.channelClaims.empty()) {
-    return "it claims no IMEX channel (no resource claim of device class " + channelClass + ")";
-  }
-  std::vector<std::string> without;
   const json& containers = member(member(pod, "spec"), "containers");
+  std::vector<std::string> without;
+  bool anyWithoutDra = false;
   for (const GpuContainer& c : in.gpuContainers) {
-    const json& uses = member(member(containers[c.index], "resources"), "claims");
+    const json& container = containers[c.index];
+    const json& uses = member(member(container, "resources"), "claims");
     const bool usesOne = uses.is_array() && std::any_of(uses.begin(), uses.end(), [&](const json& use) {
                            return claims.channelClaims.contains(stringMember(use, "name"));
                          });
-    if (!usesOne) without.push_back(inQuotes(c.name));
+    const bool givenOne = !usesOne && imexWithoutDra(pod, container);
+    anyWithoutDra = anyWithoutDra || givenOne;
+    if (!usesOne && !givenOne) without.push_back(inQuotes(c.name));
   }
   if (without.empty()) return std::nullopt;
+  if (claims.channelClaims.empty()) {
+    if (!anyWithoutDra) return "it claims no IMEX channel (no resource claim of device class " + channelClass + ")";
+    return "GPU container" + std::string(without.size() == 1 ? " " : "s ") + someOf(without) +
+           " claim no IMEX channel (no resource claim of device class " + channelClass + ", no " +
+           std::string(names::kImexChannelsEnv) + ", no hostPath " + std::string(names::kImexChannelsHostPath) + ")";
+  }
   return "its IMEX channel claim " + inQuotes(*claims.channelClaims.begin()) + " is not used by container" +
          (without.size() == 1 ? " " : "s ") + someOf(without) + " (resources.claims), which then has no channel";
 }

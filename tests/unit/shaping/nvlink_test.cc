@@ -393,6 +393,52 @@ TEST(NvlinkDomains, TheGroupIsTheJob) {
   EXPECT_NE(formulaOf(bare).find("(NET: the job spans nodes"), std::string::npos);
 }
 
+TEST(NvlinkDomains, AChannelGivenWithoutDraIsAChannel) {
+  ClusterView cluster = rack({{kDomainA, 18}});
+  const json env = json::array({{{"name", "PET_NNODES"}, {"value", "8"}}, {{"name", "NVIDIA_IMEX_CHANNELS"}, {"value", "0"}}});
+  // NVIDIA's container toolkit injects the channels NVIDIA_IMEX_CHANNELS names.
+  auto byEnv = shape(jobPod("8", false).at("/spec/containers/0/env", env), cluster);
+  ASSERT_TRUE(byEnv.allowed) << byEnv.message;
+  EXPECT_FALSE(hasWarning(byEnv, "IMEX channel")) << byEnv.warnings.back();
+  // ... and kept within the domain over the fabric, as with a claimed channel.
+  EXPECT_NE(formulaOf(byEnv).find("P2P: NCCL's P2P transport over the NVLink fabric"), std::string::npos);
+  for (const char* none : {"", "none", "void"}) {
+    json off = env;
+    off[1]["value"] = none;
+    EXPECT_FALSE(shape(jobPod("8", false).at("/spec/containers/0/env", off), cluster).allowed) << none;
+  }
+  // The host's channel devices as a hostPath, the directory or one channel.
+  for (const char* path : {"/dev/nvidia-caps-imex-channels", "/dev/nvidia-caps-imex-channels/", "/dev/nvidia-caps-imex-channels/channel0"}) {
+    auto byHost = shape(jobPod("8", false)
+                            .at("/spec/volumes", json::array({{{"name", "imex"}, {"hostPath", {{"path", path}}}}}))
+                            .at("/spec/containers/0/volumeMounts", json::array({{{"name", "imex"}, {"mountPath", path}}})),
+                        cluster);
+    EXPECT_TRUE(byHost.allowed) << path << ": " << byHost.message;
+  }
+  // Not another path that begins alike, nor the volume unmounted.
+  EXPECT_FALSE(shape(jobPod("8", false)
+                         .at("/spec/volumes", json::array({{{"name", "imex"}, {"hostPath", {{"path", "/dev/nvidia-caps-imex-channelsX"}}}}}))
+                         .at("/spec/containers/0/volumeMounts", json::array({{{"name", "imex"}, {"mountPath", "/x"}}})),
+                     cluster)
+                   .allowed);
+  EXPECT_FALSE(shape(jobPod("8", false).at("/spec/volumes", json::array({{{"name", "imex"}, {"hostPath", {{"path", "/dev/nvidia-caps-imex-channels"}}}}})),
+                     cluster)
+                   .allowed);
+  // Two GPU containers, one given a channel: the other is named.
+  TrainingPod two = jobPod("8", false).withGpus(2).at("/spec/containers/0/env", env);
+  json second = two.json()["spec"]["containers"][0];
+  second["name"] = "second";
+  second["env"] = json::array();
+  two.at("/spec/containers/1", second);
+  auto denied = shape(two, cluster);
+  ASSERT_FALSE(denied.allowed);
+  EXPECT_NE(denied.message.find("GPU container \"second\" claim no IMEX channel (no resource claim of device class " +
+                                std::string(kChannelClass) + ", no NVIDIA_IMEX_CHANNELS, no hostPath "
+                                "/dev/nvidia-caps-imex-channels)"),
+            std::string::npos)
+      << denied.message;
+}
+
 TEST(NvlinkDomains, NodesWithoutEveryDomainAreShapedAsBefore) {
   // One node of the class in no domain: the pod may land there, so nothing changes.
   ClusterView mixed = rack({{kDomainA, 17}, {"", 1}});
